@@ -1,0 +1,27 @@
+#include "cli/commands.h"
+
+#include <cstring>
+
+namespace ts::cli {
+
+int cmd_info(int argc, char** argv);
+
+namespace {
+const Command kCommands[] = {
+    {"info", "print a GGUF model's architecture, shapes, tensor types and KV bytes/token", cmd_info},
+};
+}  // namespace
+
+const Command* find_command(const char* name) {
+  for (const Command& c : kCommands)
+    if (!std::strcmp(c.name, name)) return &c;
+  return nullptr;
+}
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: tokenserve <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n'tokenserve <command> --help' for a command's options.\n");
+}
+
+}  // namespace ts::cli

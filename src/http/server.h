@@ -1,0 +1,82 @@
+// Asynchronous HTTP/1.1 server (Boost.Asio/Beast inside server.cc only).
+//
+// A few io threads serve every connection: idle keep-alive and long SSE streams hold no thread.
+// Per connection: keep-alive, header limit (431), body limit (413), idle timeout between requests
+// (quiet close), read timeout for one request once its first byte arrived (408), write timeout
+// per write (close + cancel). While a response is pending the server keeps reading the socket so a
+// disconnect is seen at once and the Exchange is cancelled (pipelined bytes are kept, not lost).
+//
+// Lifecycle: construct, add routes, start() (binds; port 0 = ephemeral, see port()), then
+// drain() or stop() (the destructor stops). drain(): stop accepting, close idle connections, let
+// in-flight requests finish (their connection then closes) until the deadline, then close the
+// rest (cancelling their exchanges). Thread-safe: start/drain/stop from one controlling thread;
+// stats from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "http/message.h"
+#include "http/router.h"
+
+namespace ts::http {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;                                  // 0: an ephemeral port
+  int num_io_threads = 2;
+  size_t max_body_bytes = 8u << 20;                   // larger -> 413
+  size_t max_header_bytes = 16u << 10;                // request line + headers; larger -> 431
+  std::chrono::milliseconds idle_timeout{60'000};     // keep-alive wait for the next request
+  std::chrono::milliseconds read_timeout{30'000};     // one request, first byte to last
+  std::chrono::milliseconds write_timeout{30'000};    // each write of a response or chunk
+  size_t max_stream_buffer_bytes = 16u << 20;         // queued, unsent chunk bytes per stream
+  std::string server_name = "tokenserve";             // "Server" header
+  ErrorRenderer error_renderer;                       // empty: text/plain
+};
+
+struct ServerStats {
+  uint64_t num_connections_open = 0;
+  uint64_t num_connections_accepted = 0;
+  uint64_t num_requests = 0;       // requests dispatched to handlers or answered with an error
+  uint64_t num_in_flight = 0;      // requests whose response is not finished
+  uint64_t num_cancelled = 0;      // exchanges cancelled before their response finished
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Routes must be added before start().
+  Router& router();
+  void route(Method method, std::string pattern, Handler handler);
+
+  // Binds host:port, listens, starts the io threads. Fails (state unchanged, nothing running)
+  // with kUnavailable "address 127.0.0.1:8080 is already in use" or kInvalidArgument for a bad
+  // host. Call once.
+  Status start();
+  // The bound port (meaningful after a successful start()).
+  uint16_t port() const;
+
+  // Graceful drain, blocking until done: see the header comment. Idempotent.
+  void drain(std::chrono::milliseconds deadline);
+  // drain(0): close everything now and join the io threads.
+  void stop();
+  bool draining() const;
+
+  ServerStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace ts::http

@@ -1,0 +1,81 @@
+// Llama-family model (llama, mistral, qwen2, smollm ...): hyper-parameters from GGUF metadata,
+// weights prepared for the tensor kernels, and a forward pass over a batch of tokens drawn from
+// many sequences whose KV lives in a paged KvStorage.
+//
+// The model never schedules, samples or decides which KV blocks a sequence owns: the engine
+// passes each sequence's block table. forward() writes K/V of the new tokens into those blocks
+// and reads all earlier positions from them.
+//
+// Thread-safety: load() is thread-safe; forward() uses per-model scratch and must be called by
+// one thread at a time (the engine thread). config()/tokenizer() are immutable after load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/kv_storage.h"
+#include "model/model_config.h"
+
+namespace ts::gguf { class GgufFile; }
+namespace ts::tokenizer { class Tokenizer; }
+
+namespace ts::model {
+
+struct LoadOptions {
+  // Reserved for future weight repacking choices.
+  bool repack = true;
+};
+
+// One sequence's slice of a forward batch. Its tokens are contiguous in ForwardBatch::tokens,
+// in the order of ForwardBatch::seqs.
+struct SeqSlice {
+  int32_t num_tokens = 0;               // tokens of this sequence in this step (>= 1)
+  int32_t start_pos = 0;                // position of the first one (= tokens already in KV)
+  std::span<const int32_t> block_table; // KV blocks covering positions [0, start_pos + num_tokens)
+  int32_t num_logits = 1;               // logits wanted for the last num_logits tokens (0..num_tokens)
+};
+
+struct ForwardBatch {
+  std::span<const int32_t> tokens;      // [total tokens]
+  std::span<const SeqSlice> seqs;
+};
+
+class Model {
+ public:
+  // Opens the GGUF, reads hyper-parameters, builds the tokenizer and prepares weights.
+  // Errors: kNotFound, kDataLoss (corrupt file), kUnimplemented (architecture / tensor type),
+  // kInvalidArgument (inconsistent shapes), each with a message naming the problem.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, LoadOptions opts = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::GgufFile& gguf() const { return *gguf_; }
+  // Weight bytes read per forward step (for bandwidth reports).
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  // Runs the batch. logits: [sum of num_logits][n_vocab], sequences in order, positions in
+  // order. Errors (kInvalidArgument) for a position past the KV storage or the block table,
+  // a token id out of range, or an empty batch; KV is unchanged for later positions then.
+  Status forward(const ForwardBatch& batch, KvStorage& kv, float* logits, ThreadPool* pool);
+
+ private:
+  struct Weights;
+  struct Scratch;
+  Model();
+  Status init(const std::string& path, const LoadOptions& opts);
+
+  ModelConfig config_;
+  std::unique_ptr<gguf::GgufFile> gguf_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Weights> weights_;
+  std::unique_ptr<Scratch> scratch_;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace ts::model

@@ -1,0 +1,91 @@
+// Tensor element types as GGUF/ggml numbers them, and their block geometry.
+// Pure data; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ts::tensor {
+
+// ggml type ids (stable in the GGUF format).
+enum class DType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct TypeTraits {
+  std::string_view name;  // "f32", "q8_0", ...
+  int64_t block_size;     // elements per block (1 for plain types)
+  size_t type_size;       // bytes per block
+  bool compute;           // true when this build has dequantize + matmul kernels for it
+};
+
+// Traits of a known ggml type id (also ones we only size, never compute), or nullopt.
+std::optional<TypeTraits> type_traits(uint32_t type_id);
+// Name for messages: "q8_0", or "type#N" when unknown.
+std::string type_name(uint32_t type_id);
+// Parses "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k" (case-insensitive) to a computable type.
+std::optional<DType> parse_dtype(std::string_view name);
+
+// Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).
+inline size_t row_bytes(const TypeTraits& t, int64_t n) {
+  return static_cast<size_t>(n / t.block_size) * t.type_size;
+}
+
+// Block layouts (identical to ggml's, little-endian).
+constexpr int kQK4_0 = 32;
+constexpr int kQK8_0 = 32;
+constexpr int kQK_K = 256;
+constexpr int kKScaleSize = 12;
+
+struct BlockQ4_0 {  // 18 bytes: fp16 d, 16 bytes of nibbles (low nibbles = elements 0..15)
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+struct BlockQ8_0 {  // 34 bytes: fp16 d, 32 int8
+  uint16_t d;
+  int8_t qs[kQK8_0];
+};
+struct BlockQ4_K {  // 144 bytes
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockQ6_K {  // 210 bytes
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+struct BlockQ8_K {  // activation blocks for K-quants: float d, 256 int8, 16 sums of 16
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+}  // namespace ts::tensor

@@ -1,0 +1,79 @@
+// Weight matrices prepared for fast mat-muls, and the activation rounding ggml applies.
+//
+// A Matrix is [rows][cols] in one GGUF type, row-major with cols innermost (GGUF shape
+// {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
+// interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
+// caller's memory (the mmap), which must then outlive the Matrix.
+//
+// matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
+// once for all n_tok token columns, split over the pool's threads by rows. Activations are
+// rounded the way ggml's CPU backend does, so results match llama.cpp closely:
+//   F32 weights: x used as is;  F16 weights: x rounded to fp16;  BF16: x rounded to bf16;
+//   Q8_0 / Q4_0 weights: x quantized to Q8_0 blocks (32 values, fp16 scale), integer dots;
+//   Q4_K / Q6_K weights: x quantized to Q8_K blocks (256 values, float scale), integer dots.
+// The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
+// path gives the same result up to float summation order.
+//
+// Thread-safety: const methods are safe to call concurrently; matmul uses the pool it is given
+// (whose run() must not be re-entered).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace ts::tensor {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Best ISA this CPU supports (cached), and an override for tests/benchmarks (clamped to what
+// the CPU has). set_isa affects matmuls started afterwards, process-wide.
+Isa detected_isa();
+Isa active_isa();
+void set_isa(Isa isa);
+const char* isa_name(Isa isa);
+
+class Matrix {
+ public:
+  Matrix();
+  ~Matrix();
+  Matrix(Matrix&&) noexcept;
+  Matrix& operator=(Matrix&&) noexcept;
+
+  // Errors: kUnimplemented for a type without kernels; kInvalidArgument when cols is not a
+  // multiple of the type's block size.
+  static Result<Matrix> create(DType type, const void* data, int64_t rows, int64_t cols);
+
+  DType type() const;
+  int64_t rows() const;
+  int64_t cols() const;
+  // Bytes of weights read by one matmul (for bandwidth reports).
+  size_t weight_bytes() const;
+
+  // x: [n_tok][cols] floats (row stride cols); y: [n_tok][rows] floats (row stride rows).
+  // `pool` may be null (single-threaded). No allocation after the first call with a given
+  // n_tok (scratch is kept per Matrix-independent thread-local buffers).
+  void matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const;
+  // Same, computing only rows [row_begin, row_end) into y[t][r - row_begin] (stride row_end-row_begin).
+  void matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
+                   ThreadPool* pool) const;
+
+  // Row r as floats (cols values): embedding lookup.
+  void dequantize_row(int64_t r, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Row-level helpers over raw GGUF bytes (reference semantics; used by tests, the writer and
+// quantize). n must be a multiple of the type's block size.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+// Quantizes n floats into `type` (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K). Q4_K/Q6_K use a simple
+// round-to-nearest search, not necessarily bit-identical to llama-quantize.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace ts::tensor

@@ -1,0 +1,47 @@
+#include "test_util.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace ts::testing {
+
+std::string shared_dir() {
+  if (const char* env = std::getenv("TOKENSERVE_SHARED"); env && *env) {
+    if (fs::is_directory(env)) return env;
+  }
+  fs::path p = fs::path(TS_SOURCE_DIR).parent_path() / "shared";
+  if (fs::is_directory(p)) return p.string();
+  return "";
+}
+
+std::string shared_path(const std::string& rel) {
+  std::string dir = shared_dir();
+  if (dir.empty()) return "";
+  fs::path p = fs::path(dir) / rel;
+  return fs::exists(p) ? p.string() : "";
+}
+
+std::string temp_dir() {
+  static std::atomic<int> counter{0};
+  fs::path p = fs::temp_directory_path() /
+               ("ts-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace ts::testing
