@@ -1,0 +1,176 @@
+// Engine: owns the KV memory, the block pool, the scheduler and a compute thread pool, and runs
+// the step loop (schedule -> one batched forward -> sample -> emit events) on its own thread.
+// Callers submit tokenized Requests and read each request's event stream from its handle.
+//
+// Thread-safety: submit(), stats(), stop_accepting(), idle() and RequestHandle methods are
+// thread-safe. step() is for tests/benchmarks that create the engine with start_thread = false
+// and must then be called from one thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/request.h"
+#include "model/kv_storage.h"
+
+namespace ts::model { class Model; }
+
+namespace ts::engine {
+
+// Limits of one serving tier.
+struct TierOptions {
+  int32_t max_running = 256;         // running sequences of this tier at most
+  float kv_share = 1.0f;             // share of KV blocks this tier may hold, (0, 1]
+  int32_t priority = 0;              // higher runs first and is preempted last
+  std::chrono::milliseconds latency_target{0};  // queue-time target for admission; 0 = none.
+                                     // While a request of this tier waits past it, lower-priority
+                                     // tiers admit nothing new (and may be preempted for it).
+  int32_t max_queued = 1024;         // waiting requests of this tier before submit() says kUnavailable
+};
+
+struct EngineOptions {
+  int32_t block_size = 16;           // tokens per KV block
+  size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget (--kv-cache-memory)
+  int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests)
+  model::KvType kv_type = model::KvType::kF16;  // KV element type
+  int32_t max_seqs = 64;             // running sequences at most (--max-seqs)
+  int32_t max_batch_tokens = 512;    // tokens per step at most (--max-batch-tokens); >= max_seqs is sensible
+  int32_t max_model_len = 0;         // prompt + completion limit; 0 = the model's context length
+  bool enable_prefix_cache = true;   // reuse cached full blocks across requests
+  TierOptions interactive{.max_running = 256, .kv_share = 1.0f, .priority = 1,
+                          .latency_target = std::chrono::milliseconds(500), .max_queued = 1024};
+  TierOptions batch{.max_running = 256, .kv_share = 0.9f, .priority = 0,
+                    .latency_target = std::chrono::milliseconds(0), .max_queued = 4096};
+  int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
+  bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
+  uint64_t seed = 0;                 // seeds requests without their own seed; 0 = random_device
+};
+
+// A snapshot for metrics (refreshed after every step).
+struct EngineStats {
+  int32_t num_running = 0;           // sequences holding KV and scheduled
+  int32_t num_waiting[kNumTiers] = {0, 0};  // requests/sequences waiting per tier (index = Tier)
+  int32_t num_running_tier[kNumTiers] = {0, 0};  // running sequences per tier
+  int32_t kv_blocks_total = 0;       // blocks in the pool
+  int32_t kv_blocks_used = 0;        // blocks referenced by some sequence
+  int32_t kv_blocks_cached = 0;      // free blocks that still hold a cached prefix (evictable)
+  int32_t block_size = 0;            // tokens per block
+  int64_t prefix_queries = 0;        // prompt tokens looked up in the prefix cache at admission
+  int64_t prefix_hits = 0;           // of those, tokens found cached
+  int64_t num_preemptions = 0;       // sequences preempted (recompute) since start
+  int64_t prompt_tokens_total = 0;   // prompt tokens of finished and running requests, counted at admission
+  int64_t prefill_tokens_total = 0;  // tokens actually computed through the model for prompts/recompute
+  int64_t generation_tokens_total = 0;  // tokens sampled
+  int64_t num_steps = 0;             // forward steps run
+  int64_t requests_finished = 0;     // requests whose last event was emitted
+  double last_step_ms = 0.0;         // duration of the last step
+};
+
+class RequestHandle;
+namespace detail { struct HandleState; struct Waker; }
+
+class Engine {
+ public:
+  // Sizes the KV pool (num_kv_blocks or kv_cache_bytes), allocates it, and starts the loop
+  // thread when opts.start_thread. `model` must outlive the engine.
+  // Errors: kInvalidArgument (bad options), kResourceExhausted (KV allocation failed or the
+  // budget holds no block).
+  static Result<std::unique_ptr<Engine>> create(model::Model& model, EngineOptions opts);
+  // Stops the loop; unfinished requests end with FinishReason::kCancelled.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Errors, with nothing queued:
+  //  kInvalidArgument: empty prompt, token id out of range, bad sampling values, or
+  //                    prompt + max_tokens above max_model_len (message gives the counts);
+  //  kResourceExhausted: the request cannot fit in the KV pool even alone;
+  //  kUnavailable: the tier's queue is full, or the engine stopped accepting.
+  Result<std::shared_ptr<RequestHandle>> submit(Request req);
+
+  // Runs one scheduling step (start_thread = false only). Returns false when there was no work.
+  bool step();
+
+  EngineStats stats() const;
+  // New submits get kUnavailable; running and queued requests continue (graceful drain).
+  void stop_accepting();
+  // True when no request is queued or running.
+  bool idle() const;
+  const EngineOptions& options() const { return opts_; }
+  model::Model& model() { return model_; }
+  // Max prompt + completion tokens per request.
+  int32_t max_model_len() const { return max_model_len_; }
+
+ private:
+  struct Impl;
+  Engine(model::Model& model, EngineOptions opts);
+  void loop();
+
+  model::Model& model_;
+  EngineOptions opts_;
+  int32_t max_model_len_ = 0;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+// The caller's side of one request. Shared between the caller and the engine thread.
+class RequestHandle {
+ public:
+  // Next event, waiting up to `timeout`; std::nullopt on timeout or after the final event
+  // (request_done) has been taken.
+  std::optional<Event> next(std::chrono::milliseconds timeout);
+  // Every event up to and including request_done (blocking, for tests and non-streaming use).
+  std::vector<Event> wait_all();
+  // Asks the engine to stop this request; its blocks are freed within one step and every
+  // unfinished choice ends with FinishReason::kCancelled. Idempotent; no-op once finished.
+  void cancel();
+  // True once the request_done event was produced (it may not be taken yet).
+  bool done() const;
+  const std::string& id() const { return id_; }
+  int32_t num_choices() const { return n_; }
+
+  // For the engine.
+  RequestHandle(std::string id, int32_t n, std::shared_ptr<detail::HandleState> state);
+  detail::HandleState& state() { return *state_; }
+
+ private:
+  std::string id_;
+  int32_t n_ = 1;
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+namespace detail {
+// Wakes the engine loop (submit, cancel).
+struct Waker {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool pending = false;
+  void notify() {
+    { std::lock_guard<std::mutex> l(mu); pending = true; }
+    cv.notify_one();
+  }
+};
+
+struct HandleState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> events;          // produced, not yet taken
+  bool done = false;                 // request_done produced
+  bool done_taken = false;           // request_done taken by next()
+  std::atomic<bool> cancel_requested{false};
+  std::shared_ptr<Waker> waker;      // the engine loop to wake on cancel
+};
+}  // namespace detail
+
+}  // namespace ts::engine
