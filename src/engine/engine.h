@@ -22,22 +22,12 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/request.h"
+#include "engine/scheduler.h"
 #include "model/kv_storage.h"
 
 namespace ts::model { class Model; }
 
 namespace ts::engine {
-
-// Limits of one serving tier.
-struct TierOptions {
-  int32_t max_running = 256;         // running sequences of this tier at most
-  float kv_share = 1.0f;             // share of KV blocks this tier may hold, (0, 1]
-  int32_t priority = 0;              // higher runs first and is preempted last
-  std::chrono::milliseconds latency_target{0};  // queue-time target for admission; 0 = none.
-                                     // While a request of this tier waits past it, lower-priority
-                                     // tiers admit nothing new (and may be preempted for it).
-  int32_t max_queued = 1024;         // waiting requests of this tier before submit() says kUnavailable
-};
 
 struct EngineOptions {
   int32_t block_size = 16;           // tokens per KV block

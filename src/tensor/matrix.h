@@ -36,6 +36,13 @@ Isa active_isa();
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
 
+// Creation options (additions to the original API; defaults keep its behaviour).
+struct MatrixOptions {
+  // Allow a repacked layout (Q8_0 -> 16-row interleave when the active ISA is AVX-512).
+  // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
+  bool allow_repack = true;
+};
+
 class Matrix {
  public:
   Matrix();
@@ -46,6 +53,8 @@ class Matrix {
   // Errors: kUnimplemented for a type without kernels; kInvalidArgument when cols is not a
   // multiple of the type's block size.
   static Result<Matrix> create(DType type, const void* data, int64_t rows, int64_t cols);
+  static Result<Matrix> create(DType type, const void* data, int64_t rows, int64_t cols,
+                               const MatrixOptions& options);
 
   DType type() const;
   int64_t rows() const;
@@ -63,6 +72,9 @@ class Matrix {
 
   // Row r as floats (cols values): embedding lookup.
   void dequantize_row(int64_t r, float* out) const;
+
+  // True when create() repacked the weights into an owned interleaved layout.
+  bool repacked() const;
 
  private:
   struct Impl;

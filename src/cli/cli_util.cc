@@ -1,0 +1,50 @@
+#include "cli/cli_util.h"
+
+#include <cctype>
+#include <cmath>
+
+namespace ts::cli {
+
+int parse_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tokenserve %s: %s (see --help)\n", app.get_name().c_str(), e.what());
+    return 2;
+  }
+  return -1;
+}
+
+std::optional<uint64_t> parse_bytes(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  double v = 0;
+  try {
+    v = std::stod(s.substr(0, i));
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string unit;
+  for (size_t k = i; k < s.size(); ++k) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(s[k])));
+  double mult = 1;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return std::nullopt;
+  double bytes = v * mult;
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+int fail(const char* cmd, const std::string& message, int code) {
+  std::fprintf(stderr, "tokenserve %s: %s\n", cmd, message.c_str());
+  return code;
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,174 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace ts::engine {
+
+Scheduler::Scheduler(SchedulerOptions opts, KvCacheManager& kv) : opts_(opts), kv_(kv) {
+  TS_CHECK(opts_.max_seqs > 0 && opts_.max_batch_tokens > 0, "scheduler limits must be positive");
+}
+
+void Scheduler::add(Sequence* seq) {
+  TS_CHECK(seq->block_table.empty() && seq->num_computed_tokens == 0,
+           "a waiting sequence must not hold blocks");
+  seq->status = SeqStatus::kWaiting;
+  waiting_[static_cast<int>(seq->tier)].push_back(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  if (it != running_.end()) running_.erase(it);
+  auto& q = waiting_[static_cast<int>(seq->tier)];
+  auto wit = std::find(q.begin(), q.end(), seq);
+  if (wit != q.end()) q.erase(wit);
+  kv_.free(*seq);
+  seq->status = SeqStatus::kFinished;
+}
+
+int32_t Scheduler::num_running(Tier t) const {
+  return static_cast<int32_t>(
+      std::count_if(running_.begin(), running_.end(), [t](const Sequence* s) { return s->tier == t; }));
+}
+
+bool Scheduler::has_work() const {
+  if (!running_.empty()) return true;
+  for (const auto& q : waiting_) {
+    if (!q.empty()) return true;
+  }
+  return false;
+}
+
+int32_t Scheduler::tier_blocks(Tier t) const {
+  int32_t n = 0;
+  for (const Sequence* s : running_) {
+    if (s->tier == t) n += static_cast<int32_t>(s->block_table.size());
+  }
+  return n;
+}
+
+void Scheduler::insert_running(Sequence* seq) {
+  auto before = [](const Sequence* a, const Sequence* b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    return a->admit_order < b->admit_order;
+  };
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, before), seq);
+}
+
+void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.scheduled) {
+    TS_CHECK(s.seq != victim, "preempting a sequence already scheduled this step");
+  }
+  auto it = std::find(running_.begin(), running_.end(), victim);
+  TS_CHECK(it != running_.end(), "preempting a sequence that is not running");
+  running_.erase(it);
+  kv_.free(*victim);
+  victim->status = SeqStatus::kWaiting;
+  ++victim->num_preemptions;
+  waiting_[static_cast<int>(victim->tier)].push_front(victim);
+  out.preempted.push_back(victim);
+}
+
+bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) {
+  const Tier t = seq->tier;
+  const TierOptions& to = opts_.tiers[static_cast<int>(t)];
+  if (num_running(t) >= to.max_running) return false;
+  while (static_cast<int32_t>(running_.size()) >= opts_.max_seqs) {
+    if (running_.empty() || running_.back()->priority >= seq->priority) return false;
+    preempt(running_.back(), out);
+  }
+  const int32_t cached = kv_.acquire_cached_prefix(*seq);
+  const int32_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+  TS_CHECK(n > 0, "admitting a sequence with nothing to compute");
+  const int32_t total = kv_.pool().num_blocks();
+  const int32_t limit = std::max<int32_t>(1, static_cast<int32_t>(std::floor(to.kv_share * total)));
+  const int32_t held = tier_blocks(t);
+  if (held > 0 && held + static_cast<int32_t>(seq->block_table.size()) +
+                          kv_.num_blocks_needed(*seq, n) > limit) {
+    kv_.free(*seq);
+    seq->num_cached_tokens = 0;
+    return false;
+  }
+  while (!kv_.allocate_slots(*seq, n)) {
+    if (running_.empty() || running_.back()->priority >= seq->priority) {
+      kv_.free(*seq);
+      seq->num_cached_tokens = 0;
+      return false;
+    }
+    preempt(running_.back(), out);
+  }
+  auto& q = waiting_[static_cast<int>(t)];
+  TS_CHECK(!q.empty() && q.front() == seq, "admitting a sequence that is not first in line");
+  q.pop_front();
+  seq->status = SeqStatus::kRunning;
+  seq->admit_order = next_admit_order_++;
+  ++seq->num_admissions;
+  insert_running(seq);
+  out.admitted.push_back(seq);
+  out.num_prefix_query_tokens += seq->num_tokens();
+  out.num_prefix_hit_tokens += cached;
+  out.scheduled.push_back({seq, n, seq->num_computed_tokens + n == seq->num_tokens()});
+  out.num_tokens += n;
+  budget -= n;
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule(TimePoint now) {
+  SchedulerOutput out;
+  int32_t budget = opts_.max_batch_tokens;
+
+  int order[kNumTiers];
+  for (int i = 0; i < kNumTiers; ++i) order[i] = i;
+  std::stable_sort(order, order + kNumTiers, [this](int a, int b) {
+    return opts_.tiers[a].priority > opts_.tiers[b].priority;
+  });
+
+  int gate_priority = INT_MIN;  // tiers below this priority admit nothing this step
+  for (int ti : order) {
+    const Tier tier = static_cast<Tier>(ti);
+    const TierOptions& to = opts_.tiers[ti];
+
+    // 1. Running sequences of this tier: decodes and continuing prefill chunks.
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Sequence* s = running_[i];
+      if (s->tier != tier) continue;
+      const int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+      if (n <= 0) continue;
+      bool ok = true;
+      while (!kv_.allocate_slots(*s, n)) {
+        Sequence* victim = running_.back();
+        preempt(victim, out);
+        if (victim == s) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) break;  // s was the last running sequence
+      out.scheduled.push_back({s, n, s->num_computed_tokens + n == s->num_tokens()});
+      out.num_tokens += n;
+      budget -= n;
+    }
+
+    // 2. Admission, unless this tier (or a higher one) just lost sequences to preemption or a
+    //    higher tier has a request waiting past its latency target.
+    bool skip = to.priority < gate_priority;
+    for (const Sequence* p : out.preempted) {
+      if (p->priority >= to.priority) skip = true;
+    }
+    auto& q = waiting_[ti];
+    if (!skip) {
+      while (!q.empty() && budget > 0) {
+        if (!try_admit(q.front(), budget, out)) break;
+      }
+    }
+    if (!q.empty() && to.latency_target.count() > 0 && now - q.front()->arrival > to.latency_target) {
+      gate_priority = std::max(gate_priority, to.priority);
+    }
+  }
+  return out;
+}
+
+}  // namespace ts::engine

@@ -1,0 +1,60 @@
+#include "engine/stop_matcher.h"
+
+#include <algorithm>
+
+namespace ts::engine {
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+  for (auto& s : stops) {
+    if (!s.empty()) stops_.push_back(std::move(s));
+  }
+}
+
+std::string StopMatcher::push(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  if (stops_.empty()) {
+    std::string out;
+    out.swap(pending_);
+    return out;
+  }
+  // Earliest match wins; at the same position, the longest stop string.
+  size_t best = std::string::npos;
+  for (const auto& s : stops_) {
+    const size_t pos = pending_.find(s);
+    if (pos == std::string::npos) continue;
+    if (best == std::string::npos || pos < best || (pos == best && s.size() > matched_.size())) {
+      best = pos;
+      matched_ = s;
+    }
+  }
+  if (best != std::string::npos) {
+    stopped_ = true;
+    std::string out = pending_.substr(0, best);
+    pending_.clear();
+    return out;
+  }
+  // Hold back the longest suffix that is a proper prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    const size_t max_len = std::min(s.size() - 1, pending_.size());
+    for (size_t len = max_len; len > hold; --len) {
+      if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  std::string out = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  if (!stopped_) out.swap(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace ts::engine

@@ -1,0 +1,72 @@
+// A small blocking HTTP/1.1 client over a POSIX socket, for tests and tools (not for the
+// server's hot path). One connection per Client; keep-alive by reusing it. Understands
+// Content-Length, chunked and read-until-close bodies, and can read a chunked body one chunk at
+// a time (SSE). Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "http/message.h"
+
+namespace ts::http {
+
+struct ClientResponse {
+  int status = 0;
+  HeaderList headers;
+  std::string body;                 // whole body (chunks joined)
+  std::vector<std::string> chunks;  // chunk payloads as received, when chunked
+  bool chunked = false;
+
+  std::string_view header(std::string_view name) const;
+};
+
+class Client {
+ public:
+  Client() = default;
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Status connect(const std::string& host, uint16_t port);
+  bool connected() const { return fd_ >= 0; }
+  void close();
+  // Timeout for each wait on the socket (default 10 s). Expiry gives kDeadlineExceeded.
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+  // Sends bytes as they are (for malformed or partial requests).
+  Status send_raw(std::string_view bytes);
+  // Sends a request with Host and, when body is non-empty or method is POST, Content-Length.
+  Status send_request(std::string_view method, std::string_view target, std::string_view body,
+                      const HeaderList& headers = {});
+  // send_request + read_response.
+  Result<ClientResponse> request(std::string_view method, std::string_view target,
+                                 std::string_view body = {}, const HeaderList& headers = {});
+
+  // Reads a status line and headers (skipping 1xx interim responses unless told not to).
+  Result<ClientResponse> read_head(bool skip_interim = true);
+  // After read_head of a chunked response: the next chunk's payload, "" after the last chunk.
+  Result<std::string> read_chunk();
+  // read_head + the whole body.
+  Result<ClientResponse> read_response();
+
+  // True if the server closes the connection (EOF or reset) within `wait`; bytes that arrive
+  // meanwhile are kept for later reads.
+  bool wait_closed(std::chrono::milliseconds wait);
+
+ private:
+  Status fill(std::chrono::milliseconds timeout);
+  Result<std::string> read_line();
+  Status read_exact(size_t n, std::string* out);
+
+  int fd_ = -1;
+  std::string buf_;
+  std::chrono::milliseconds timeout_{10'000};
+  bool eof_ = false;
+};
+
+}  // namespace ts::http

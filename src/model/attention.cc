@@ -1,0 +1,174 @@
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/fp16.h"
+
+namespace ts::model {
+namespace {
+
+// Converts `n` head vectors (one page, [n][head_dim]) of the storage type to floats.
+void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t n,
+               float* out) {
+  const int32_t hd = kv.head_dim();
+  const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, 0);
+  switch (kv.type()) {
+    case KvType::kF32:
+      std::memcpy(out, src, sizeof(float) * n * hd);
+      break;
+    case KvType::kF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+      for (int32_t i = 0; i < n * hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
+      break;
+    }
+    case KvType::kQ8_0: {
+      const int8_t* qv = reinterpret_cast<const int8_t*>(src);
+      const float* sc = kv.scale_ptr(layer, is_v, block, head, 0);
+      for (int32_t s = 0; s < n; ++s)
+        for (int32_t i = 0; i < hd; ++i) out[s * hd + i] = sc[s] * qv[s * hd + i];
+      break;
+    }
+  }
+}
+
+void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot,
+               const float* x) {
+  const int32_t hd = kv.head_dim();
+  uint8_t* dst = kv.elem_ptr(layer, is_v, block, head, slot);
+  switch (kv.type()) {
+    case KvType::kF32:
+      std::memcpy(dst, x, sizeof(float) * hd);
+      break;
+    case KvType::kF16: {
+      uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+      for (int32_t i = 0; i < hd; ++i) h[i] = tensor::fp32_to_fp16(x[i]);
+      break;
+    }
+    case KvType::kQ8_0: {
+      float amax = 0;
+      for (int32_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float d = amax / 127.f;
+      const float id = d > 0 ? 1.f / d : 0.f;
+      int8_t* qv = reinterpret_cast<int8_t*>(dst);
+      for (int32_t i = 0; i < hd; ++i) qv[i] = static_cast<int8_t>(std::lround(x[i] * id));
+      *kv.scale_ptr(layer, is_v, block, head, slot) = d;
+      break;
+    }
+  }
+}
+
+inline float dot(const float* a, const float* b, int32_t n) {
+  float s = 0;
+  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,
+              const float* v) {
+  const int32_t hd = kv.head_dim(), nkv = kv.n_head_kv(), bs = kv.block_size();
+  int64_t t = 0;
+  for (const SeqSlice& s : seqs) {
+    for (int32_t j = 0; j < s.num_tokens; ++j, ++t) {
+      const int32_t pos = s.start_pos + j;
+      const int32_t block = s.block_table[pos / bs], slot = pos % bs;
+      for (int32_t h = 0; h < nkv; ++h) {
+        store_vec(kv, layer, false, block, h, slot, k + (t * nkv + h) * hd);
+        store_vec(kv, layer, true, block, h, slot, v + (t * nkv + h) * hd);
+      }
+    }
+  }
+}
+
+void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
+                     std::span<const SeqSlice> seqs, const float* q, float* out,
+                     AttentionScratch& scratch, ThreadPool* pool) {
+  const int32_t hd = p.head_dim, nkv = p.n_head_kv, group = p.n_head / p.n_head_kv;
+  const int32_t bs = kv.block_size();
+  const int64_t QD = int64_t{p.n_head} * hd;
+  // First token index of each sequence, and the longest context in the batch.
+  int64_t max_ctx = 0;
+  std::vector<int64_t>& first = scratch.first;
+  if (first.size() < seqs.size()) first.resize(seqs.size());
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      first[i] = t;
+      t += seqs[i].num_tokens;
+      max_ctx = std::max<int64_t>(max_ctx, seqs[i].start_pos + seqs[i].num_tokens);
+    }
+  }
+  const int nt = pool ? pool->num_threads() : 1;
+  // Per thread: scores [group][max_ctx], one K/V page [bs][hd], accumulators [group][hd].
+  const size_t need = static_cast<size_t>(group) * max_ctx + static_cast<size_t>(bs) * hd + static_cast<size_t>(group) * hd;
+  if (static_cast<int>(scratch.per_thread.size()) < nt) scratch.per_thread.resize(nt);
+  for (auto& buf : scratch.per_thread)
+    if (buf.size() < need) buf.resize(need);
+
+  const int64_t num_items = static_cast<int64_t>(seqs.size()) * nkv;
+  auto work = [&](int64_t item_begin, int64_t item_end, int thread) {
+    float* scores = scratch.per_thread[thread].data();
+    float* page = scores + static_cast<size_t>(group) * max_ctx;
+    float* acc = page + static_cast<size_t>(bs) * hd;
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      const size_t si = static_cast<size_t>(item / nkv);
+      const int32_t kvh = static_cast<int32_t>(item % nkv);
+      const SeqSlice& s = seqs[si];
+      for (int32_t j = 0; j < s.num_tokens; ++j) {
+        const int64_t t = first[si] + j;
+        const int32_t ctx = s.start_pos + j + 1;  // causal: positions 0..pos
+        const float* qt = q + t * QD + int64_t{kvh} * group * hd;
+        // Scores, page by page.
+        for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+          const int32_t n = std::min(bs, ctx - b0);
+          load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
+          for (int32_t g = 0; g < group; ++g)
+            for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
+        }
+        // Softmax per query head.
+        for (int32_t g = 0; g < group; ++g) {
+          float* sc = scores + g * max_ctx;
+          float m = sc[0];
+          for (int32_t i = 1; i < ctx; ++i) m = std::max(m, sc[i]);
+          double sum = 0;
+          for (int32_t i = 0; i < ctx; ++i) {
+            sc[i] = std::exp(sc[i] - m);
+            sum += sc[i];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int32_t i = 0; i < ctx; ++i) sc[i] *= inv;
+        }
+        std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
+        for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+          const int32_t n = std::min(bs, ctx - b0);
+          load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
+          for (int32_t g = 0; g < group; ++g) {
+            float* a = acc + g * hd;
+            const float* sc = scores + g * max_ctx + b0;
+            for (int32_t i = 0; i < n; ++i) {
+              const float wgt = sc[i];
+              const float* vv = page + i * hd;
+              for (int32_t d = 0; d < hd; ++d) a[d] += wgt * vv[d];
+            }
+          }
+        }
+        std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
+      }
+    }
+  };
+  if (!pool || nt == 1 || num_items == 1) {
+    work(0, num_items, 0);
+    return;
+  }
+  pool->run([&](int i, int n) {
+    int64_t per = num_items / n, rem = num_items % n;
+    int64_t b = i * per + std::min<int64_t>(i, rem);
+    int64_t e = b + per + (i < rem ? 1 : 0);
+    if (b < e) work(b, e, i);
+  });
+}
+
+}  // namespace ts::model

@@ -1,0 +1,82 @@
+// Mat-mul micro-kernels behind runtime ISA dispatch (internal to src/tensor).
+//
+// A kernel computes y[t*ldy + r] = sum_k W[r][k] * x[t][k] for r < num_rows and t < n_tok,
+// reading each weight row (or 16-row group) once for all tokens. Activations arrive already
+// rounded/quantized (Act). Every ISA provides every layout; the scalar table is the reference
+// the SIMD ones are tested against. Kernels are pure: no allocation, no shared state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ts::tensor::kern {
+
+// Weight layouts a Matrix can hold.
+enum class Layout : int {
+  kF32 = 0,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K,
+  kQ6_K,
+  kQ8_0_R16,  // 16 rows interleaved, see below
+  kCount,
+};
+
+// Q8_0_R16: rows padded to a multiple of 16 (padding rows have scale 0). Group g (rows
+// 16g..16g+15) is a run of ceil(nb/2) pair records (nb = cols/32), each kR16PairBytes:
+//   [2][16] fp16 scales (block 2p for the 16 rows, then block 2p+1),
+//   [2][8][16][4] u8 = w + 128 (block, k4 = k/4, row, k%4): one 64-byte line feeds 16 rows.
+// When nb is odd the last record's second block is zero-filled and never read.
+constexpr size_t kR16PairBytes = 64 + 2 * 512;
+inline size_t r16_group_bytes(int64_t cols) {
+  return static_cast<size_t>((cols / 32 + 1) / 2) * kR16PairBytes;
+}
+
+// Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs
+// are set.
+struct Act {
+  int64_t n_tok = 0;
+  int64_t cols = 0;
+  const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
+  const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (for Q8_0/Q4_0 weights)
+  const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
+  const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
+  const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q4_K/Q6_K weights)
+};
+
+struct GemmArgs {
+  const uint8_t* w;  // plain layouts: first row; R16: first 16-row group
+  size_t stride;     // plain: bytes per row; R16: bytes per group
+  int64_t row0;      // R16 only: index in the first group of the first output row (0..15)
+  int64_t num_rows;  // rows to compute
+  const Act* act;
+  float* y;          // y[t*ldy + r], r < num_rows
+  int64_t ldy;
+};
+
+using GemmFn = void (*)(const GemmArgs&);
+
+// Activation preparation; SIMD versions must be bit-identical to the scalar ones.
+struct ActFns {
+  void (*round_f16)(const float* x, float* out, int64_t n);   // x -> fp16 -> float
+  void (*round_bf16)(const float* x, float* out, int64_t n);  // x -> bf16 -> float
+  // See quants.h: quantize_act_q8_0 / quantize_act_q8_k.
+  void (*q8_0)(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
+  void (*q8_k)(const float* x, int64_t n, BlockQ8_K* y);
+};
+
+struct KernelTable {
+  GemmFn gemm[static_cast<int>(Layout::kCount)];
+  ActFns act;
+};
+
+const KernelTable& scalar_kernels();
+// Null when the build or the CPU lacks the ISA (callers check detected ISA first).
+const KernelTable* avx2_kernels();
+const KernelTable* avx512_kernels();
+
+}  // namespace ts::tensor::kern

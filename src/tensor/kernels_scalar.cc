@@ -1,0 +1,223 @@
+// Scalar reference kernels: the definition of what every SIMD kernel must compute.
+#include <cstring>
+
+#include "tensor/fp16.h"
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+namespace ts::tensor::kern {
+
+namespace {
+
+// Row r of a plain layout.
+template <typename Block>
+const Block* row_at(const GemmArgs& g, int64_t r) {
+  return reinterpret_cast<const Block*>(g.w + static_cast<size_t>(r) * g.stride);
+}
+
+// Loads a T from possibly unaligned memory (GGUF tensors are only 32-byte aligned as a whole,
+// and F16 rows of odd length start at odd 2-byte offsets which is fine, but be strict).
+template <typename T>
+T load(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+template <typename Dot>
+void for_each_row_token(const GemmArgs& g, Dot dot) {
+  const Act& a = *g.act;
+  for (int64_t r = 0; r < g.num_rows; ++r) {
+    for (int64_t t = 0; t < a.n_tok; ++t) g.y[t * g.ldy + r] = dot(r, t);
+  }
+}
+
+void gemm_f32(const GemmArgs& g) {
+  const Act& a = *g.act;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const float* x = a.xf + t * a.cols;
+    double s = 0;
+    for (int64_t k = 0; k < a.cols; ++k) s += static_cast<double>(load<float>(w + 4 * k)) * x[k];
+    return static_cast<float>(s);
+  });
+}
+
+void gemm_f16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const float* x = a.xf + t * a.cols;
+    double s = 0;
+    for (int64_t k = 0; k < a.cols; ++k) {
+      s += static_cast<double>(fp16_to_fp32(load<uint16_t>(w + 2 * k))) * x[k];
+    }
+    return static_cast<float>(s);
+  });
+}
+
+void gemm_bf16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const float* x = a.xf + t * a.cols;
+    double s = 0;
+    for (int64_t k = 0; k < a.cols; ++k) {
+      s += static_cast<double>(bf16_to_fp32(load<uint16_t>(w + 2 * k))) * x[k];
+    }
+    return static_cast<float>(s);
+  });
+}
+
+void gemm_q8_0(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK8_0;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const int8_t* xq = a.q8 + t * a.cols;
+    const float* xd = a.d8 + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8_0 blk = load<BlockQ8_0>(w + b * sizeof(BlockQ8_0));
+      int32_t isum = 0;
+      for (int j = 0; j < kQK8_0; ++j) isum += blk.qs[j] * xq[b * kQK8_0 + j];
+      s += static_cast<float>(isum) * (fp16_to_fp32(blk.d) * xd[b]);
+    }
+    return s;
+  });
+}
+
+void gemm_q4_0(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK4_0;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const int8_t* xq = a.q8 + t * a.cols;
+    const float* xd = a.d8 + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ4_0 blk = load<BlockQ4_0>(w + b * sizeof(BlockQ4_0));
+      const int8_t* xb = xq + b * kQK4_0;
+      int32_t isum = 0;
+      for (int j = 0; j < kQK4_0 / 2; ++j) {
+        isum += ((blk.qs[j] & 0xF) - 8) * xb[j] + ((blk.qs[j] >> 4) - 8) * xb[j + 16];
+      }
+      s += static_cast<float>(isum) * (fp16_to_fp32(blk.d) * xd[b]);
+    }
+    return s;
+  });
+}
+
+void gemm_q4_k(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const BlockQ8_K* xk = a.qk + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ4_K blk = load<BlockQ4_K>(w + b * sizeof(BlockQ4_K));
+      const BlockQ8_K& xb = xk[b];
+      int32_t sumi = 0, summ = 0;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        q4k_scale_min(j, blk.scales, &sc, &m);
+        const uint8_t* q = blk.qs + 32 * (j / 2);
+        const int shift = (j % 2) * 4;
+        int32_t dot = 0;
+        for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * xb.qs[32 * j + l];
+        sumi += sc * dot;
+        summ += m * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+      }
+      s += fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) -
+           fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
+    }
+    return s;
+  });
+}
+
+void gemm_q6_k(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const BlockQ8_K* xk = a.qk + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ6_K blk = load<BlockQ6_K>(w + b * sizeof(BlockQ6_K));
+      const BlockQ8_K& xb = xk[b];
+      int32_t sumi = 0;
+      for (int c = 0; c < 2; ++c) {
+        const uint8_t* ql = blk.ql + 64 * c;
+        const uint8_t* qh = blk.qh + 32 * c;
+        const int8_t* sc = blk.scales + 8 * c;
+        const int8_t* xq = xb.qs + 128 * c;
+        for (int l = 0; l < 32; ++l) {
+          const int is = l / 16;
+          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          sumi += sc[is] * q1 * xq[l] + sc[is + 2] * q2 * xq[l + 32] + sc[is + 4] * q3 * xq[l + 64] +
+                  sc[is + 6] * q4 * xq[l + 96];
+        }
+      }
+      s += fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+    }
+    return s;
+  });
+}
+
+void gemm_q8_0_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK8_0;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;  // row relative to the first group
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const int8_t* xq = a.q8 + t * a.cols;
+      const float* xd = a.d8 + t * nb;
+      float s = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kR16PairBytes;
+        const int half = static_cast<int>(b % 2);
+        const float dw = fp16_to_fp32(load<uint16_t>(rec + half * 32 + lane * 2));
+        const uint8_t* vals = rec + 64 + half * 512;
+        int32_t isum = 0;
+        for (int k = 0; k < kQK8_0; ++k) {
+          const int wq = static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128;
+          isum += wq * xq[b * kQK8_0 + k];
+        }
+        s += static_cast<float>(isum) * (dw * xd[b]);
+      }
+      g.y[t * g.ldy + i] = s;
+    }
+  }
+}
+
+void round_f16_row(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = round_fp16(x[i]);
+}
+
+void round_bf16_row(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable table = {{
+      gemm_f32,
+      gemm_f16,
+      gemm_bf16,
+      gemm_q8_0,
+      gemm_q4_0,
+      gemm_q4_k,
+      gemm_q6_k,
+      gemm_q8_0_r16,
+  }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
+  return table;
+}
+
+}  // namespace ts::tensor::kern

@@ -1,0 +1,386 @@
+#include "tensor/matrix.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "tensor/cpu_features.h"
+#include "tensor/fp16.h"
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+namespace ts::tensor {
+
+// ---------------------------------------------------------------------------------------------
+// ISA selection
+
+namespace {
+
+std::atomic<int>& active_isa_slot() {
+  static std::atomic<int> slot{static_cast<int>(detected_isa())};
+  return slot;
+}
+
+const kern::KernelTable& kernels_for(Isa isa) {
+  if (isa == Isa::kAvx512) {
+    if (const kern::KernelTable* t = kern::avx512_kernels()) return *t;
+  }
+  if (isa >= Isa::kAvx2) {
+    if (const kern::KernelTable* t = kern::avx2_kernels()) return *t;
+  }
+  return kern::scalar_kernels();
+}
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa isa = [] {
+    const CpuFeatures& f = cpu_features();
+    if (f.avx512_tier()) return Isa::kAvx512;
+    if (f.avx2_tier()) return Isa::kAvx2;
+    return Isa::kScalar;
+  }();
+  return isa;
+}
+
+Isa active_isa() { return static_cast<Isa>(active_isa_slot().load(std::memory_order_relaxed)); }
+
+void set_isa(Isa isa) {
+  const Isa best = detected_isa();
+  if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
+  active_isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row helpers
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  switch (type) {
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = fp16_to_fp32(h);
+      }
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = bf16_to_fp32(h);
+      }
+      return;
+    case DType::kQ8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(src), dst, n); return;
+    case DType::kQ4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n); return;
+    case DType::kQ4_K: dequantize_row_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); return;
+    case DType::kQ6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); return;
+    default: break;
+  }
+  TS_CHECK(false, "dequantize_row: type without kernels");
+}
+
+void quantize_row(DType type, const float* src, void* dst, int64_t n) {
+  auto* p = static_cast<uint8_t*>(dst);
+  switch (type) {
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = fp32_to_fp16(src[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = fp32_to_bf16(src[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      return;
+    case DType::kQ8_0: quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n); return;
+    case DType::kQ4_0: quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n); return;
+    case DType::kQ4_K: quantize_row_q4_k(src, static_cast<BlockQ4_K*>(dst), n); return;
+    case DType::kQ6_K: quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n); return;
+    default: break;
+  }
+  TS_CHECK(false, "quantize_row: type without kernels");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matrix
+
+namespace {
+
+struct ArenaFree {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const {
+    if (p != nullptr) munmap(p, bytes);
+  }
+};
+using Arena = std::unique_ptr<uint8_t[], ArenaFree>;
+
+// Zeroed anonymous memory; huge pages requested for large tensors (fewer TLB misses while
+// streaming). Returns null on failure.
+Arena make_arena(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Arena(nullptr, ArenaFree{0});
+  if (bytes >= (size_t{2} << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+  return Arena(static_cast<uint8_t*>(p), ArenaFree{bytes});
+}
+
+kern::Layout plain_layout(DType t) {
+  switch (t) {
+    case DType::kF32: return kern::Layout::kF32;
+    case DType::kF16: return kern::Layout::kF16;
+    case DType::kBF16: return kern::Layout::kBF16;
+    case DType::kQ8_0: return kern::Layout::kQ8_0;
+    case DType::kQ4_0: return kern::Layout::kQ4_0;
+    case DType::kQ4_K: return kern::Layout::kQ4_K;
+    case DType::kQ6_K: return kern::Layout::kQ6_K;
+    default: return kern::Layout::kCount;
+  }
+}
+
+// Interleaves Q8_0 rows into the R16 layout (kernels.h).
+void repack_q8_0_r16(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK8_0;
+  const size_t gbytes = kern::r16_group_bytes(cols);
+  const int64_t groups = (rows + 15) / 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    // Padding rows: scale 0 and stored value 128 (= weight 0).
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
+      const int half = static_cast<int>(b % 2);
+      uint8_t* vals = rec + 64 + half * 512;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        BlockQ8_0 blk{};
+        if (r < rows) std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ8_0), sizeof(blk));
+        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
+        for (int k = 0; k < kQK8_0; ++k) {
+          vals[(k / 4) * 64 + lane * 4 + k % 4] = static_cast<uint8_t>(blk.qs[k] + 128);
+        }
+      }
+    }
+  }
+}
+
+// Per-calling-thread activation scratch: grows to the largest request, never shrinks, so the
+// steady state allocates nothing.
+struct ActScratch {
+  std::vector<float> xf;
+  std::vector<int8_t> q8;
+  std::vector<float> d8;
+  std::vector<int32_t> s8;
+  std::vector<BlockQ8_K> qk;
+};
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Below this many multiply-adds a matmul runs on the calling thread only.
+constexpr int64_t kMinParallelWork = int64_t{1} << 16;
+
+}  // namespace
+
+struct Matrix::Impl {
+  DType type = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  kern::Layout layout = kern::Layout::kF32;
+  const uint8_t* data = nullptr;  // rows (plain) or 16-row groups (R16)
+  size_t stride = 0;              // bytes per row (plain) or per group (R16)
+  size_t row_bytes = 0;           // bytes per row in the GGUF layout
+  Arena arena{nullptr, ArenaFree{0}};
+};
+
+Matrix::Matrix() = default;
+Matrix::~Matrix() = default;
+Matrix::Matrix(Matrix&&) noexcept = default;
+Matrix& Matrix::operator=(Matrix&&) noexcept = default;
+
+Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_t cols) {
+  return create(type, data, rows, cols, MatrixOptions{});
+}
+
+Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_t cols,
+                              const MatrixOptions& options) {
+  const kern::Layout layout = plain_layout(type);
+  auto traits = type_traits(static_cast<uint32_t>(type));
+  if (layout == kern::Layout::kCount || !traits) {
+    return unimplemented("no mat-mul kernels for type " + type_name(static_cast<uint32_t>(type)));
+  }
+  if (rows <= 0 || cols <= 0) {
+    return invalid_argument("matrix shape must be positive, got " + std::to_string(rows) + "x" +
+                            std::to_string(cols));
+  }
+  if (cols % traits->block_size != 0) {
+    return invalid_argument("matrix of type " + std::string(traits->name) + " has " + std::to_string(cols) +
+                            " columns, not a multiple of " + std::to_string(traits->block_size));
+  }
+  Matrix m;
+  m.impl_ = std::make_unique<Impl>();
+  Impl& im = *m.impl_;
+  im.type = type;
+  im.rows = rows;
+  im.cols = cols;
+  im.layout = layout;
+  im.row_bytes = row_bytes(*traits, cols);
+  im.data = static_cast<const uint8_t*>(data);
+  im.stride = im.row_bytes;
+  if (type == DType::kQ8_0 && options.allow_repack && active_isa() == Isa::kAvx512) {
+    const size_t gbytes = kern::r16_group_bytes(cols);
+    const size_t total = gbytes * static_cast<size_t>((rows + 15) / 16);
+    Arena arena = make_arena(total);
+    if (arena) {  // otherwise keep the plain layout
+      repack_q8_0_r16(im.data, im.row_bytes, rows, cols, arena.get());
+      im.data = arena.get();
+      im.stride = gbytes;
+      im.layout = kern::Layout::kQ8_0_R16;
+      im.arena = std::move(arena);
+    }
+  }
+  return m;
+}
+
+DType Matrix::type() const { return impl_->type; }
+int64_t Matrix::rows() const { return impl_->rows; }
+int64_t Matrix::cols() const { return impl_->cols; }
+size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
+bool Matrix::repacked() const { return impl_->layout == kern::Layout::kQ8_0_R16; }
+
+void Matrix::dequantize_row(int64_t r, float* out) const {
+  const Impl& im = *impl_;
+  TS_CHECK(r >= 0 && r < im.rows, "dequantize_row: row out of range");
+  if (im.layout != kern::Layout::kQ8_0_R16) {
+    tensor::dequantize_row(im.type, im.data + static_cast<size_t>(r) * im.stride, out, im.cols);
+    return;
+  }
+  const uint8_t* grp = im.data + static_cast<size_t>(r / 16) * im.stride;
+  const int lane = static_cast<int>(r % 16);
+  for (int64_t b = 0; b < im.cols / kQK8_0; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
+    const int half = static_cast<int>(b % 2);
+    uint16_t dh;
+    std::memcpy(&dh, rec + half * 32 + lane * 2, 2);
+    const float d = fp16_to_fp32(dh);
+    const uint8_t* vals = rec + 64 + half * 512;
+    for (int k = 0; k < kQK8_0; ++k) {
+      out[b * kQK8_0 + k] = static_cast<float>(static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
+    }
+  }
+}
+
+void Matrix::matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
+  matmul_rows(x, n_tok, y, 0, impl_->rows, pool);
+}
+
+void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
+                         ThreadPool* pool) const {
+  const Impl& im = *impl_;
+  TS_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= im.rows, "matmul_rows: bad row range");
+  if (n_tok <= 0 || row_begin == row_end) return;
+  const kern::KernelTable& kt = kernels_for(active_isa());
+  const int64_t cols = im.cols;
+  const size_t n = static_cast<size_t>(n_tok * cols);
+
+  thread_local ActScratch scratch;
+  kern::Act act;
+  act.n_tok = n_tok;
+  act.cols = cols;
+  switch (im.layout) {
+    case kern::Layout::kF32: act.xf = x; break;
+    case kern::Layout::kF16: {
+      float* xf = grow(scratch.xf, n);
+      kt.act.round_f16(x, xf, static_cast<int64_t>(n));
+      act.xf = xf;
+      break;
+    }
+    case kern::Layout::kBF16: {
+      float* xf = grow(scratch.xf, n);
+      kt.act.round_bf16(x, xf, static_cast<int64_t>(n));
+      act.xf = xf;
+      break;
+    }
+    case kern::Layout::kQ8_0:
+    case kern::Layout::kQ4_0:
+    case kern::Layout::kQ8_0_R16: {
+      const int64_t nb = cols / kQK8_0;
+      int8_t* q8 = grow(scratch.q8, n);
+      float* d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb));
+      int32_t* s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb));
+      for (int64_t t = 0; t < n_tok; ++t) kt.act.q8_0(x + t * cols, cols, q8 + t * cols, d8 + t * nb, s8 + t * nb);
+      act.q8 = q8;
+      act.d8 = d8;
+      act.s8 = s8;
+      break;
+    }
+    case kern::Layout::kQ4_K:
+    case kern::Layout::kQ6_K: {
+      const int64_t nb = cols / kQK_K;
+      BlockQ8_K* qk = grow(scratch.qk, static_cast<size_t>(n_tok * nb));
+      for (int64_t t = 0; t < n_tok; ++t) kt.act.q8_k(x + t * cols, cols, qk + t * nb);
+      act.qk = qk;
+      break;
+    }
+    case kern::Layout::kCount: TS_CHECK(false, "matmul: bad layout");
+  }
+
+  const kern::GemmFn fn = kt.gemm[static_cast<int>(im.layout)];
+  const bool r16 = im.layout == kern::Layout::kQ8_0_R16;
+  const int64_t ldy = row_end - row_begin;
+  // Computes absolute rows [b, e).
+  auto compute = [&](int64_t b, int64_t e) {
+    kern::GemmArgs g;
+    if (r16) {
+      g.w = im.data + static_cast<size_t>(b / 16) * im.stride;
+      g.row0 = b % 16;
+    } else {
+      g.w = im.data + static_cast<size_t>(b) * im.stride;
+      g.row0 = 0;
+    }
+    g.stride = im.stride;
+    g.num_rows = e - b;
+    g.act = &act;
+    g.y = y + (b - row_begin);
+    g.ldy = ldy;
+    fn(g);
+  };
+
+  const int64_t work = (row_end - row_begin) * cols * n_tok;
+  if (pool == nullptr || pool->num_threads() == 1 || work < kMinParallelWork) {
+    compute(row_begin, row_end);
+    return;
+  }
+  // Split on 16-row boundaries (absolute), equal numbers of groups per thread.
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  pool->run([&](int i, int nt) {
+    const int64_t ng = g1 - g0;
+    const int64_t per = ng / nt, rem = ng % nt;
+    const int64_t c0 = g0 + i * per + std::min<int64_t>(i, rem);
+    const int64_t c1 = c0 + per + (i < rem ? 1 : 0);
+    const int64_t b = std::max(row_begin, c0 * 16), e = std::min(row_end, c1 * 16);
+    if (b < e) compute(b, e);
+  });
+}
+
+}  // namespace ts::tensor

@@ -1,0 +1,95 @@
+#include "tokenizer/vocab.h"
+
+#include <array>
+
+namespace ts::tokenizer::internal {
+namespace {
+
+// Token texts llama.cpp treats as end of generation (and promotes to control).
+constexpr std::array<std::string_view, 12> kEogTexts = {
+    "<|eot_id|>",    "<|im_end|>", "<|end|>",  "<|return|>",     "<|call|>",
+    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|end_of_text|>", "<end_of_utterance>",
+};
+
+int32_t read_id(const gguf::GgufFile& f, std::string_view key, int32_t n_vocab,
+                int32_t fallback) {
+  auto v = f.get_int(key);
+  if (!v) return fallback;
+  if (*v < 0 || *v >= n_vocab) return -1;  // e.g. 0xFFFFFFFF written for "none"
+  return static_cast<int32_t>(*v);
+}
+
+}  // namespace
+
+Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_space_prefix,
+                  Vocab* v) {
+  const std::vector<std::string>* tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->empty()) {
+    return data_loss("GGUF has no tokenizer.ggml.tokens array");
+  }
+  if (tokens->size() > static_cast<size_t>(INT32_MAX)) {
+    return data_loss("tokenizer.ggml.tokens is too large");
+  }
+  const size_t n = tokens->size();
+  v->pieces = *tokens;
+
+  v->scores.assign(n, 0.0f);
+  if (const auto* scores = f.get_float_array("tokenizer.ggml.scores")) {
+    if (scores->size() != n) {
+      return data_loss("tokenizer.ggml.scores has " + std::to_string(scores->size()) +
+                       " entries, tokens has " + std::to_string(n));
+    }
+    for (size_t i = 0; i < n; ++i) v->scores[i] = static_cast<float>((*scores)[i]);
+  }
+
+  v->types.assign(n, TokenType::kNormal);
+  if (const auto* types = f.get_int_array("tokenizer.ggml.token_type")) {
+    if (types->size() != n) {
+      return data_loss("tokenizer.ggml.token_type has " + std::to_string(types->size()) +
+                       " entries, tokens has " + std::to_string(n));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      int64_t t = (*types)[i];
+      v->types[i] = (t >= 0 && t <= 6) ? static_cast<TokenType>(t) : TokenType::kUndefined;
+    }
+  }
+
+  v->piece_to_id.clear();
+  v->piece_to_id.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    v->piece_to_id[std::string_view(v->pieces[i])] = static_cast<int32_t>(i);
+  }
+
+  const int32_t nv = static_cast<int32_t>(n);
+  const bool spm = v->model == "llama";
+  v->bos = read_id(f, "tokenizer.ggml.bos_token_id", nv, spm && nv > 1 ? 1 : -1);
+  v->eos = read_id(f, "tokenizer.ggml.eos_token_id", nv, spm && nv > 2 ? 2 : -1);
+  v->unk = read_id(f, "tokenizer.ggml.unknown_token_id", nv, spm ? 0 : -1);
+  v->eot = read_id(f, "tokenizer.ggml.eot_token_id", nv, -1);
+  v->eom = read_id(f, "tokenizer.ggml.eom_token_id", nv, -1);
+
+  v->add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(default_add_bos);
+  v->add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  v->add_space_prefix =
+      f.get_bool("tokenizer.ggml.add_space_prefix").value_or(default_space_prefix);
+
+  // End of generation, as llama.cpp detects it: the eos/eot/eom ids and well-known texts.
+  v->eog.assign(n, 0);
+  for (std::string_view text : kEogTexts) {
+    auto id = v->find(text);
+    if (!id) continue;
+    v->eog[static_cast<size_t>(*id)] = 1;
+    v->types[static_cast<size_t>(*id)] = TokenType::kControl;
+    if (v->eot < 0 && text != "<|return|>" && text != "<|call|>" && text != "<|eom_id|>" &&
+        text != "<|end_of_text|>") {
+      v->eot = *id;
+    }
+  }
+  for (int32_t id : {v->eos, v->eot, v->eom}) {
+    if (id >= 0) v->eog[static_cast<size_t>(id)] = 1;
+  }
+  return ok_status();
+}
+
+}  // namespace ts::tokenizer::internal
