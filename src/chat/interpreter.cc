@@ -110,9 +110,6 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const ScopePtr& scope, std::s
 void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
   if (s.recursive) throw_runtime("recursive loops are not supported");
   Value iterable = eval(*s.expr, scope);
-  if (iterable.is_undefined() && !iterable.str().empty() && iterable.str().find("is undefined") == std::string::npos) {
-    // Iterating a missing attribute is fine in jinja2 (empty), like a missing variable.
-  }
   ValueList items = iterate(iterable);
   auto bind = [&](Scope& target, const Value& item) {
     if (s.targets.size() == 1) {
@@ -200,8 +197,7 @@ Value Interpreter::make_macro(const Stmt& s, const std::vector<MacroParam>& para
                               const Body& body, const ScopePtr& closure, const std::string& name) {
   // The closure is held weakly: the defining scope owns the macro, not the other way round.
   std::weak_ptr<Scope> weak = closure;
-  const Stmt* stmt = &s;
-  return Value::callable(name, [this, stmt, &params, &body, weak, name](CallArgs& args) {
+  return Value::callable(name, [this, &params, &body, weak, name](CallArgs& args) {
     ScopePtr parent = weak.lock();
     if (!parent) throw_runtime("macro '" + name + "' called after its scope ended");
     DepthGuard guard(this);
@@ -234,7 +230,6 @@ Value Interpreter::make_macro(const Stmt& s, const std::vector<MacroParam>& para
     frame->vars["kwargs"] = Value::dict(std::move(extra));
     std::string out;
     exec_body(body, frame, out);
-    (void)stmt;
     charge_bytes(static_cast<int64_t>(out.size()));
     return Value::from_string(std::move(out));
   });

@@ -543,7 +543,10 @@ ValueList iterate(const Value& v) {
       }
       return chars;
     }
-    default: throw_runtime("'" + type_name(v) + "' is not iterable");
+    default: {
+      std::string t = type_name(v);
+      throw_runtime("'" + t.substr(0, t.find(' ')) + "' object is not iterable");
+    }
   }
 }
 

@@ -399,8 +399,8 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int depth)
   if (depth > 512) throw_runtime("tojson: value nested too deeply");
   bool pretty = o.indent >= 0 || !o.indent_str.empty();
   std::string unit = !o.indent_str.empty() ? o.indent_str : std::string(std::max(o.indent, 0), ' ');
-  const std::string item_sep = !o.item_separator.empty() ? o.item_separator : (pretty ? "," : ", ");
-  const std::string key_sep = !o.key_separator.empty() ? o.key_separator : ": ";
+  const std::string item_sep = o.item_separator.value_or(pretty ? "," : ", ");
+  const std::string key_sep = o.key_separator.value_or(": ");
   auto newline = [&](int level) {
     out += '\n';
     for (int i = 0; i < level; ++i) out += unit;

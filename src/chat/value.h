@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -146,8 +147,8 @@ struct JsonDumpOptions {
   int indent = -1;              // < 0: no newlines
   std::string indent_str;       // used instead of `indent` spaces when non-empty
   bool ensure_ascii = false;    // escape non-ASCII as \uXXXX
-  std::string item_separator;   // default ", " (or "," with indent)
-  std::string key_separator;    // default ": "
+  std::optional<std::string> item_separator;  // default ", " (or "," with indent)
+  std::optional<std::string> key_separator;   // default ": "
   bool sort_keys = false;
 };
 std::string to_json(const Value& v, const JsonDumpOptions& options);

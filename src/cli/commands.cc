@@ -7,10 +7,12 @@ namespace ts::cli {
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
     {"info", "print a GGUF model's architecture, shapes, tensor types and KV bytes/token", cmd_info},
+    {"generate", "generate a continuation of a prompt (streams to stdout)", cmd_generate},
     {"tokenize", "tokenize text with a model's tokenizer", cmd_tokenize},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
 };

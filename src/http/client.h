@@ -31,6 +31,10 @@ class Client {
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
+  Client(Client&& o) noexcept
+      : fd_(o.fd_), buf_(std::move(o.buf_)), timeout_(o.timeout_), eof_(o.eof_) {
+    o.fd_ = -1;
+  }
 
   Status connect(const std::string& host, uint16_t port);
   bool connected() const { return fd_ >= 0; }

@@ -1,4 +1,55 @@
+// AVX2 + FMA + F16C kernels (256-bit). Everything below the target pragma is compiled for that
+// ISA only and reached through avx2_kernels() after a CPUID check.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
 #include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
 namespace ts::tensor::kern {
-const KernelTable* avx2_kernels() { return nullptr; }
+namespace {
+
+inline __m256i mul_sum_us8(__m256i u8, __m256i s8) {
+  // maddubs cannot saturate here: |u8| <= 128 and |s8| <= 127 in every caller.
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
 }
+
+inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
+#include "tensor/kernels_x86_impl.h"
+
+void gemm_f32(const GemmArgs& g) { gemm_f32_256(g); }
+void gemm_f16(const GemmArgs& g) { gemm_f16_256(g); }
+void gemm_bf16(const GemmArgs& g) { gemm_bf16_256(g); }
+void gemm_q8_0(const GemmArgs& g) { gemm_q8_0_256(g); }
+void gemm_q4_0(const GemmArgs& g) { gemm_q4_0_256(g); }
+void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
+void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
+void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_256(g); }
+void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
+void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
+void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
+void act_q8_k(const float* x, int64_t n, BlockQ8_K* y) { quantize_q8_k_256(x, n, y); }
+
+}  // namespace
+}  // namespace ts::tensor::kern
+
+#pragma GCC pop_options
+
+namespace ts::tensor::kern {
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable table = {
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16},
+      {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
+  return &table;
+}
+
+}  // namespace ts::tensor::kern

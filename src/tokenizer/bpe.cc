@@ -35,17 +35,15 @@ struct BigramGreater {
 
 int32_t BpeModel::symbol_id(std::string_view text) const {
   if (auto id = vocab_.find(text)) return *id;
-  auto it = extra_ids_.find(text);
-  return it == extra_ids_.end() ? -1 : it->second;
+  const int32_t extra = extra_ids_.find(text);
+  return extra < 0 ? -1 : vocab_.size() + extra;
 }
 
 int32_t BpeModel::intern(std::string_view text) {
   int32_t id = symbol_id(text);
   if (id >= 0) return id;
-  id = vocab_.size() + static_cast<int32_t>(extra_texts_.size());
   extra_texts_.emplace_back(text);
-  extra_ids_.emplace(std::string_view(extra_texts_.back()), id);
-  return id;
+  return vocab_.size() + extra_ids_.add(extra_texts_.back());
 }
 
 std::string_view BpeModel::symbol_text(int32_t id) const {
@@ -77,7 +75,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(const Vocab& v,
     joined.append(b);
     const int32_t ir = m->intern(joined);
     // The first (lowest-rank) occurrence of a pair wins.
-    m->merges_.emplace(key(ia, ib), Merge{static_cast<int32_t>(rank), ir});
+    m->merges_.insert_if_absent(ia, ib, PairMap::Value{static_cast<int32_t>(rank), ir});
   }
   for (int b = 0; b < 256; ++b) {
     m->byte_symbol_[b] = m->symbol_id(byte_to_unicode_utf8(static_cast<uint8_t>(b)));
@@ -116,9 +114,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>* out) con
     const int32_t a = symbols[static_cast<size_t>(left)].id;
     const int32_t b = symbols[static_cast<size_t>(right)].id;
     if (a < 0 || b < 0) return;
-    auto it = merges_.find(key(a, b));
-    if (it == merges_.end()) return;
-    queue.push(Bigram{it->second.rank, left, right, a, b, it->second.result});
+    const PairMap::Value* m = merges_.find(a, b);
+    if (m == nullptr) return;
+    queue.push(Bigram{m->rank, left, right, a, b, m->result});
   };
   for (size_t i = 1; i < symbols.size(); ++i) {
     try_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));

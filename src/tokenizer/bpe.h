@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/flat_index.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -34,14 +34,7 @@ class BpeModel {
 
  private:
   BpeModel(const Vocab& v) : vocab_(v) {}
-  struct Merge {
-    int32_t rank;
-    int32_t result;  // symbol id of the merged text
-  };
-  static uint64_t key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
-  // Symbol id for a text: a vocab id, an extra id, or -1 (interning when `add`).
+  // Symbol id for a text: a vocab id, an extra id, or -1.
   int32_t symbol_id(std::string_view text) const;
   int32_t intern(std::string_view text);
   void encode_word(std::string_view word_bytes, std::vector<int32_t>* out) const;
@@ -50,9 +43,9 @@ class BpeModel {
   const Vocab& vocab_;
   std::unique_ptr<PreTokenizer> pre_;
   bool ignore_merges_ = false;
-  std::unordered_map<uint64_t, Merge> merges_;
+  PairMap merges_;                       // (left, right) -> (rank, merged symbol id)
   std::deque<std::string> extra_texts_;  // texts of ids >= n_vocab (stable addresses)
-  std::unordered_map<std::string_view, int32_t> extra_ids_;
+  PieceIndex extra_ids_;                 // text -> id - n_vocab
   int32_t byte_symbol_[256];  // symbol id of each byte's mapped code point, -1 if none
 };
 

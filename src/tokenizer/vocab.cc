@@ -55,11 +55,9 @@ Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_sp
     }
   }
 
-  v->piece_to_id.clear();
+  v->piece_to_id = PieceIndex();
   v->piece_to_id.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    v->piece_to_id[std::string_view(v->pieces[i])] = static_cast<int32_t>(i);
-  }
+  for (size_t i = 0; i < n; ++i) v->piece_to_id.add(v->pieces[i]);
 
   const int32_t nv = static_cast<int32_t>(n);
   const bool spm = v->model == "llama";

@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "tokenizer/flat_index.h"
 
 namespace ts::tokenizer::internal {
 
@@ -35,7 +35,7 @@ struct Vocab {
   std::vector<TokenType> types;     // [n_vocab]; kNormal when the GGUF has none
   std::vector<uint8_t> eog;         // [n_vocab]; 1 for end-of-generation tokens
   // piece -> id; on duplicate pieces the highest id wins (as llama.cpp's map assignment).
-  std::unordered_map<std::string_view, int32_t> piece_to_id;
+  PieceIndex piece_to_id;
 
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
   bool add_bos = false;
@@ -45,9 +45,9 @@ struct Vocab {
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }
   bool valid(int32_t id) const { return id >= 0 && id < size(); }
   std::optional<int32_t> find(std::string_view piece) const {
-    auto it = piece_to_id.find(piece);
-    if (it == piece_to_id.end()) return std::nullopt;
-    return it->second;
+    const int32_t id = piece_to_id.find(piece);
+    if (id < 0) return std::nullopt;
+    return id;
   }
   TokenType type(int32_t id) const { return types[static_cast<size_t>(id)]; }
 };

@@ -463,6 +463,9 @@ TEST_F(ServerTest, DrainFinishesInFlightStreamThenCloses) {
   ASSERT_NE(ex, nullptr);
   ex->start_stream(200, "text/event-stream");
   ASSERT_TRUE(ex->write("data: 0\n\n"));
+  auto head = c.read_head();
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->header("connection"), "keep-alive");  // sent before the drain began
   auto drained = std::async(std::launch::async, [&] { server_->drain(5000ms); });
   ASSERT_TRUE(eventually([&] { return server_->draining(); }));
   EXPECT_TRUE(idle.wait_closed(2000ms));  // idle connections close at once
@@ -474,9 +477,6 @@ TEST_F(ServerTest, DrainFinishesInFlightStreamThenCloses) {
   EXPECT_TRUE(ex->write("data: 1\n\n"));  // the in-flight stream still flows
   ex->finish();
   ASSERT_EQ(drained.wait_for(3000ms), std::future_status::ready);
-  auto head = c.read_head();
-  ASSERT_TRUE(head.ok());
-  EXPECT_EQ(head->header("connection"), "keep-alive");  // sent before the drain began
   std::string all;
   while (true) {
     auto chunk = c.read_chunk();

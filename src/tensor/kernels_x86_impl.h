@@ -1,0 +1,476 @@
+// 256-bit x86 kernels shared by the AVX2 and AVX-512 translation units.
+//
+// NOT a normal header: it is included by kernels_avx2.cc and kernels_avx512.cc inside an
+// anonymous namespace after `#pragma GCC target(...)`, so each includes its own copy compiled
+// for its ISA (no ODR sharing between ISAs). Before including it, the TU defines:
+//   __m256i mul_sum_us8(__m256i u8, __m256i s8);                 // 8 x int32 sums of 4 u8*s8
+//   __m256i madd_acc16(__m256i acc, __m256i a16, __m256i b16);    // acc + pmaddwd(a, b)
+// Only intrinsics and plain loops here: no standard-library templates (they would be
+// instantiated for this ISA and could be picked by the linker for generic code).
+//
+// All kernels loop over rows and, per row, over tiles of up to kTileT tokens, so each weight
+// row is decoded once per tile and stays in L1 across tiles.
+
+constexpr int kTileT = 4;
+
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float load_f16(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Calls tile<T>(t0) for token tiles t0 = 0, 4, 8, ... with T = min(4, n_tok - t0).
+template <typename F>
+inline void for_token_tiles(int64_t n_tok, F&& tile) {
+  int64_t t0 = 0;
+  for (; t0 + kTileT <= n_tok; t0 += kTileT) tile.template operator()<4>(t0);
+  switch (n_tok - t0) {
+    case 3: tile.template operator()<3>(t0); break;
+    case 2: tile.template operator()<2>(t0); break;
+    case 1: tile.template operator()<1>(t0); break;
+    default: break;
+  }
+}
+
+// ---- F32 / F16 / BF16 ------------------------------------------------------------------------
+
+struct LoadF32 {
+  static __m256 vec(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static float one(const uint8_t* p) {
+    float f;
+    __builtin_memcpy(&f, p, 4);
+    return f;
+  }
+  static constexpr int kBytes = 4;
+};
+struct LoadF16 {
+  static __m256 vec(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float one(const uint8_t* p) { return load_f16(p); }
+  static constexpr int kBytes = 2;
+};
+struct LoadBF16 {
+  static __m256 vec(const uint8_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    __builtin_memcpy(&h, p, 2);
+    uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+  }
+  static constexpr int kBytes = 2;
+};
+
+// R rows x T tokens of a float-type matrix; scalar tail for cols % 8.
+template <typename L, int R, int T>
+inline void float_tile(const GemmArgs& g, int64_t r0, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t cols = a.cols;
+  const uint8_t* w[R];
+  const float* x[T];
+  for (int r = 0; r < R; ++r) w[r] = g.w + static_cast<size_t>(r0 + r) * g.stride;
+  for (int t = 0; t < T; ++t) x[t] = a.xf + (t0 + t) * cols;
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 8 <= cols; k += 8) {
+    __m256 xv[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x[t] + k);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = L::vec(w[r] + k * L::kBytes);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = hsum_ps(acc[r][t]);
+      for (int64_t kk = k; kk < cols; ++kk) s += L::one(w[r] + kk * L::kBytes) * x[t][kk];
+      g.y[(t0 + t) * g.ldy + r0 + r] = s;
+    }
+  }
+}
+
+template <typename L>
+inline void gemm_float(const GemmArgs& g) {
+  const int64_t n_tok = g.act->n_tok;
+  int64_t r = 0;
+  for (; r + 2 <= g.num_rows; r += 2) {
+    for_token_tiles(n_tok, [&]<int T>(int64_t t0) { float_tile<L, 2, T>(g, r, t0); });
+  }
+  for (; r < g.num_rows; ++r) {
+    for_token_tiles(n_tok, [&]<int T>(int64_t t0) { float_tile<L, 1, T>(g, r, t0); });
+  }
+}
+
+inline void gemm_f32_256(const GemmArgs& g) { gemm_float<LoadF32>(g); }
+inline void gemm_f16_256(const GemmArgs& g) { gemm_float<LoadF16>(g); }
+inline void gemm_bf16_256(const GemmArgs& g) { gemm_float<LoadBF16>(g); }
+
+// ---- Q8_0 / Q4_0 (signed weights x Q8_0 activations, sign trick) ----------------------------
+
+// Signed 32 weights of block b: Q8_0 as stored; Q4_0 nibbles minus 8.
+struct WQ8_0 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  static __m256i vals(const uint8_t* blk) { return loadu256(blk + 2); }
+};
+struct WQ4_0 {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
+  static __m256i vals(const uint8_t* blk) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+  }
+};
+
+template <typename W, int T>
+inline void q8_tile(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * W::kBlockBytes;
+    const __m256i w = W::vals(blk);
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    const float dw = load_f16(blk);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i x = loadu256(a.q8 + (t0 + t) * a.cols + b * 32);
+      const __m256i p = mul_sum_us8(aw, _mm256_sign_epi8(x, w));
+      const __m256 d = _mm256_set1_ps(dw * a.d8[(t0 + t) * nb + b]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = hsum_ps(acc[t]);
+}
+
+template <typename W>
+inline void gemm_q8(const GemmArgs& g) {
+  for (int64_t r = 0; r < g.num_rows; ++r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_tile<W, T>(g, r, t0); });
+  }
+}
+
+inline void gemm_q8_0_256(const GemmArgs& g) { gemm_q8<WQ8_0>(g); }
+inline void gemm_q4_0_256(const GemmArgs& g) { gemm_q8<WQ4_0>(g); }
+
+// ---- Q4_K ------------------------------------------------------------------------------------
+
+template <int T>
+inline void q4_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ4_K);
+    const float d = load_f16(blk), dmin = load_f16(blk + 2);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk + 4, &sc[j], &mn[j]);
+    uint64_t mn64;
+    __builtin_memcpy(&mn64, mn, 8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn64)));
+    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    const uint8_t* qs = blk + 16;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = loadu256(qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(v, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]);
+      const __m256i s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 64 * c;
+        isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(lo, loadu256(xq)), s_lo);
+        isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(hi, loadu256(xq + 32)), s_hi);
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
+      const __m256i msum = _mm256_madd_epi16(loadu256(xb.bsums), mins);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb.d), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * xb.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = hsum_ps(acc[t]);
+}
+
+inline void gemm_q4_k_256(const GemmArgs& g) {
+  for (int64_t r = 0; r < g.num_rows; ++r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4_k_tile<T>(g, r, t0); });
+  }
+}
+
+// ---- Q6_K ------------------------------------------------------------------------------------
+
+template <int T>
+inline void q6_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * sizeof(BlockQ6_K);
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const float d = load_f16(blk + 208);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) {
+      // -32 offset of every value, folded in with the 16-value activation sums.
+      const __m256i corr = _mm256_madd_epi16(loadu256(a.qk[(t0 + t) * nb + b].bsums), sc16);
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      const __m256i l0 = loadu256(ql + 64 * c);
+      const __m256i l1 = loadu256(ql + 64 * c + 32);
+      const __m256i h = loadu256(qh + 32 * c);
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const int s = 8 * c + 2 * i;
+        const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 128 * c + 32 * i;
+          isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(q[i], loadu256(xq)), s16);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a.qk[(t0 + t) * nb + b].d), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = hsum_ps(acc[t]);
+}
+
+inline void gemm_q6_k_256(const GemmArgs& g) {
+  for (int64_t r = 0; r < g.num_rows; ++r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q6_k_tile<T>(g, r, t0); });
+  }
+}
+
+// ---- Q8_0_R16 with 256-bit vectors (8 rows per half) -----------------------------------------
+
+// Computes the 16 rows of one group (lanes [lane0, lane1)) for tokens [t0, t0+T).
+template <int T>
+inline void q8_0_r16_tile_256(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
+                              int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[2][T];
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kR16PairBytes;
+    const uint8_t* sc = rec + (b % 2) * 32;
+    const uint8_t* vals = rec + 64 + (b % 2) * 512;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h)));
+      __m256i isum[T];
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k4 = 0; k4 < 8; ++k4) {
+        // Stored u8 = w + 128; flip back to signed and use the sign trick (AVX2 has no u8*s8
+        // without saturation risk for 255*127*2).
+        const __m256i w = _mm256_xor_si256(loadu256(vals + 64 * k4 + 32 * h), bias);
+        const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4, 4);
+          isum[t] = _mm256_add_epi32(isum[t], mul_sum_us8(aw, _mm256_sign_epi8(_mm256_set1_epi32(x4), w)));
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), d, acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float out[16];
+    _mm256_storeu_ps(out, acc[0][t]);
+    _mm256_storeu_ps(out + 8, acc[1][t]);
+    for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+  }
+}
+
+inline void gemm_q8_0_r16_256(const GemmArgs& g) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_0_r16_tile_256<T>(g, grp, lane0, lane1, done, t0); });
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
+// ---- Activation preparation (bit-identical to the scalar versions) ---------------------------
+
+inline void round_f16_256(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+inline __m256 round_bf16_vec(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i rounded = _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  // NaN: keep the top half and set the quiet bit.
+  const __m256i nan = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xffff0000u))),
+                                      _mm256_set1_epi32(0x400000));
+  const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  return _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(nan), is_nan);
+}
+
+inline void round_bf16_256(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, round_bf16_vec(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; ++j) tmp[j - i] = x[j];
+    _mm256_storeu_ps(tmp, round_bf16_vec(_mm256_loadu_ps(tmp)));
+    for (int64_t j = i; j < n; ++j) out[j] = tmp[j - i];
+  }
+}
+
+inline float hmax_ps(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// 32 int32 (4 vectors, in order) -> 32 int8 in order.
+inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_packs_epi32(a, b);  // lanes interleaved by 128-bit halves
+  const __m256i cd = _mm256_packs_epi32(c, d);
+  const __m256i abcd = _mm256_packs_epi16(ab, cd);
+  return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline void quantize_q8_0_256(const float* x, int64_t n, int8_t* qs, float* dout, int32_t* sum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    __m256 v[4];
+    __m256 mx = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+    }
+    const float amax = hmax_ps(mx);
+    const float id = amax != 0 ? 127.f / amax : 0.f;
+    dout[b] = _cvtsh_ss(_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT));
+    __m256i q[4];
+    __m256i s = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      q[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], _mm256_set1_ps(id)),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      s = _mm256_add_epi32(s, q[j]);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+    sum[b] = hsum_epi32(s);
+  }
+}
+
+inline void quantize_q8_k_256(const float* x, int64_t n, BlockQ8_K* y) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+    BlockQ8_K& out = y[b];
+    __m256 mx = _mm256_setzero_ps();
+    for (int j = 0; j < kQK_K; j += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    const float amax = hmax_ps(mx);
+    if (amax == 0) {
+      __builtin_memset(&out, 0, sizeof(out));
+      continue;
+    }
+    float max = 0;
+    for (int j = 0; j < kQK_K; ++j) {  // first element of largest magnitude, like the scalar
+      if (x[j] == amax || x[j] == -amax) {
+        max = x[j];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i lim = _mm256_set1_epi32(127);
+    for (int j = 0; j < kQK_K; j += 32) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q[k] = _mm256_min_epi32(q[k], lim);
+      }
+      const __m256i q8 = pack_i32_to_i8(q[0], q[1], q[2], q[3]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + j), q8);
+      // Two 16-value sums: widen to int16 and add pairs with pmaddwd against ones.
+      const __m256i w = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q8), _mm256_set1_epi16(1));
+      // w: 8 int32 sums of 4; lanes 0..3 = values 0..15, 4..7 = values 16..31.
+      const __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
+      out.bsums[j / 16] = static_cast<int16_t>(hsum_epi32(_mm256_set_m128i(_mm_setzero_si128(), lo)));
+      out.bsums[j / 16 + 1] = static_cast<int16_t>(hsum_epi32(_mm256_set_m128i(_mm_setzero_si128(), hi)));
+    }
+    out.d = 1 / iscale;
+  }
+}

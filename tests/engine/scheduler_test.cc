@@ -1,0 +1,202 @@
+// Scheduler decisions driven by a tiny simulation of the engine (no model): after each step the
+// scheduled tokens count as computed, and a sequence whose chunk reached its end gets one new
+// token appended (as if sampled).
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace ts::engine {
+namespace {
+
+struct Sim {
+  BlockPool pool;
+  KvCacheManager kv;
+  Scheduler sched;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  int64_t next_id = 1;
+
+  Sim(int32_t num_blocks, int32_t block_size, SchedulerOptions opts)
+      : pool(num_blocks, true), kv(pool, block_size), sched(opts, kv) {}
+
+  Sequence* add(int32_t prompt_len, Tier tier = Tier::kInteractive, int32_t first_token = 1) {
+    auto s = std::make_unique<Sequence>();
+    s->id = next_id;
+    s->request_order = next_id++;
+    s->tier = tier;
+    s->priority = sched.options().tiers[static_cast<int>(tier)].priority;
+    for (int32_t i = 0; i < prompt_len; ++i) s->tokens.push_back(first_token + i);
+    s->num_prompt_tokens = prompt_len;
+    Sequence* p = s.get();
+    seqs.push_back(std::move(s));
+    sched.add(p);
+    return p;
+  }
+
+  SchedulerOutput step() {
+    SchedulerOutput out = sched.schedule(Clock::now());
+    for (const auto& sc : out.scheduled) {
+      sc.seq->num_computed_tokens += sc.num_tokens;
+      kv.commit_computed(*sc.seq);
+      if (sc.wants_logits) sc.seq->tokens.push_back(7);
+    }
+    return out;
+  }
+};
+
+SchedulerOptions opts(int32_t max_seqs, int32_t budget) {
+  SchedulerOptions o;
+  o.max_seqs = max_seqs;
+  o.max_batch_tokens = budget;
+  o.tiers[0].priority = 1;  // interactive
+  o.tiers[1].priority = 0;  // batch
+  return o;
+}
+
+int32_t tokens_of(const SchedulerOutput& out, const Sequence* s) {
+  for (const auto& sc : out.scheduled) {
+    if (sc.seq == s) return sc.num_tokens;
+  }
+  return 0;
+}
+
+TEST(Scheduler, ChunkedPrefillUnderTokenBudget) {
+  Sim sim(16, 4, opts(8, 8));
+  Sequence* s = sim.add(20);
+  auto o1 = sim.step();
+  EXPECT_EQ(tokens_of(o1, s), 8);
+  EXPECT_FALSE(o1.scheduled[0].wants_logits);
+  auto o2 = sim.step();
+  EXPECT_EQ(tokens_of(o2, s), 8);
+  auto o3 = sim.step();
+  EXPECT_EQ(tokens_of(o3, s), 4);
+  EXPECT_TRUE(o3.scheduled[0].wants_logits);
+  auto o4 = sim.step();  // now a decode
+  EXPECT_EQ(tokens_of(o4, s), 1);
+  EXPECT_TRUE(o4.scheduled[0].wants_logits);
+}
+
+TEST(Scheduler, RunningDecodesComeBeforeNewPrefill) {
+  Sim sim(64, 4, opts(8, 10));
+  Sequence* a = sim.add(3);
+  Sequence* b = sim.add(3);
+  sim.step();                      // both prompts (6 tokens)
+  Sequence* c = sim.add(40);       // long prompt arrives
+  auto o = sim.step();
+  EXPECT_EQ(tokens_of(o, a), 1);
+  EXPECT_EQ(tokens_of(o, b), 1);
+  EXPECT_EQ(tokens_of(o, c), 8);   // what the budget leaves
+  o = sim.step();
+  EXPECT_EQ(tokens_of(o, a), 1);   // decodes never stall behind the long prefill
+  EXPECT_EQ(tokens_of(o, b), 1);
+  EXPECT_EQ(tokens_of(o, c), 8);
+  EXPECT_EQ(o.num_tokens, 10);
+}
+
+TEST(Scheduler, MaxSeqsCapsRunningSequences) {
+  Sim sim(64, 4, opts(2, 100));
+  sim.add(2);
+  sim.add(2);
+  Sequence* c = sim.add(2);
+  auto o = sim.step();
+  EXPECT_EQ(o.scheduled.size(), 2u);
+  EXPECT_EQ(c->status, SeqStatus::kWaiting);
+  sim.sched.remove(sim.seqs[0].get());
+  o = sim.step();
+  EXPECT_EQ(tokens_of(o, c), 2);
+}
+
+TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumes) {
+  Sim sim(4, 4, opts(8, 64));  // 16 token slots in all
+  Sequence* a = sim.add(6);
+  Sequence* b = sim.add(6);
+  auto o = sim.step();          // a: 2 blocks, b: 2 blocks
+  EXPECT_EQ(o.scheduled.size(), 2u);
+  EXPECT_EQ(sim.pool.num_free(), 0);
+  o = sim.step();               // positions 6 and 7 fit in the second blocks
+  EXPECT_TRUE(o.preempted.empty());
+  o = sim.step();
+  EXPECT_TRUE(o.preempted.empty());
+  o = sim.step();               // a needs a third block: b (newest) is preempted
+  ASSERT_EQ(o.preempted.size(), 1u);
+  EXPECT_EQ(o.preempted[0], b);
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  EXPECT_EQ(b->num_preemptions, 1);
+  EXPECT_EQ(tokens_of(o, a), 1);
+  EXPECT_EQ(tokens_of(o, b), 0);
+  const int32_t b_len = b->num_tokens();
+  sim.sched.remove(a);          // a finishes
+  o = sim.step();               // b resumes: its two full blocks come from the prefix cache
+  EXPECT_EQ(b->status, SeqStatus::kRunning);
+  EXPECT_EQ(b->num_cached_tokens, 8);
+  EXPECT_EQ(tokens_of(o, b), b_len - 8);
+  EXPECT_EQ(b->num_tokens(), b_len + 1);
+  sim.sched.remove(b);
+  EXPECT_EQ(sim.pool.num_used(), 0);
+}
+
+TEST(Scheduler, InteractiveAdmittedAheadOfBatchBacklogByPreemptingBatch) {
+  Sim sim(64, 4, opts(4, 64));
+  std::vector<Sequence*> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(sim.add(4, Tier::kBatch, 100 + 10 * i));
+  sim.step();
+  EXPECT_EQ(sim.sched.num_running(Tier::kBatch), 4);
+  Sequence* inter = sim.add(4, Tier::kInteractive, 500);
+  auto o = sim.step();
+  EXPECT_EQ(tokens_of(o, inter), 4);  // first token in the very next step
+  EXPECT_TRUE(o.scheduled[0].seq == inter || tokens_of(o, inter) > 0);
+  ASSERT_EQ(o.preempted.size(), 1u);
+  EXPECT_EQ(o.preempted[0], batch[3]);  // newest batch sequence gave its seat
+  EXPECT_EQ(sim.sched.num_running(Tier::kInteractive), 1);
+  EXPECT_EQ(sim.sched.num_waiting(Tier::kBatch), 7);
+  EXPECT_EQ(sim.sched.options().tiers[0].priority, 1);
+  // The preempted batch sequence is first in its queue again.
+  sim.sched.remove(inter);
+  o = sim.step();
+  EXPECT_GT(tokens_of(o, batch[3]), 0);
+  for (auto& s : sim.seqs) sim.sched.remove(s.get());
+  EXPECT_EQ(sim.pool.num_used(), 0);
+}
+
+TEST(Scheduler, TierLimitsCapRunningAndKvShare) {
+  SchedulerOptions o = opts(16, 256);
+  o.tiers[1].max_running = 2;
+  Sim sim(64, 4, o);
+  for (int i = 0; i < 4; ++i) sim.add(4, Tier::kBatch, 10 * i + 1);
+  auto out = sim.step();
+  EXPECT_EQ(out.scheduled.size(), 2u);
+  EXPECT_EQ(sim.sched.num_waiting(Tier::kBatch), 2);
+
+  SchedulerOptions o2 = opts(16, 256);
+  o2.tiers[1].kv_share = 0.25f;  // 4 of 16 blocks
+  Sim sim2(16, 4, o2);
+  for (int i = 0; i < 4; ++i) sim2.add(8, Tier::kBatch, 10 * i + 1);  // 2 blocks each
+  out = sim2.step();
+  EXPECT_EQ(out.scheduled.size(), 2u);
+  sim2.add(8, Tier::kInteractive, 900);  // interactive is not bound by batch's share
+  out = sim2.step();
+  EXPECT_EQ(sim2.sched.num_running(Tier::kInteractive), 1);
+}
+
+TEST(Scheduler, LatencyTargetPausesLowerTierAdmission) {
+  SchedulerOptions o = opts(16, 256);
+  o.tiers[0].max_running = 1;
+  o.tiers[0].latency_target = std::chrono::milliseconds(1);
+  Sim sim(64, 4, o);
+  sim.add(4, Tier::kInteractive, 1);
+  Sequence* late = sim.add(4, Tier::kInteractive, 50);
+  late->arrival = Clock::now() - std::chrono::seconds(1);  // waited past its target
+  sim.step();
+  Sequence* b = sim.add(4, Tier::kBatch, 100);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 0);  // interactive overdue: batch admits nothing
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  sim.sched.remove(late);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 4);
+}
+
+}  // namespace
+}  // namespace ts::engine
