@@ -49,13 +49,21 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& context,
                                          const RenderOptions& options) const {
   if (!context.is_object()) return invalid_argument("chat template context must be a JSON object");
-  return render_value(from_json(context), options);
+  try {
+    return render_value(from_json(context), options);
+  } catch (const JinjaError& e) {
+    return invalid_argument(std::string("chat template context: ") + e.what());
+  }
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json& context,
                                          const RenderOptions& options) const {
   if (!context.is_object()) return invalid_argument("chat template context must be a JSON object");
-  return render_value(from_json(context), options);
+  try {
+    return render_value(from_json(context), options);
+  } catch (const JinjaError& e) {
+    return invalid_argument(std::string("chat template context: ") + e.what());
+  }
 }
 
 Result<std::string> ChatTemplate::render_value(const Value& context, const RenderOptions& options) const {

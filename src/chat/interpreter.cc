@@ -178,6 +178,7 @@ void Interpreter::exec_set(const Stmt& s, const ScopePtr& scope) {
   if (!s.attr.empty()) {
     Value ns = lookup(s.targets[0], scope);
     if (!ns.is_namespace()) throw_runtime("cannot assign attribute on non-namespace object");
+    if (reaches(value, ns.identity())) throw_runtime("cannot store a namespace inside itself");
     ns.dict_items().set(s.attr, std::move(value));
     return;
   }

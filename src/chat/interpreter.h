@@ -22,7 +22,7 @@ namespace ts::chat {
 
 struct InterpreterLimits {
   int64_t max_output_bytes = 16 << 20;   // rendered text (and any macro/set block buffer)
-  int64_t max_steps = 20'000'000;        // expression/statement evaluations, loop iterations
+  int64_t max_steps = 2'000'000;         // expression/statement evaluations, loop iterations
   int max_depth = 400;                   // nested evaluation frames incl. macro recursion
   int64_t max_value_bytes = 256 << 20;   // bytes of strings/lists a render may create
   int64_t max_list_items = 1 << 20;      // largest list one operation may produce

@@ -31,9 +31,15 @@ int64_t checked_mul(int64_t a, int64_t b) {
   return r;
 }
 
+// Python's short type name ("int", "str", "NoneType").
+std::string short_type(const Value& v) {
+  std::string t = type_name(v);
+  return v.is_undefined() ? "Undefined" : t.substr(0, t.find(' '));
+}
+
 std::string op_type_error(const std::string& op, const Value& a, const Value& b) {
-  return "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
-         type_name(b) + "'";
+  return "unsupported operand type(s) for " + op + ": '" + short_type(a) + "' and '" +
+         short_type(b) + "'";
 }
 
 Value repeat(const Value& seq, int64_t n) {
@@ -255,7 +261,9 @@ Value list_method(const Value& self, const std::string& name) {
       static const Value kU;
       check_items(static_cast<int64_t>(self.items().size()) + 1);
       charge_bytes(sizeof(Value));
-      self.items().push_back(arg(a, 0, "object", kU));
+      const Value& item = arg(a, 0, "object", kU);
+      if (reaches(item, self.identity())) throw_runtime("cannot append a list to itself");
+      self.items().push_back(item);
       return Value::none();
     });
   }
@@ -443,7 +451,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       charge_bytes(static_cast<int64_t>(out.size() * sizeof(Value)));
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
-    if (a.is_string()) throw_runtime("can only concatenate str (not \"" + type_name(b).substr(0, type_name(b).find(' ')) + "\") to str");
+    if (a.is_string()) throw_runtime("can only concatenate str (not \"" + short_type(b) + "\") to str");
     throw_runtime(op_type_error(op, a, b));
   }
   if (op == "-") {
@@ -561,6 +569,22 @@ int64_t length(const Value& v) {
   }
 }
 
+namespace {
+
+// One printf conversion, sized first so that a large width cannot overflow a buffer.
+template <typename T>
+std::string format_one(const std::string& spec, T value) {
+  int n = std::snprintf(nullptr, 0, spec.c_str(), value);
+  if (n < 0) throw_runtime("invalid format");
+  charge_bytes(n);
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), value);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
 std::string percent_format(const std::string& fmt, const Value& args) {
   ValueList list = args.is_tuple() ? args.items() : ValueList{args};
   size_t next = 0;
@@ -582,7 +606,6 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     }
     if (next >= list.size()) throw_runtime("not enough arguments for format string");
     const Value& a = list[next++];
-    char buf[128];
     switch (conv) {
       case 's': out += to_str(a); break;
       case 'r': out += repr(a); break;
@@ -590,14 +613,12 @@ std::string percent_format(const std::string& fmt, const Value& args) {
       case 'i':
       case 'x':
         if (!a.is_number()) throw_runtime("%" + std::string(1, conv) + " format: a number is required");
-        std::snprintf(buf, sizeof(buf), (spec + "ll" + (conv == 'x' ? "x" : "d")).c_str(),
-                      static_cast<long long>(a.is_float() ? static_cast<int64_t>(a.as_float()) : a.as_int()));
-        out += buf;
+        out += format_one(spec + "ll" + (conv == 'x' ? "x" : "d"),
+                          static_cast<long long>(a.is_float() ? static_cast<int64_t>(a.as_float()) : a.as_int()));
         break;
       case 'f':
         if (!a.is_number()) throw_runtime("%f format: a number is required");
-        std::snprintf(buf, sizeof(buf), (spec + "f").c_str(), a.as_float());
-        out += buf;
+        out += format_one(spec + "f", a.as_float());
         break;
       default: throw_runtime(std::string("unsupported format character '") + conv + "'");
     }

@@ -9,6 +9,62 @@ namespace ts::chat {
 
 void throw_runtime(std::string message) { throw JinjaError(ErrorKind::kRuntime, std::move(message)); }
 
+namespace {
+
+// Recursion guard for walks over nested values (repr, ==, ordering, JSON in): values built from
+// JSON or by a template may be deeply nested, and the C++ stack must not be.
+constexpr int kMaxValueDepth = 512;
+// repr()/json.dumps of one value; shared sub-values could otherwise expand exponentially.
+constexpr size_t kMaxTextBytes = size_t{64} << 20;
+
+void check_text_size(const std::string& out) {
+  if (out.size() > kMaxTextBytes) {
+    throw JinjaError(ErrorKind::kLimit, "value too large to convert to text");
+  }
+}
+thread_local int g_value_depth = 0;
+
+struct ValueDepthGuard {
+  ValueDepthGuard() {
+    if (++g_value_depth > kMaxValueDepth) {
+      --g_value_depth;
+      throw_runtime("value nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
+    }
+  }
+  ~ValueDepthGuard() { --g_value_depth; }
+  ValueDepthGuard(const ValueDepthGuard&) = delete;
+  ValueDepthGuard& operator=(const ValueDepthGuard&) = delete;
+};
+
+}  // namespace
+
+namespace {
+
+bool reaches_impl(const Value& v, const void* target, int64_t& budget) {
+  if (!v.identity() || v.is_callable()) return false;
+  if (v.identity() == target) return true;
+  // Shared sub-values make the walk a DAG traversal; cap it instead of tracking visits.
+  if (--budget < 0) throw JinjaError(ErrorKind::kLimit, "value graph too large to check for cycles");
+  ValueDepthGuard guard;
+  if (v.is_list()) {
+    for (const auto& x : v.items()) {
+      if (reaches_impl(x, target, budget)) return true;
+    }
+  } else {
+    for (const auto& [k, x] : v.dict_items().entries) {
+      if (reaches_impl(x, target, budget)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool reaches(const Value& v, const void* target) {
+  int64_t budget = 1 << 20;
+  return reaches_impl(v, target, budget);
+}
+
 const Value* ValueDict::find(std::string_view key) const {
   for (const auto& [k, v] : entries) {
     if (k == key) return &v;
@@ -200,6 +256,7 @@ std::string repr_string(const std::string& s) {
 }  // namespace
 
 std::string repr(const Value& v) {
+  ValueDepthGuard guard;
   switch (v.kind()) {
     case Value::Kind::kString: return repr_string(v.str());
     case Value::Kind::kUndefined: return "Undefined";
@@ -209,6 +266,7 @@ std::string repr(const Value& v) {
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += ", ";
         out += repr(items[i]);
+        check_text_size(out);
       }
       if (v.is_tuple() && items.size() == 1) out += ",";
       out += v.is_tuple() ? ")" : "]";
@@ -221,6 +279,7 @@ std::string repr(const Value& v) {
         if (!first) out += ", ";
         first = false;
         out += repr_string(k) + ": " + repr(val);
+        check_text_size(out);
       }
       return out + "}";
     }
@@ -261,11 +320,13 @@ std::string type_name(const Value& v) {
 }
 
 bool values_equal(const Value& a, const Value& b) {
+  if (a.identity() && a.identity() == b.identity()) return true;  // Python's `is` shortcut
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
   }
   if (a.kind() != b.kind()) return false;
+  ValueDepthGuard guard;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone: return true;
@@ -308,6 +369,7 @@ int compare_values(const Value& a, const Value& b) {
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   }
   if (a.is_list() && b.is_list()) {
+    ValueDepthGuard guard;
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -323,6 +385,7 @@ namespace {
 
 template <typename J>
 Value from_json_impl(const J& j) {
+  ValueDepthGuard guard;
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value::from_bool(j.template get<bool>());
@@ -428,6 +491,7 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int depth)
         if (i) out += item_sep;
         if (pretty) newline(depth + 1);
         dump(out, items[i], o, depth + 1);
+        check_text_size(out);
       }
       if (pretty) newline(depth);
       out += ']';
@@ -451,13 +515,16 @@ void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int depth)
         json_escape(out, entries[i]->first, o.ensure_ascii);
         out += key_sep;
         dump(out, entries[i]->second, o, depth + 1);
+        check_text_size(out);
       }
       if (pretty) newline(depth);
       out += '}';
       return;
     }
     default:
-      throw_runtime("Object of type " + type_name(v) + " is not JSON serializable");
+      throw_runtime("Object of type " +
+                    (v.is_undefined() ? std::string("Undefined") : type_name(v).substr(0, type_name(v).find(' '))) +
+                    " is not JSON serializable");
   }
 }
 

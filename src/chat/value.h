@@ -138,7 +138,12 @@ bool values_equal(const Value& a, const Value& b);
 // Python ordering (<0, 0, >0) for numbers, strings and lists; throws JinjaError otherwise.
 int compare_values(const Value& a, const Value& b);
 
-// JSON in: objects keep their key order; integers stay integers.
+// True when `target` (a list/dict/namespace identity) is reachable from `v`; used to refuse
+// reference cycles, which shared ownership could never free.
+bool reaches(const Value& v, const void* target);
+
+// JSON in: objects keep their key order; integers stay integers. Throws JinjaError when nested
+// deeper than 512 levels.
 Value from_json(const nlohmann::ordered_json& j);
 Value from_json(const nlohmann::json& j);
 

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "cli/cli_util.h"
+#include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -17,7 +18,7 @@ int cmd_generate(int argc, char** argv) {
   int n = 64, threads = 0, top_k = 40;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   uint64_t seed = 0;
-  bool ignore_eos = false, no_bos = false, special = false;
+  bool ignore_eos = false, no_bos = false, special = false, verbose = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text")->required();
   app.add_option("-n,--n-predict", n, "tokens to generate (default 64)")->check(CLI::Range(1, 1 << 20));
@@ -32,8 +33,10 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--no-bos", no_bos, "do not add BOS");
   app.add_flag("--special", special, "parse special-token text in the prompt");
+  app.add_flag("-v,--verbose", verbose, "log engine start-up details");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
+  if (!verbose) log::set_level(log::Level::kWarn);
   auto kvt = model::parse_kv_type(kv_type);
   if (!kvt.ok()) return fail("generate", kvt.status().message(), 2);
   auto m = model::Model::load(model_path);
@@ -92,7 +95,7 @@ int cmd_generate(int argc, char** argv) {
   std::printf("\n");
   using Sec = std::chrono::duration<double>;
   const auto& t = last.timings;
-  const double prompt_s = Sec(t.first_token - t.scheduled).count();
+  const double prompt_s = Sec(t.first_token - t.arrival).count();
   const double gen_s = Sec(t.finished - t.first_token).count();
   const int64_t p = last.usage.prompt_tokens, g = last.usage.completion_tokens;
   std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generation: %lld tokens, %.1f tokens/s\n",

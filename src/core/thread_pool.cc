@@ -93,7 +93,7 @@ void ThreadPool::run_raw(RawFn fn, void* ctx) {
   // Wait for the workers: spin first (they normally finish at the same time), then yield so a
   // descheduled worker on an oversubscribed machine can run.
   for (int i = 0; im.pending.load(std::memory_order_acquire) != 0; ++i) {
-    if (i < 20000) {
+    if (i < 4000) {
       TS_CPU_RELAX();
     } else {
       std::this_thread::yield();

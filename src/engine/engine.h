@@ -73,7 +73,8 @@ namespace detail { struct HandleState; struct Waker; }
 class Engine {
  public:
   // Sizes the KV pool (num_kv_blocks or kv_cache_bytes), allocates it, and starts the loop
-  // thread when opts.start_thread. `model` must outlive the engine.
+  // thread when opts.start_thread. `model` must outlive the engine, and only one engine may
+  // drive a Model at a time (Model::forward uses per-model scratch).
   // Errors: kInvalidArgument (bad options), kResourceExhausted (KV allocation failed or the
   // budget holds no block).
   static Result<std::unique_ptr<Engine>> create(model::Model& model, EngineOptions opts);

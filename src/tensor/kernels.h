@@ -56,7 +56,17 @@ struct GemmArgs {
   const Act* act;
   float* y;          // y[t*ldy + r], r < num_rows
   int64_t ldy;
+  // Per-thread, 64-byte aligned scratch of at least panel_scratch_bytes(cols) bytes, where
+  // batched kernels decode a 16-row panel once for all tokens. Owned by the caller.
+  uint8_t* scratch = nullptr;
 };
+
+// Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
+inline size_t panel_scratch_bytes(int64_t cols) {
+  const size_t r16 = r16_group_bytes(cols);
+  const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (kernels_avx512.cc)
+  return (r16 > kq ? r16 : kq) + 64;
+}
 
 using GemmFn = void (*)(const GemmArgs&);
 

@@ -10,6 +10,9 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+// -O3 so the small fixed-trip tile loops are fully unrolled early enough for their vector
+// accumulator arrays to live in registers (at -O2 they stay on the stack).
+#pragma GCC optimize("O3")
 
 namespace ts::tensor::kern {
 namespace {

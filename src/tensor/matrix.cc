@@ -350,7 +350,11 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
   auto compute = [&](int64_t b, int64_t e) {
+    thread_local std::vector<uint8_t> panel;  // per executing thread; grows, never shrinks
+    const size_t need = kern::panel_scratch_bytes(cols) + 64;
+    if (panel.size() < need) panel.resize(need);
     kern::GemmArgs g;
+    g.scratch = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(panel.data()) + 63) & ~uintptr_t{63});
     if (r16) {
       g.w = im.data + static_cast<size_t>(b / 16) * im.stride;
       g.row0 = b % 16;

@@ -5,6 +5,11 @@
 namespace ts::tokenizer::internal {
 
 namespace {
+// C isspace in the "C" locale, as llama.cpp uses for lstrip/rstrip.
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
 bool is_special_type(TokenType t) {
   return t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown;
 }
@@ -84,6 +89,9 @@ void SpecialSplitter::split(std::string_view text, bool parse_special,
   for (int32_t r : present) {
     const int32_t id = order_[static_cast<size_t>(r)];
     const std::string_view tok_text = vocab_.pieces[static_cast<size_t>(id)];
+    const uint8_t strip = vocab_.strip[static_cast<size_t>(id)];
+    const bool lstrip = (strip & Vocab::kLstrip) != 0;
+    const bool rstrip = (strip & Vocab::kRstrip) != 0;
     next.clear();
     for (const Fragment& f : frags) {
       if (f.token >= 0) {
@@ -95,9 +103,16 @@ void SpecialSplitter::split(std::string_view text, bool parse_special,
       while (true) {
         size_t m = body.find(tok_text, start);
         if (m == std::string_view::npos) break;
-        if (m > start) next.push_back(Fragment{-1, f.offset + start, m - start});
+        size_t left_end = m;
+        if (lstrip) {
+          while (left_end > start && is_space(body[left_end - 1])) --left_end;
+        }
+        if (left_end > start) next.push_back(Fragment{-1, f.offset + start, left_end - start});
         next.push_back(Fragment{id, f.offset + m, tok_text.size()});
         start = m + tok_text.size();
+        if (rstrip) {
+          while (start < body.size() && is_space(body[start])) ++start;
+        }
       }
       if (start < body.size()) next.push_back(Fragment{-1, f.offset + start, body.size() - start});
     }

@@ -2,6 +2,7 @@
 // tokenizer_st_partition does: special tokens are tried longest first (ties: lower id first);
 // each one splits every remaining text fragment at all its non-overlapping occurrences, left to
 // right. Control and unknown tokens take part only with parse_special; user-defined tokens always.
+// Tokens marked lstrip/rstrip (Vocab::strip) also swallow the whitespace before/after them.
 // A trie finds which special tokens occur at all, so the common case (none) costs one pass.
 // Immutable after construction; split() is thread-safe.
 #pragma once

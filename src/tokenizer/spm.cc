@@ -60,7 +60,11 @@ void SpmModel::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t off = 0; off < text.size();) {
-    const size_t n = std::min(utf8_seq_len(static_cast<uint8_t>(text[off])), text.size() - off);
+    // One UTF-8 character per symbol. Bytes that do not start a well-formed character are
+    // symbols of their own (llama.cpp takes the lead byte's announced length, which can swallow
+    // the start of the next character; for valid UTF-8 both agree).
+    const int wf = utf8_well_formed_len(text.substr(off));
+    const size_t n = wf > 0 ? static_cast<size_t>(wf) : 1;
     const auto idx = static_cast<int32_t>(symbols.size());
     symbols.push_back(Symbol{idx - 1, off + n == text.size() ? -1 : idx + 1, off, n});
     off += n;

@@ -1,7 +1,8 @@
 // SentencePiece-style BPE (tokenizer.ggml.model = "llama"), as llama.cpp's llm_tokenizer_spm:
 // the text is split into UTF-8 characters, then the adjacent pair whose concatenation is the
 // highest-scoring vocabulary piece is merged (ties: leftmost first) until no pair is a piece.
-// Symbols that are not pieces fall back to byte tokens <0xNN>. Merging uses a priority queue
+// Symbols that are not pieces fall back to byte tokens <0xNN> (a byte that does not start a
+// well-formed UTF-8 character is a symbol of its own, so invalid input round-trips). Merging uses a priority queue
 // over a linked list of symbols: O(n log n). Control and unknown pieces are never produced by
 // merging (SentencePiece treats them as unreachable from text); llama.cpp would merge them.
 // Immutable; encode() is thread-safe.

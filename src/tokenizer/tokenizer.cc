@@ -5,6 +5,7 @@
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/wpm.h"
 
 namespace ts::tokenizer {
 
@@ -15,13 +16,16 @@ struct Tokenizer::Impl {
   std::unique_ptr<internal::SpecialSplitter> special;
   std::unique_ptr<internal::SpmModel> spm;  // model "llama"
   std::unique_ptr<internal::BpeModel> bpe;  // model "gpt2"
+  std::unique_ptr<internal::WpmModel> wpm;  // model "bert"
   std::vector<std::string> bytes;           // [n_vocab] token_bytes, precomputed
   std::string pre_canonical;
 };
 
 namespace {
 
-std::string render_token(const internal::Vocab& v, const internal::SpmModel* spm, int32_t id) {
+// `spm`: SentencePiece byte tokens; `escaped`: '▁' stands for ' ' (SentencePiece, WordPiece).
+std::string render_token(const internal::Vocab& v, const internal::SpmModel* spm, bool escaped,
+                         int32_t id) {
   const std::string& text = v.pieces[static_cast<size_t>(id)];
   switch (v.type(id)) {
     case TokenType::kControl:
@@ -39,7 +43,7 @@ std::string render_token(const internal::Vocab& v, const internal::SpmModel* spm
     case TokenType::kUndefined:
       break;
   }
-  if (spm != nullptr) {
+  if (escaped) {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size(); ++i) {
@@ -80,14 +84,21 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f)
     if (merges == nullptr) return data_loss("gpt2 tokenizer without tokenizer.ggml.merges");
     TS_ASSIGN_OR_RETURN(impl->bpe, internal::BpeModel::create(v, *merges, pre));
     impl->pre_canonical = pre.canonical;
+  } else if (v.model == "bert") {
+    TS_RETURN_IF_ERROR(internal::load_vocab(f, /*default_add_bos=*/true,
+                                            /*default_space_prefix=*/true, &v));
+    impl->wpm = std::make_unique<internal::WpmModel>(v);
+    impl->pre_canonical = "bert";
   } else {
     return unimplemented("unsupported tokenizer.ggml.model \"" + v.model +
-                         "\" (supported: llama (SentencePiece), gpt2 (byte-level BPE))");
+                         "\" (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
+                         "bert (WordPiece))");
   }
   impl->special = std::make_unique<internal::SpecialSplitter>(v);
   impl->bytes.reserve(v.pieces.size());
   for (int32_t id = 0; id < v.size(); ++id) {
-    impl->bytes.push_back(render_token(v, impl->spm.get(), id));
+    impl->bytes.push_back(
+        render_token(v, impl->spm.get(), impl->spm != nullptr || impl->wpm != nullptr, id));
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
@@ -114,23 +125,28 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
       if (v.add_space_prefix && prev_special) s.push_back(' ');
       s.append(raw);
       impl_->spm->encode(internal::escape_whitespace(s), &out);
-    } else {
+    } else if (impl_->bpe) {
       impl_->bpe->encode(raw, &out);
+    } else {
+      impl_->wpm->encode(raw, &out);
     }
     prev_special = false;
   }
   if (add_special && v.add_eos && v.eos >= 0) out.push_back(v.eos);
+  if (add_special && v.add_sep && v.sep >= 0) out.push_back(v.sep);
   return out;
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   const internal::Vocab& v = impl_->vocab;
   std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t id = ids[i];
+  size_t num_valid = 0;  // invalid ids are skipped as if absent
+  bool first_is_bos = false;
+  for (const int32_t id : ids) {
     if (!v.valid(id)) continue;
     const std::string& b = impl_->bytes[static_cast<size_t>(id)];
-    const bool at_start = i == 0 || (i == 1 && ids[0] == v.bos);
+    const bool at_start = num_valid == 0 || (num_valid == 1 && first_is_bos);
+    if (num_valid++ == 0) first_is_bos = id == v.bos;
     if (at_start && strips_prefix_space(id)) {
       out.append(b, 1);
     } else {

@@ -5,18 +5,27 @@
 //     '▁' whitespace escaping and add_space_prefix.
 //   - "gpt2": byte-level BPE with ranked merges and a pre-tokenizer chosen by
 //     `tokenizer.ggml.pre` (PCRE2 regexes, see pretokenizer.h for the names understood).
-// Anything else ("bert", "gemma4", "t5", "rwkv", ...) or an unknown pre-tokenizer name is refused
+//   - "bert": WordPiece (lowercasing, accent-stripping; lossy). With add_special the text is
+//     wrapped in [CLS] ... [SEP].
+// Anything else ("gemma4", "t5", "rwkv", ...) or an unknown pre-tokenizer name is refused
 // by from_gguf with kUnimplemented and a message naming the value.
 //
 // Special tokens: control (token_type 3), user-defined (4) and unknown (2) tokens are matched in
 // the text before the model runs (longest first, as llama.cpp does). Control and unknown tokens
 // are only matched when parse_special is true; user-defined tokens are always matched (as
-// llama.cpp and Hugging Face's added tokens do).
+// llama.cpp and Hugging Face's added tokens do). As in llama.cpp, Phi-3's special tokens also
+// swallow the whitespace after them (rstrip, chosen by general.name).
+//
+// Deliberate differences from llama.cpp, all outside its test vectors: SentencePiece merging
+// never forms control/unknown pieces from plain text, and a byte that does not start a
+// well-formed UTF-8 character is a symbol of its own (so invalid UTF-8 round-trips through
+// byte tokens); the unknown token decodes to its text, not "▅".
 //
 // Leading space (SentencePiece, add_space_prefix): encode() prefixes " " to a text fragment
 // that starts the text or follows a special token. decode() undoes this for the start of the
 // text only: it strips one leading space from the first piece when that piece is ids[0], or
-// ids[1] right after a BOS. So decode(encode(s, false, false)) == s for any text. StreamDecoder
+// ids[1] right after a BOS. So decode(encode(s, false, false)) == s for any text (except
+// WordPiece, which is lossy, and vocabularies missing pieces for some bytes). StreamDecoder
 // by default treats its ids as a continuation (generated text after a prompt) and strips nothing;
 // see StreamDecoder::Options.
 //
@@ -48,7 +57,8 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // Text (bytes, normally UTF-8; invalid bytes are encoded through byte tokens) to ids.
-  // add_special: BOS/EOS according to add_bos()/add_eos(). parse_special: match control tokens
+  // add_special: BOS/EOS according to add_bos()/add_eos() (WordPiece: [CLS] ... [SEP]).
+  // parse_special: match control tokens
   // written in the text (e.g. "<|im_start|>") as single ids; when false they are plain text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 

@@ -1,6 +1,8 @@
 #include "tokenizer/vocab.h"
 
 #include <array>
+#include <cctype>
+#include <initializer_list>
 
 namespace ts::tokenizer::internal {
 namespace {
@@ -18,6 +20,44 @@ int32_t read_id(const gguf::GgufFile& f, std::string_view key, int32_t n_vocab,
   if (!v) return fallback;
   if (*v < 0 || *v >= n_vocab) return -1;  // e.g. 0xFFFFFFFF written for "none"
   return static_cast<int32_t>(*v);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains_any(std::string_view s, std::initializer_list<std::string_view> needles) {
+  for (std::string_view n : needles) {
+    if (s.find(n) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// llama.cpp's per-model token attributes that change how special tokens are matched.
+void set_strip_attributes(const gguf::GgufFile& f, Vocab* v) {
+  v->strip.assign(v->pieces.size(), 0);
+  auto set = [&](std::string_view text, uint8_t flag, bool on) {
+    if (auto id = v->find(text)) {
+      uint8_t& s = v->strip[static_cast<size_t>(*id)];
+      s = on ? (s | flag) : (s & ~flag);
+    }
+  };
+  const std::string name = lower(f.get_string("general.name").value_or(""));
+  const std::string arch = f.get_string("general.architecture").value_or("");
+  if (contains_any(v->pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
+      contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
+    set("<mask>", Vocab::kLstrip, true);
+  } else if (contains_any(name, {"phi-3", "phi3"})) {
+    for (size_t id = 0; id < v->pieces.size(); ++id) {
+      const TokenType t = v->types[id];
+      if (t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) {
+        v->strip[id] |= Vocab::kRstrip;
+      }
+    }
+    set("</s>", Vocab::kRstrip, true);
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, Vocab::kRstrip, false);
+  }
 }
 
 }  // namespace
@@ -61,9 +101,20 @@ Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_sp
 
   const int32_t nv = static_cast<int32_t>(n);
   const bool spm = v->model == "llama";
-  v->bos = read_id(f, "tokenizer.ggml.bos_token_id", nv, spm && nv > 1 ? 1 : -1);
-  v->eos = read_id(f, "tokenizer.ggml.eos_token_id", nv, spm && nv > 2 ? 2 : -1);
-  v->unk = read_id(f, "tokenizer.ggml.unknown_token_id", nv, spm ? 0 : -1);
+  const bool wpm = v->model == "bert";
+  auto fallback = [&](int32_t id) { return id < nv ? id : -1; };
+  if (wpm) {
+    // llama.cpp's BERT defaults: [CLS] 101 starts the text, [SEP] 102 ends it, [UNK] 100.
+    v->bos = read_id(f, "tokenizer.ggml.bos_token_id", nv,
+                     read_id(f, "tokenizer.ggml.cls_token_id", nv, fallback(101)));
+    v->sep = read_id(f, "tokenizer.ggml.seperator_token_id", nv, fallback(102));
+    v->add_sep = true;
+  } else {
+    v->bos = read_id(f, "tokenizer.ggml.bos_token_id", nv, spm ? fallback(1) : -1);
+  }
+  v->eos = read_id(f, "tokenizer.ggml.eos_token_id", nv, spm ? fallback(2) : -1);
+  v->unk = read_id(f, "tokenizer.ggml.unknown_token_id", nv,
+                   spm ? fallback(0) : (wpm ? fallback(100) : -1));
   v->eot = read_id(f, "tokenizer.ggml.eot_token_id", nv, -1);
   v->eom = read_id(f, "tokenizer.ggml.eom_token_id", nv, -1);
 
@@ -87,6 +138,7 @@ Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_sp
   for (int32_t id : {v->eos, v->eot, v->eom}) {
     if (id >= 0) v->eog[static_cast<size_t>(id)] = 1;
   }
+  set_strip_attributes(f, v);
   return ok_status();
 }
 

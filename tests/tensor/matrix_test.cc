@@ -200,6 +200,7 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
           set_isa(isa);
           auto m = Matrix::create(s.type, w.data(), s.rows, s.cols, MatrixOptions{.allow_repack = repack});
           ASSERT_TRUE(m.ok());
+          EXPECT_EQ(m->repacked(), repack && isa == Isa::kAvx512 && s.type == DType::kQ8_0);
           std::vector<float> got(want.size(), -7.0f);
           m->matmul(x.data(), n_tok, got.data(), n_tok % 2 ? &pool : nullptr);
           expect_close(got, want, 2e-5,

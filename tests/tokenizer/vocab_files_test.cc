@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -83,7 +84,9 @@ PairResult check_file(const Tokenizer& tok, const std::string& inp_path,
                       << show(expected[i]) << "\n  got     " << show(ids);
       }
     }
-    EXPECT_EQ(tok.decode(ids), s) << inp_path << " case " << i << " does not round-trip";
+    if (tok.model_type() != "bert") {  // WordPiece lowercases and strips accents
+      EXPECT_EQ(tok.decode(ids), s) << inp_path << " case " << i << " does not round-trip";
+    }
   }
   return r;
 }
@@ -101,7 +104,7 @@ TEST(VocabFiles, EveryLlamaCppVocabPair) {
     ASSERT_TRUE(file.ok()) << file.status().to_string();
     auto tok = Tokenizer::from_gguf(**file);
     const std::string model = (*file)->get_string("tokenizer.ggml.model").value_or("");
-    if (model == "bert" || model == "gemma4") {
+    if (model == "gemma4") {
       // Optional extras not supported by this build: refused with a clear error.
       ASSERT_FALSE(tok.ok());
       EXPECT_EQ(tok.status().code(), StatusCode::kUnimplemented);
@@ -115,9 +118,12 @@ TEST(VocabFiles, EveryLlamaCppVocabPair) {
     if (fs::exists(out_path)) ++num_with_out;
     EXPECT_EQ(r.num_mismatches, 0u) << r.num_mismatches << " of " << r.num_cases << " differ";
   }
-  // 13 .inp files: bert-bge and gemma-4 refused, 11 tokenized; 7 of those have expectations.
-  EXPECT_GE(num_files, 11u);
-  EXPECT_GE(num_with_out, 7u);
+  // 14 .inp files: gemma-4 refused; 13 tokenized, 9 of them with expected ids (bert-bge,
+  // deepseek-llm, falcon, gpt-2, llama-bpe, llama-spm, phi-3, qwen35, starcoder) and 4 held
+  // back (deepseek-coder, mpt, qwen2, refact: round-trip only).
+  std::printf("vocab files tokenized: %zu, checked against .out: %zu\n", num_files, num_with_out);
+  EXPECT_GE(num_files, 13u);
+  EXPECT_GE(num_with_out, 9u);
 }
 
 TEST(VocabFiles, Stories260K) {

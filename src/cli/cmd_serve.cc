@@ -1,0 +1,109 @@
+// tokenserve serve -m MODEL [--host 127.0.0.1 --port 8080 --threads N --kv-cache-memory 2GiB
+//                  --max-seqs N --max-batch-tokens N --max-model-len N --model-name NAME
+//                  --io-threads N --drain-timeout S --max-body BYTES]
+// Loads the model, starts the engine and the OpenAI-compatible HTTP server, and serves until
+// SIGTERM/SIGINT: then /ready turns 503, new work is refused, running requests finish up to the
+// drain deadline, and the process exits 0. A bad model path or an occupied port is one clear
+// line on stderr and exit 1.
+#include <csignal>
+#include <filesystem>
+#include <pthread.h>
+
+#include "cli/cli_util.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "http/server.h"
+#include "model/model.h"
+#include "server/backend.h"
+#include "server/openai_service.h"
+#include "server/prompt_builder.h"
+
+namespace ts::cli {
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app("Serve a GGUF model over an OpenAI-compatible HTTP API", "serve");
+  std::string model_path, host = "127.0.0.1", kv_memory = "256MiB", model_name, max_body = "8MiB";
+  int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
+  double drain_timeout_s = 30.0;
+  app.add_option("-m,--model", model_path, "GGUF model file");
+  app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
+  app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
+  app.add_option("--kv-cache-memory", kv_memory, "KV cache budget, e.g. 2GiB (default 256MiB)");
+  app.add_option("--max-seqs", max_seqs, "running sequences at most (default 64)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-batch-tokens", max_batch_tokens, "tokens per engine step at most (default 512)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--max-model-len", max_model_len, "prompt + completion limit (default: the model's context)");
+  app.add_option("--model-name", model_name, "model id clients use (default: the file name without .gguf)");
+  app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
+  app.add_option("--max-body", max_body, "largest request body (default 8MiB)");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+
+  if (model_path.empty())
+    return fail("serve", "no model given: run 'tokenserve serve -m path/to/model.gguf'", 2);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model_path, ec))
+    return fail("serve", "model file not found: " + model_path);
+  auto kv_bytes = parse_bytes(kv_memory);
+  if (!kv_bytes || *kv_bytes == 0) return fail("serve", "bad --kv-cache-memory '" + kv_memory + "'", 2);
+  auto body_bytes = parse_bytes(max_body);
+  if (!body_bytes || *body_bytes == 0) return fail("serve", "bad --max-body '" + max_body + "'", 2);
+
+  // Signals are taken by sigwait() below; every thread started from here on inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto model = model::Model::load(model_path);
+  if (!model.ok()) return fail("serve", "cannot load " + model_path + ": " + model.status().message());
+  engine::EngineOptions eo;
+  eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);
+  eo.max_seqs = max_seqs;
+  eo.max_batch_tokens = max_batch_tokens;
+  eo.max_model_len = max_model_len;
+  eo.num_threads = threads;
+  auto engine = engine::Engine::create(**model, eo);
+  if (!engine.ok()) return fail("serve", "cannot start the engine: " + engine.status().message());
+
+  server::ServiceOptions so;
+  std::string stem = std::filesystem::path(model_path).stem().string();
+  so.model_id = model_name.empty() ? stem : model_name;
+  if (so.model_id != stem) so.model_aliases.push_back(stem);
+  const std::string& general_name = (*model)->config().name;
+  if (!general_name.empty() && general_name != so.model_id) so.model_aliases.push_back(general_name);
+  server::EngineBackend backend(**engine);
+  server::PromptBuilder prompts = server::PromptBuilder::create(
+      (*model)->tokenizer(), (*model)->gguf().get_string("tokenizer.chat_template"));
+  server::OpenAIService service(backend, std::move(prompts), so);
+
+  http::ServerOptions ho;
+  ho.host = host;
+  ho.port = static_cast<uint16_t>(port);
+  ho.num_io_threads = io_threads;
+  ho.max_body_bytes = static_cast<size_t>(*body_bytes);
+  ho.error_renderer = server::OpenAIService::error_renderer();
+  http::Server http(ho);
+  service.register_routes(http);
+  if (Status st = http.start(); !st.ok()) return fail("serve", st.message());
+
+  log::info("serving model '" + so.model_id + "' on http://" + host + ":" + std::to_string(http.port()) +
+            " (context " + std::to_string((*engine)->max_model_len()) + ", kv " + kv_memory + ", max seqs " +
+            std::to_string(max_seqs) + ", io threads " + std::to_string(io_threads) + ")");
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining (up to " +
+            std::to_string(drain_timeout_s) + " s)");
+  service.begin_drain();
+  http.drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)));
+  service.stop();
+  log::info("drained; exiting");
+  return 0;
+}
+
+}  // namespace ts::cli

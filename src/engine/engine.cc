@@ -1,0 +1,622 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <list>
+#include <random>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "engine/block_pool.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/sampler.h"
+#include "engine/sequence.h"
+#include "engine/stop_matcher.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ts::engine {
+
+const char* tier_name(Tier t) { return t == Tier::kBatch ? "batch" : "interactive"; }
+
+Result<Tier> parse_tier(std::string_view name) {
+  if (name == "interactive") return Tier::kInteractive;
+  if (name == "batch") return Tier::kBatch;
+  return invalid_argument("unknown tier '" + std::string(name) + "' (interactive or batch)");
+}
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------- RequestHandle
+
+RequestHandle::RequestHandle(std::string id, int32_t n, std::shared_ptr<detail::HandleState> state)
+    : id_(std::move(id)), n_(n), state_(std::move(state)) {}
+
+std::optional<Event> RequestHandle::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(state_->mu);
+  if (!state_->cv.wait_for(l, timeout, [&] { return !state_->events.empty() || state_->done_taken; })) {
+    return std::nullopt;
+  }
+  if (state_->events.empty()) return std::nullopt;
+  Event ev = std::move(state_->events.front());
+  state_->events.pop_front();
+  if (ev.request_done) state_->done_taken = true;
+  return ev;
+}
+
+std::vector<Event> RequestHandle::wait_all() {
+  std::vector<Event> all;
+  for (;;) {
+    auto ev = next(std::chrono::hours(1));
+    if (!ev) break;
+    const bool last = ev->request_done;
+    all.push_back(std::move(*ev));
+    if (last) break;
+  }
+  return all;
+}
+
+void RequestHandle::cancel() {
+  state_->cancel_requested.store(true);
+  if (state_->waker) state_->waker->notify();
+}
+
+bool RequestHandle::done() const {
+  std::lock_guard<std::mutex> l(state_->mu);
+  return state_->done;
+}
+
+// ---------------------------------------------------------------- Engine internals
+
+namespace {
+
+struct ReqState;
+
+// Engine-side state of one sequence: scheduling state plus output state.
+struct SeqState {
+  Sequence seq;
+  ReqState* req = nullptr;
+  int32_t index = 0;                  // choice index
+  Rng rng;
+  std::unique_ptr<tokenizer::StreamDecoder> decoder;
+  std::unique_ptr<StopMatcher> stop;
+  bool finished = false;
+  bool in_scheduler = false;
+};
+
+struct ReqState {
+  Request req;
+  std::shared_ptr<detail::HandleState> handle;
+  std::vector<std::unique_ptr<SeqState>> seqs;
+  int32_t num_finished = 0;
+  Usage usage;
+  Timings timings;
+  bool counted_queued = true;         // still counted in its tier's queue
+  bool siblings_released = false;     // choices 1..n-1 handed to the scheduler
+  bool done = false;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  explicit Impl(int threads, model::KvStorage kv_storage, int32_t num_blocks, const EngineOptions& o,
+                SchedulerOptions so, int32_t n_vocab)
+      : pool(threads),
+        kv(std::move(kv_storage)),
+        blocks(num_blocks, o.enable_prefix_cache),
+        kvm(blocks, o.block_size),
+        sched(so, kvm),
+        sampler(n_vocab),
+        waker(std::make_shared<detail::Waker>()) {}
+
+  ThreadPool pool;
+  model::KvStorage kv;
+  BlockPool blocks;
+  KvCacheManager kvm;
+  Scheduler sched;
+  Sampler sampler;
+  std::shared_ptr<detail::Waker> waker;
+
+  std::vector<float> logits;                      // [max_seqs][n_vocab]
+  std::vector<int32_t> batch_tokens;              // flattened step tokens
+  std::vector<model::SeqSlice> slices;            // one per scheduled sequence
+
+  std::list<std::unique_ptr<ReqState>> active;    // engine thread only
+  std::unordered_map<const Sequence*, SeqState*> by_seq;
+
+  std::mutex in_mu;
+  std::vector<std::unique_ptr<ReqState>> inbox;   // submitted, not yet taken by the loop
+  std::atomic<int32_t> queued[kNumTiers] = {0, 0};
+  std::atomic<bool> accepting{true};
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> num_active{0};             // requests submitted and not done
+
+  mutable std::mutex stats_mu;
+  EngineStats stats;
+  int64_t next_seq_id = 1;
+  int64_t next_request_order = 1;
+  uint64_t seed_state = 0;
+
+  model::Model* model = nullptr;
+  EngineOptions opts;
+  int32_t max_model_len = 0;
+
+  bool step();
+  void take_inbox(TimePoint now);
+  void check_cancellations(TimePoint now);
+  // Ends one choice: removes it from the scheduler, emits its final event.
+  void finish_seq(SeqState& s, FinishReason reason, Status error, std::string text,
+                  std::vector<int32_t> ids, std::vector<LogprobEntry> lps);
+  // Samples from one logits row and emits the token (and maybe the end) of the choice.
+  void on_logits(SeqState& s, const float* row, TimePoint now);
+  void sweep_done();
+  void publish_stats(double step_ms);
+};
+
+namespace {
+
+void push_event(ReqState& r, Event ev) {
+  ev.usage = r.usage;
+  ev.timings = r.timings;
+  auto& h = *r.handle;
+  {
+    std::lock_guard<std::mutex> l(h.mu);
+    if (ev.request_done) h.done = true;
+    h.events.push_back(std::move(ev));
+  }
+  h.cv.notify_all();
+}
+
+}  // namespace
+
+Engine::Engine(model::Model& model, EngineOptions opts) : model_(model), opts_(std::move(opts)) {}
+
+Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOptions opts) {
+  const auto& cfg = model.config();
+  if (opts.block_size <= 0 || opts.max_seqs <= 0 || opts.max_batch_tokens <= 0) {
+    return invalid_argument("block_size, max_seqs and max_batch_tokens must be positive");
+  }
+  for (const TierOptions* t : {&opts.interactive, &opts.batch}) {
+    if (!(t->kv_share > 0.0f && t->kv_share <= 1.0f) || t->max_running <= 0 || t->max_queued <= 0) {
+      return invalid_argument("tier limits: kv_share must be in (0, 1], max_running and max_queued positive");
+    }
+  }
+  int32_t num_blocks = opts.num_kv_blocks;
+  if (num_blocks <= 0) {
+    num_blocks = model::KvStorage::blocks_for_budget(cfg, opts.kv_type, opts.block_size, opts.kv_cache_bytes);
+  }
+  if (num_blocks <= 0) {
+    return resource_exhausted("KV cache budget of " + std::to_string(opts.kv_cache_bytes) +
+                              " bytes holds no block of " + std::to_string(opts.block_size) + " tokens");
+  }
+  TS_ASSIGN_OR_RETURN(auto storage, model::KvStorage::create(cfg, opts.kv_type, opts.block_size, num_blocks));
+
+  std::unique_ptr<Engine> e(new Engine(model, opts));
+  e->max_model_len_ = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : (1 << 20);
+  if (opts.max_model_len > 0) e->max_model_len_ = std::min(e->max_model_len_, opts.max_model_len);
+  SchedulerOptions so;
+  so.max_seqs = opts.max_seqs;
+  so.max_batch_tokens = opts.max_batch_tokens;
+  so.tiers[static_cast<int>(Tier::kInteractive)] = opts.interactive;
+  so.tiers[static_cast<int>(Tier::kBatch)] = opts.batch;
+  e->impl_ = std::make_unique<Impl>(opts.num_threads, std::move(storage), num_blocks, opts, so, cfg.n_vocab);
+  auto& im = *e->impl_;
+  im.model = &model;
+  im.opts = opts;
+  im.max_model_len = e->max_model_len_;
+  im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
+  im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  im.stats.kv_blocks_total = num_blocks;
+  im.stats.block_size = opts.block_size;
+  log::info("engine: " + std::to_string(num_blocks) + " KV blocks of " + std::to_string(opts.block_size) +
+            " tokens (" + model::kv_type_name(opts.kv_type) + ", " +
+            std::to_string(im.kv.total_bytes() >> 20) + " MiB), max_seqs " + std::to_string(opts.max_seqs) +
+            ", max_batch_tokens " + std::to_string(opts.max_batch_tokens) + ", max_model_len " +
+            std::to_string(e->max_model_len_));
+  if (opts.start_thread) e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
+  return e;
+}
+
+Engine::~Engine() {
+  if (impl_ == nullptr) return;
+  impl_->accepting = false;
+  impl_->stopping = true;
+  impl_->waker->notify();
+  if (thread_.joinable()) thread_.join();
+  // Everything still queued or running ends as cancelled.
+  auto& im = *impl_;
+  {
+    std::lock_guard<std::mutex> l(im.in_mu);
+    for (auto& r : im.inbox) im.active.push_back(std::move(r));
+    im.inbox.clear();
+  }
+  for (auto& r : im.active) {
+    if (r->seqs.empty()) {  // never taken by the loop: end every choice here
+      const int32_t n = r->req.sampling.n;
+      r->timings.finished = Clock::now();
+      for (int32_t i = 0; i < n; ++i) {
+        Event ev;
+        ev.index = i;
+        ev.finish = FinishReason::kCancelled;
+        ev.request_done = i + 1 == n;
+        push_event(*r, std::move(ev));
+      }
+      continue;
+    }
+    for (auto& s : r->seqs) {
+      if (s->finished) continue;
+      s->finished = true;
+      if (s->in_scheduler) im.sched.remove(&s->seq);
+      ++r->num_finished;
+      r->timings.finished = Clock::now();
+      Event ev;
+      ev.index = s->index;
+      ev.finish = FinishReason::kCancelled;
+      ev.request_done = r->num_finished == static_cast<int32_t>(r->seqs.size());
+      push_event(*r, std::move(ev));
+    }
+  }
+}
+
+void Engine::stop_accepting() { impl_->accepting = false; }
+
+bool Engine::idle() const { return impl_->num_active.load() == 0; }
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> l(impl_->stats_mu);
+  return impl_->stats;
+}
+
+Result<std::shared_ptr<RequestHandle>> Engine::submit(Request req) {
+  auto& im = *impl_;
+  const auto& cfg = model_.config();
+  const SamplingParams& p = req.sampling;
+  if (!im.accepting) return unavailable("engine is not accepting requests (shutting down)");
+  if (req.prompt_tokens.empty()) return invalid_argument("prompt is empty");
+  for (int32_t t : req.prompt_tokens) {
+    if (t < 0 || t >= cfg.n_vocab) {
+      return invalid_argument("prompt token id " + std::to_string(t) + " out of range [0, " +
+                              std::to_string(cfg.n_vocab) + ")");
+    }
+  }
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return invalid_argument("temperature must be >= 0");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return invalid_argument("top_p must be in (0, 1]");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return invalid_argument("min_p must be in [0, 1]");
+  if (!(p.repetition_penalty > 0.0f)) return invalid_argument("repetition_penalty must be > 0");
+  if (!std::isfinite(p.frequency_penalty) || !std::isfinite(p.presence_penalty)) {
+    return invalid_argument("penalties must be finite");
+  }
+  if (p.max_tokens < 1) return invalid_argument("max_tokens must be >= 1");
+  if (p.n < 1 || p.n > 128) return invalid_argument("n must be in [1, 128]");
+  if (p.top_logprobs < 0 || p.top_logprobs > 20) return invalid_argument("top_logprobs must be in [0, 20]");
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= cfg.n_vocab) return invalid_argument("logit_bias token id " + std::to_string(id) + " out of range");
+    if (!std::isfinite(bias)) return invalid_argument("logit_bias values must be finite");
+  }
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt_tokens.size());
+  if (prompt_len + p.max_tokens > max_model_len_) {
+    return invalid_argument("prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
+                            std::to_string(p.max_tokens) + ") exceeds the context length (" +
+                            std::to_string(max_model_len_) + " tokens)");
+  }
+  const int64_t bs = opts_.block_size;
+  const int64_t need = (prompt_len + p.max_tokens + bs - 1) / bs;
+  if (need > im.blocks.num_blocks()) {
+    return resource_exhausted("request needs " + std::to_string(need) + " KV blocks but the pool has only " +
+                              std::to_string(im.blocks.num_blocks()) + " (prompt " + std::to_string(prompt_len) +
+                              " + max_tokens " + std::to_string(p.max_tokens) + " tokens)");
+  }
+  const int ti = static_cast<int>(req.tier);
+  const TierOptions& to = ti == 0 ? opts_.interactive : opts_.batch;
+  if (im.queued[ti].fetch_add(1) >= to.max_queued) {
+    im.queued[ti].fetch_sub(1);
+    return unavailable(std::string("the ") + tier_name(req.tier) + " queue is full (" +
+                       std::to_string(to.max_queued) + " waiting requests)");
+  }
+
+  auto r = std::make_unique<ReqState>();
+  r->handle = std::make_shared<detail::HandleState>();
+  r->handle->waker = im.waker;
+  r->timings.arrival = Clock::now();
+  r->usage.prompt_tokens = prompt_len;
+  auto handle = std::make_shared<RequestHandle>(req.id, p.n, r->handle);
+  r->req = std::move(req);
+  im.num_active.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> l(im.in_mu);
+    im.inbox.push_back(std::move(r));
+  }
+  im.waker->notify();
+  return handle;
+}
+
+void Engine::loop() {
+  auto& im = *impl_;
+  while (!im.stopping) {
+    if (step()) continue;
+    std::unique_lock<std::mutex> l(im.waker->mu);
+    im.waker->cv.wait_for(l, std::chrono::milliseconds(50),
+                          [&] { return im.waker->pending || im.stopping.load(); });
+    im.waker->pending = false;
+  }
+}
+
+bool Engine::step() { return impl_->step(); }
+
+void Engine::Impl::take_inbox(TimePoint now) {
+  std::vector<std::unique_ptr<ReqState>> fresh;
+  {
+    std::lock_guard<std::mutex> l(in_mu);
+    fresh.swap(inbox);
+  }
+  const auto& tok = model->tokenizer();
+  for (auto& r : fresh) {
+    const SamplingParams& p = r->req.sampling;
+    const int ti = static_cast<int>(r->req.tier);
+    const int64_t order = next_request_order++;
+    for (int32_t i = 0; i < p.n; ++i) {
+      auto s = std::make_unique<SeqState>();
+      s->req = r.get();
+      s->index = i;
+      Sequence& q = s->seq;
+      q.id = next_seq_id++;
+      q.request_order = order;
+      q.tier = r->req.tier;
+      q.priority = (ti == 0 ? opts.interactive : opts.batch).priority;
+      q.cache_namespace = r->req.cache_namespace;
+      q.tokens = r->req.prompt_tokens;
+      q.tokens.reserve(r->req.prompt_tokens.size() + static_cast<size_t>(p.max_tokens));
+      q.num_prompt_tokens = static_cast<int32_t>(r->req.prompt_tokens.size());
+      q.arrival = r->timings.arrival;
+      const uint64_t base = p.seed ? *p.seed : (seed_state = seed_state * 6364136223846793005ull + 1442695040888963407ull);
+      s->rng = Rng(choice_seed(base, i));
+      s->decoder = std::make_unique<tokenizer::StreamDecoder>(tok);
+      s->stop = std::make_unique<StopMatcher>(p.stop);
+      by_seq[&s->seq] = s.get();
+      r->seqs.push_back(std::move(s));
+    }
+    // Choice 0 computes the prompt; the others join once it is in KV (sharing its blocks).
+    r->seqs[0]->in_scheduler = true;
+    sched.add(&r->seqs[0]->seq);
+    active.push_back(std::move(r));
+  }
+  (void)now;
+}
+
+void Engine::Impl::finish_seq(SeqState& s, FinishReason reason, Status error, std::string text,
+                              std::vector<int32_t> ids, std::vector<LogprobEntry> lps) {
+  ReqState& r = *s.req;
+  s.finished = true;
+  if (s.in_scheduler) sched.remove(&s.seq);
+  s.in_scheduler = false;
+  ++r.num_finished;
+  Event ev;
+  ev.index = s.index;
+  ev.text = std::move(text);
+  ev.token_ids = std::move(ids);
+  ev.logprobs = std::move(lps);
+  ev.finish = reason;
+  ev.error = std::move(error);
+  if (r.num_finished == static_cast<int32_t>(r.seqs.size())) {
+    r.done = true;
+    r.timings.finished = Clock::now();
+    ev.request_done = true;
+    {
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++stats.requests_finished;
+    }
+    if (r.counted_queued) {
+      queued[static_cast<int>(r.req.tier)].fetch_sub(1);
+      r.counted_queued = false;
+    }
+  }
+  push_event(r, std::move(ev));
+}
+
+void Engine::Impl::check_cancellations(TimePoint now) {
+  for (auto& r : active) {
+    if (r->done) continue;
+    const bool cancelled = r->handle->cancel_requested.load();
+    const bool expired = !cancelled && r->req.deadline && now > *r->req.deadline;
+    if (!cancelled && !expired) continue;
+    for (auto& s : r->seqs) {
+      if (s->finished) continue;
+      if (cancelled) {
+        finish_seq(*s, FinishReason::kCancelled, Status(), {}, {}, {});
+      } else {
+        finish_seq(*s, FinishReason::kError, Status(StatusCode::kDeadlineExceeded, "request deadline passed"),
+                   {}, {}, {});
+      }
+    }
+  }
+}
+
+void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
+  ReqState& r = *s.req;
+  const SamplingParams& p = r.req.sampling;
+  const auto& tok = model->tokenizer();
+  Sequence& q = s.seq;
+  const int32_t V = model->config().n_vocab;
+  LogprobEntry lp;
+  std::span<const int32_t> prompt(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens));
+  std::span<const int32_t> output(q.tokens.data() + q.num_prompt_tokens, static_cast<size_t>(q.num_output_tokens()));
+  const int32_t token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output,
+                                       s.rng, p.logprobs ? &lp : nullptr);
+  q.tokens.push_back(token);
+  ++r.usage.completion_tokens;
+  if (r.timings.first_token == TimePoint{}) r.timings.first_token = now;
+
+  std::vector<int32_t> ids{token};
+  std::vector<LogprobEntry> lps;
+  if (p.logprobs) lps.push_back(std::move(lp));
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  const bool eog = !p.ignore_eos && tok.is_eog(token);
+  const bool stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+  if (eog || stop_id) {
+    reason = FinishReason::kStop;
+  } else {
+    if (!tok.is_control(token)) text = s.stop->push(s.decoder->push(token));
+    if (s.stop->stopped()) {
+      reason = FinishReason::kStop;
+    } else if (q.num_output_tokens() >= p.max_tokens || q.num_tokens() >= max_model_len) {
+      reason = FinishReason::kLength;
+    }
+  }
+  if (reason == FinishReason::kNone) {
+    Event ev;
+    ev.index = s.index;
+    ev.text = std::move(text);
+    ev.token_ids = std::move(ids);
+    ev.logprobs = std::move(lps);
+    push_event(r, std::move(ev));
+    return;
+  }
+  if (!s.stop->stopped()) {
+    // Flush what the decoder and the stop matcher hold; a stop string may still complete.
+    text += s.stop->push(s.decoder->finish());
+    if (s.stop->stopped()) reason = FinishReason::kStop;
+    text += s.stop->flush();
+  }
+  finish_seq(s, reason, Status(), std::move(text), std::move(ids), std::move(lps));
+}
+
+void Engine::Impl::sweep_done() {
+  for (auto it = active.begin(); it != active.end();) {
+    if ((*it)->done) {
+      for (auto& s : (*it)->seqs) by_seq.erase(&s->seq);
+      it = active.erase(it);
+      num_active.fetch_sub(1);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::Impl::publish_stats(double step_ms) {
+  std::lock_guard<std::mutex> l(stats_mu);
+  stats.num_running = sched.num_running();
+  int32_t inbox_n[kNumTiers] = {0, 0};
+  {
+    std::lock_guard<std::mutex> l2(in_mu);
+    for (const auto& r : inbox) ++inbox_n[static_cast<int>(r->req.tier)];
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    stats.num_waiting[t] = sched.num_waiting(static_cast<Tier>(t)) + inbox_n[t];
+    stats.num_running_tier[t] = sched.num_running(static_cast<Tier>(t));
+  }
+  stats.kv_blocks_used = blocks.num_used();
+  stats.kv_blocks_cached = blocks.num_cached_free();
+  if (step_ms >= 0) stats.last_step_ms = step_ms;
+}
+
+bool Engine::Impl::step() {
+  const TimePoint now = Clock::now();
+  take_inbox(now);
+  check_cancellations(now);
+  SchedulerOutput out = sched.schedule(now);
+  if (out.empty()) {
+    sweep_done();
+    publish_stats(-1);
+    return false;
+  }
+
+  int64_t prefill = 0;
+  for (Sequence* q : out.admitted) {
+    ReqState& r = *by_seq.at(q)->req;
+    if (r.timings.scheduled == TimePoint{}) r.timings.scheduled = now;
+    if (by_seq.at(q)->index == 0 && q->num_admissions == 1) {
+      r.usage.cached_tokens = q->num_cached_tokens;
+      std::lock_guard<std::mutex> l(stats_mu);
+      stats.prompt_tokens_total += q->num_prompt_tokens;
+      if (r.counted_queued) {
+        queued[static_cast<int>(r.req.tier)].fetch_sub(1);
+        r.counted_queued = false;
+      }
+    }
+  }
+  for (Sequence* q : out.preempted) ++by_seq.at(q)->req->timings.num_preemptions;
+
+  // One forward over the flattened tokens of every scheduled sequence.
+  batch_tokens.clear();
+  slices.clear();
+  int32_t num_rows = 0;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    Sequence& q = *sc.seq;
+    const int32_t start = q.num_computed_tokens;
+    batch_tokens.insert(batch_tokens.end(), q.tokens.begin() + start, q.tokens.begin() + start + sc.num_tokens);
+    slices.push_back({.num_tokens = sc.num_tokens,
+                      .start_pos = start,
+                      .block_table = std::span<const int32_t>(q.block_table),
+                      .num_logits = sc.wants_logits ? 1 : 0});
+    num_rows += sc.wants_logits ? 1 : 0;
+    prefill += std::max(0, std::min(start + sc.num_tokens, q.num_prompt_tokens) - start);
+  }
+  const auto t0 = Clock::now();
+  model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
+  Status st = model->forward(batch, kv, logits.data(), &pool);
+  if (!st.ok()) {
+    log::error("engine: forward failed: " + st.to_string());
+    for (const ScheduledSeq& sc : out.scheduled) {
+      SeqState& s = *by_seq.at(sc.seq);
+      if (!s.finished) finish_seq(s, FinishReason::kError, st, {}, {}, {});
+    }
+    sweep_done();
+    publish_stats(-1);
+    return true;
+  }
+
+  const int32_t V = model->config().n_vocab;
+  int32_t row = 0;
+  int64_t sampled = 0;
+  std::vector<ReqState*> release;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    SeqState& s = *by_seq.at(sc.seq);
+    Sequence& q = s.seq;
+    q.num_computed_tokens += sc.num_tokens;
+    kvm.commit_computed(q);
+    if (s.index == 0 && !s.req->siblings_released && q.num_computed_tokens >= q.num_prompt_tokens) {
+      release.push_back(s.req);
+    }
+    if (sc.wants_logits) {
+      on_logits(s, logits.data() + static_cast<size_t>(row) * V, now);
+      ++row;
+      ++sampled;
+    }
+  }
+  TS_CHECK(row == num_rows, "logit rows mismatch");
+  for (ReqState* r : release) {
+    r->siblings_released = true;
+    for (size_t i = 1; i < r->seqs.size(); ++i) {
+      SeqState& s = *r->seqs[i];
+      if (s.finished) continue;
+      s.in_scheduler = true;
+      sched.add(&s.seq);
+    }
+  }
+  sweep_done();
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> l(stats_mu);
+    ++stats.num_steps;
+    stats.prefix_queries += out.num_prefix_query_tokens;
+    stats.prefix_hits += out.num_prefix_hit_tokens;
+    stats.num_preemptions += static_cast<int64_t>(out.preempted.size());
+    stats.prefill_tokens_total += prefill;
+    stats.generation_tokens_total += sampled;
+  }
+  publish_stats(ms);
+  return true;
+}
+
+}  // namespace ts::engine

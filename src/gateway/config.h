@@ -1,0 +1,129 @@
+// Governance configuration: tenants, apps, rate limits, quotas, tier limits, prices, log level,
+// from one TOML file. Validated completely at load; every error names the file and line:
+//   "config.toml:12: quota.period must be day or month"
+//
+// Example:
+//   log_level = "info"
+//   [keys]                      # defaults for keys created without --rpm/--tpm
+//   default_rpm = 60
+//   default_tpm = 100000
+//   cache_ttl_ms = 5000
+//   [admin]
+//   key_sha256 = "<sha256 hex of the admin key>"
+//   [tiers.batch]               # per tenant, for requests of this tier
+//   rpm = 30
+//   tpm = 500000
+//   max_tokens = 4096           # largest max_tokens accepted in this tier (0 = no cap)
+//   [tenants.acme]
+//   rpm = 600
+//   tpm = 200000
+//   quota = { tokens = 5000000, period = "day" }
+//   [tenants.acme.apps.chatbot]
+//   rpm = 100
+//   quota = { tokens = 100000, period = "month" }
+//   [prices."llama-3-8b"]       # money per million tokens
+//   input = 0.05
+//   cached = 0.025
+//   output = 0.20
+//
+// A limit of 0 (or absent) means no limit. ConfigHolder swaps a reloaded config atomically.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "engine/request.h"
+#include "gateway/clock.h"
+
+namespace ts::gateway {
+
+struct QuotaConfig {
+  int64_t tokens = 0;                  // budget per period (> 0)
+  Period period = Period::kDay;
+};
+
+struct AppConfig {
+  int64_t rpm = 0;                     // requests per minute for the app (all its keys)
+  int64_t tpm = 0;                     // tokens per minute for the app
+  std::optional<QuotaConfig> quota;
+};
+
+struct TenantConfig {
+  int64_t rpm = 0;                     // requests per minute for the whole tenant
+  int64_t tpm = 0;                     // tokens per minute for the whole tenant
+  std::optional<QuotaConfig> quota;
+  std::map<std::string, AppConfig> apps;
+};
+
+struct TierConfig {
+  int64_t rpm = 0;                     // per tenant, requests of this tier
+  int64_t tpm = 0;                     // per tenant, tokens of this tier
+  int64_t max_tokens = 0;              // cap on a request's max_tokens (0 = none)
+};
+
+// Prices in pico-units (1e-12 of the money unit) per token, which is the same number as
+// micro-units per million tokens: "input = 0.05" per million -> 50'000. Integers keep report
+// totals exact.
+struct Price {
+  int64_t input = 0;                   // uncached prompt tokens
+  int64_t cached = 0;                  // cached prompt tokens
+  int64_t output = 0;                  // completion tokens
+};
+
+struct GovConfig {
+  std::string source;                  // file it came from ("" = built-in defaults)
+  log::Level log_level = log::Level::kInfo;
+  int64_t key_default_rpm = 0;         // for keys whose own rpm is 0
+  int64_t key_default_tpm = 0;
+  Millis key_cache_ttl{5000};
+  std::string admin_key_sha256;        // lower-case hex; "" = admin API disabled
+  std::array<TierConfig, engine::kNumTiers> tiers;  // indexed by engine::Tier
+  std::map<std::string, TenantConfig> tenants;
+  std::map<std::string, Price> prices; // by model name
+};
+
+// Parses and validates TOML text; `name` is used in error messages (usually the path).
+// kInvalidArgument "name:line: message" on the first problem.
+Result<GovConfig> parse_config(std::string_view toml_text, const std::string& name);
+// Reads and parses a file. kNotFound if it cannot be read.
+Result<GovConfig> load_config(const std::string& path);
+
+// Cost of tokens at a price, in pico-units.
+int64_t cost_pico(const Price& p, int64_t prompt_tokens, int64_t cached_tokens,
+                  int64_t completion_tokens);
+// Pico-units as a decimal string with 2 to 12 decimals ("0.000150", "12.50").
+std::string format_money(int64_t pico);
+
+// The live config, replaced atomically on reload. Readers take a snapshot (shared_ptr) per
+// request, so a reload never changes the rules in the middle of a request and never blocks one.
+// Thread-safe.
+class ConfigHolder {
+ public:
+  explicit ConfigHolder(GovConfig initial)
+      : current_(std::make_shared<const GovConfig>(std::move(initial))) {}
+  std::shared_ptr<const GovConfig> get() const {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
+  void set(GovConfig next) {
+    auto p = std::make_shared<const GovConfig>(std::move(next));
+    std::lock_guard lock(mu_);
+    current_ = std::move(p);
+  }
+  // Re-reads the file the current config came from (for SIGHUP). On error the current config
+  // stays and the error is returned.
+  Status reload();
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const GovConfig> current_;
+};
+
+}  // namespace ts::gateway

@@ -1,0 +1,184 @@
+// Governor: the one object the HTTP server calls to govern a request.
+//
+//   Governor::open(options)           at start-up (after flags/config), exceptions never escape
+//   admit(AdmitRequest)               before submitting to the engine
+//     -> AdmitResult: ok() with an Admission, or a refusal carrying the HTTP status (from the
+//        Status code: 401 kUnauthenticated, 403 kPermissionDenied, 400 kInvalidArgument,
+//        429 kResourceExhausted, 503 kUnavailable), the OpenAI error code, and the headers
+//        (x-ratelimit-*, Retry-After) to send with either outcome
+//   settle(admission, record)         exactly once when the request ends, however it ends
+//                                     (finished, client disconnected, engine error): refunds
+//                                     the unused reservation, charges the quota with the real
+//                                     count, and appends the ledger row (asynchronously)
+//   usage_me(bearer)                  for GET /v1/usage/me
+//   reload_config()                   on SIGHUP
+//   shutdown(timeout)                 on SIGTERM, after the HTTP server drained: flushes the
+//                                     ledger spool
+//
+// Admission, step by step: authenticate the bearer key (KeyStore cache) -> authorize model and
+// tier -> tier max_tokens cap -> reserve = prompt_tokens + max_tokens -> take from the rate
+// buckets (key, app, tenant, tenant×tier; RPM cost 1, TPM cost = reserve) all-or-nothing ->
+// reserve `reserve` tokens on the quota counters (tenant, app) all-or-nothing; if the quota
+// refuses, the rate-limit take is given back. A quota counter holds committed usage plus the
+// reservations in flight, so usage can exceed a budget only if a request consumes more than
+// it reserved (it cannot: completion <= max_tokens).
+//
+// With no_auth, every request is admitted as tenant "anonymous", app "default" (tenant limits
+// from the config still apply) and a warning is logged at open().
+//
+// If the limit store (e.g. Redis) is unreachable, admission fails open (the request is
+// admitted without rate limits/quota and limit_errors is counted) — serving beats refusing
+// everyone because of the limiter.
+//
+// Thread-safe: admit/settle/usage_me may run concurrently from any number of HTTP workers.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/request.h"
+#include "gateway/clock.h"
+#include "gateway/config.h"
+#include "gateway/keys.h"
+#include "gateway/ledger.h"
+#include "gateway/ledger_writer.h"
+#include "gateway/limit_store.h"
+
+namespace ts::gateway {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct AdmitRequest {
+  std::string_view authorization;      // the Authorization header value ("Bearer ts-...")
+  std::string_view model;              // requested model
+  engine::Tier tier = engine::Tier::kInteractive;
+  int64_t prompt_tokens = 0;           // after tokenization
+  int64_t max_tokens = 0;              // completion tokens the request may produce (all choices)
+};
+
+// A quota counter touched by one admission.
+struct QuotaHold {
+  std::string key;                     // LimitStore counter
+  Millis ttl{0};
+};
+
+// What an admitted request holds until settle().
+struct Admission {
+  KeyInfo key;                         // tenant/app/id of the caller (synthetic with --no-auth)
+  std::string model;
+  engine::Tier tier = engine::Tier::kInteractive;
+  WallTime admitted_at{};              // becomes UsageRecord::time
+  int64_t reserved_tokens = 0;         // prompt_tokens + max_tokens
+  std::vector<BucketSpec> token_buckets;  // TPM buckets charged `reserved_tokens`
+  std::vector<QuotaHold> quotas;       // counters holding the reservation
+  Headers headers;                     // x-ratelimit-* and x-quota-* to send with the response
+  bool settled = false;                // set by settle()
+};
+
+struct AdmitResult {
+  Status status;                       // ok, or the refusal (see the header comment)
+  std::string error_code;              // OpenAI error.code: invalid_api_key, model_not_allowed,
+                                       // rate_limit_exceeded, insufficient_quota, ...
+  Headers headers;                     // to send in both cases (refusals: Retry-After when known)
+  std::optional<Admission> admission;  // set iff ok()
+  bool ok() const { return status.ok(); }
+};
+
+// One quota as the key holder sees it (GET /v1/usage/me).
+struct QuotaView {
+  std::string scope;                   // "tenant" or "app"
+  std::string name;                    // "acme" or "acme/chatbot"
+  Period period = Period::kDay;
+  int64_t limit = 0;
+  int64_t used = 0;                    // committed + in flight
+  int64_t remaining = 0;               // max(0, limit - used)
+  WallTime resets_at{};                // end of the period
+};
+
+struct UsageMe {
+  KeyInfo key;
+  int64_t rpm = 0;                     // effective per-key limits (0 = none)
+  int64_t tpm = 0;
+  std::vector<QuotaView> quotas;
+};
+
+// Counters for metrics.
+struct GovernorStats {
+  int64_t num_admitted = 0;
+  int64_t num_refused_auth = 0;        // 401 + 403
+  int64_t num_refused_rate = 0;        // 429 rate_limit_exceeded
+  int64_t num_refused_quota = 0;       // 429 insufficient_quota
+  int64_t num_limit_errors = 0;        // limit store unreachable (admitted anyway)
+  LedgerStats ledger;
+};
+
+// Everything open() builds from flags.
+struct GovernanceOptions {
+  std::string ledger = "tokenserve.db";  // SQLite path or postgresql:// URL
+  std::string limits;                  // "" = in this process; "redis://host:port" = shared
+  std::string config_path;             // "" = no config file (no tenant limits, no prices)
+  bool no_auth = false;
+  const Clock* clock = nullptr;        // nullptr = system clock
+  LedgerWriterOptions writer;
+};
+
+struct GovernorOptions {
+  bool no_auth = false;
+};
+
+// Non-owning parts for tests and for open().
+struct GovernorParts {
+  KeyStore* keys = nullptr;            // may be null when no_auth
+  LimitStore* limits = nullptr;
+  LedgerStore* ledger = nullptr;       // for seeding quota counters
+  LedgerWriter* writer = nullptr;
+  ConfigHolder* config = nullptr;
+  const Clock* clock = nullptr;
+};
+
+class Governor {
+ public:
+  Governor(GovernorParts parts, GovernorOptions options);
+  ~Governor();
+
+  // Builds the ledger, key store, limit store, config and writer. kInvalidArgument for a bad
+  // config file (with file:line) or URL. An unreachable database is not an error here.
+  static Result<std::unique_ptr<Governor>> open(const GovernanceOptions& options);
+
+  AdmitResult admit(const AdmitRequest& request);
+  // Idempotent per admission. Fills the record's tenant/app/key_id/model/tier/time when empty.
+  void settle(Admission& admission, UsageRecord record);
+  // kUnauthenticated as for admit.
+  Result<UsageMe> usage_me(std::string_view authorization);
+  // True when `authorization` carries the admin key from [admin] key_sha256.
+  bool is_admin(std::string_view authorization) const;
+
+  Status reload_config();
+  Status shutdown(Millis timeout);
+  GovernorStats stats() const;
+
+  std::shared_ptr<const GovConfig> config() const { return parts_.config->get(); }
+  KeyStore* keys() { return parts_.keys; }
+  LedgerStore* ledger() { return parts_.ledger; }
+  LedgerWriter* writer() { return parts_.writer; }
+
+ private:
+  struct Owned;
+  Result<int64_t> seed_quota(const std::string& tenant, const std::string& app, WallTime now,
+                             Period period, const std::string& key, Millis ttl);
+  void add_quota_specs(const GovConfig& cfg, const KeyInfo& key, WallTime now, int64_t amount,
+                       std::vector<QuotaSpec>* specs, std::vector<QuotaView>* views) const;
+
+  GovernorParts parts_;
+  GovernorOptions options_;
+  std::unique_ptr<Owned> owned_;       // set by open()
+  std::atomic<int64_t> num_admitted_{0}, num_refused_auth_{0}, num_refused_rate_{0},
+      num_refused_quota_{0}, num_limit_errors_{0};
+};
+
+}  // namespace ts::gateway

@@ -1,0 +1,111 @@
+#include "server/prompt_builder.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+
+namespace ts::server {
+
+using ojson = nlohmann::ordered_json;
+
+PromptBuilder PromptBuilder::create(const tokenizer::Tokenizer& tok,
+                                    std::optional<std::string> template_source) {
+  if (template_source && !template_source->empty()) {
+    auto t = chat::ChatTemplate::parse(*template_source);
+    if (t.ok())
+      return PromptBuilder(tok, std::make_shared<const chat::ChatTemplate>(std::move(t).value()), false);
+    log::warn("the model's chat template does not parse (" + t.status().message() +
+              "); falling back to ChatML");
+  } else {
+    log::info("the model has no chat template; using ChatML");
+  }
+  auto chatml = chat::ChatTemplate::parse(chat::default_chatml_template());
+  std::shared_ptr<const chat::ChatTemplate> tmpl;
+  if (chatml.ok()) tmpl = std::make_shared<const chat::ChatTemplate>(std::move(chatml).value());
+  return PromptBuilder(tok, std::move(tmpl), true);
+}
+
+api::ApiResult<std::vector<int32_t>> PromptBuilder::text_prompt(const api::PromptInput& in,
+                                                                bool add_special,
+                                                                const std::string& param) const {
+  if (in.is_tokens) {
+    int32_t n_vocab = tok_->n_vocab();
+    for (size_t i = 0; i < in.tokens.size(); ++i) {
+      if (in.tokens[i] >= n_vocab)
+        return api::invalid_value(param, "Invalid '" + param + "': token id " + std::to_string(in.tokens[i]) +
+                                             " at position " + std::to_string(i) +
+                                             " is outside the vocabulary (size " + std::to_string(n_vocab) + ").");
+    }
+    return in.tokens;
+  }
+  std::vector<int32_t> ids = tok_->encode(in.text, add_special, /*parse_special=*/true);
+  if (ids.empty())
+    return api::invalid_value(param, "Invalid '" + param + "': the prompt is empty after tokenization.");
+  return ids;
+}
+
+api::ApiResult<std::string> PromptBuilder::render_chat(const std::vector<api::ChatMessage>& messages,
+                                                       const std::string& tools_json,
+                                                       bool add_generation_prompt) const {
+  if (!tmpl_) {
+    api::ApiError e;
+    e.http_status = 500;
+    e.type = "server_error";
+    e.message = "no chat template is available";
+    return e;
+  }
+  ojson msgs = ojson::array();
+  for (const api::ChatMessage& m : messages) {
+    ojson j{{"role", m.role}};
+    j["content"] = m.content ? ojson(*m.content) : ojson(nullptr);
+    if (!m.name.empty()) j["name"] = m.name;
+    if (!m.tool_calls.empty()) {
+      ojson calls = ojson::array();
+      for (const api::ToolCall& c : m.tool_calls) {
+        // Templates commonly `tojson` the arguments: give them an object when they parse.
+        ojson args = ojson::parse(c.arguments, nullptr, false);
+        if (args.is_discarded()) args = c.arguments;
+        calls.push_back(ojson{{"id", c.id}, {"type", c.type},
+                              {"function", {{"name", c.function_name}, {"arguments", std::move(args)}}}});
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+    msgs.push_back(std::move(j));
+  }
+  auto piece_or_empty = [this](int32_t id) { return id >= 0 ? tok_->piece(id) : std::string(); };
+  ojson ctx{{"messages", std::move(msgs)},
+            {"add_generation_prompt", add_generation_prompt},
+            {"bos_token", piece_or_empty(tok_->bos_id())},
+            {"eos_token", piece_or_empty(tok_->eos_id())}};
+  if (!tools_json.empty()) {
+    ojson tools = ojson::parse(tools_json, nullptr, false);
+    if (!tools.is_discarded()) ctx["tools"] = std::move(tools);
+  }
+  auto out = tmpl_->render(ctx);
+  if (!out.ok()) {
+    api::ApiError e = api::error_from_status(out.status(), "messages");
+    if (e.http_status == 400) e.message = "The chat template rejected the messages: " + e.message;
+    return e;
+  }
+  return std::move(out).value();
+}
+
+std::vector<int32_t> PromptBuilder::encode_rendered(const std::string& text) const {
+  std::vector<int32_t> ids = tok_->encode(text, /*add_special=*/true, /*parse_special=*/true);
+  int32_t bos = tok_->bos_id();
+  if (bos >= 0 && ids.size() >= 2 && ids[0] == bos && ids[1] == bos) ids.erase(ids.begin());
+  return ids;
+}
+
+api::ApiResult<std::vector<int32_t>> PromptBuilder::chat_prompt(const std::vector<api::ChatMessage>& messages,
+                                                                const std::string& tools_json,
+                                                                bool add_generation_prompt) const {
+  auto text = render_chat(messages, tools_json, add_generation_prompt);
+  if (!text.ok()) return text.error();
+  std::vector<int32_t> ids = encode_rendered(text.value());
+  if (ids.empty()) return api::invalid_value("messages", "The conversation renders to an empty prompt.");
+  return ids;
+}
+
+}  // namespace ts::server

@@ -1,0 +1,58 @@
+// Turns API prompts into token ids: completions' text or token prompts, and chat messages
+// rendered through the model's own chat template (tokenizer.chat_template in the GGUF), or
+// ChatML when the model has none or its template does not parse (logged once at start-up).
+// A BOS token is never doubled: when the template already writes it, none is added.
+// Immutable after create(); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/error.h"
+#include "api/types.h"
+#include "chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ts::server {
+
+class PromptBuilder {
+ public:
+  // `template_source`: the model's template; nullopt or unparsable -> ChatML fallback.
+  // `tok` must outlive the builder.
+  static PromptBuilder create(const tokenizer::Tokenizer& tok,
+                              std::optional<std::string> template_source);
+
+  // A text prompt is encoded (special tokens written in it are parsed, as llama.cpp and vLLM
+  // do; BOS added when add_special and the vocabulary asks for it); a token prompt is checked
+  // against the vocabulary. Errors name `param` (e.g. "prompt[1]").
+  api::ApiResult<std::vector<int32_t>> text_prompt(const api::PromptInput& in, bool add_special,
+                                                   const std::string& param) const;
+
+  // Renders the conversation and encodes it. A template error (e.g. its raise_exception for
+  // roles that do not alternate) is a 400 naming "messages".
+  api::ApiResult<std::vector<int32_t>> chat_prompt(const std::vector<api::ChatMessage>& messages,
+                                                   const std::string& tools_json,
+                                                   bool add_generation_prompt) const;
+  // The rendered text only (for tests and the template command).
+  api::ApiResult<std::string> render_chat(const std::vector<api::ChatMessage>& messages,
+                                          const std::string& tools_json,
+                                          bool add_generation_prompt) const;
+
+  bool using_fallback_template() const { return fallback_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *tok_; }
+
+ private:
+  PromptBuilder(const tokenizer::Tokenizer& tok, std::shared_ptr<const chat::ChatTemplate> tmpl,
+                bool fallback)
+      : tok_(&tok), tmpl_(std::move(tmpl)), fallback_(fallback) {}
+  std::vector<int32_t> encode_rendered(const std::string& text) const;
+
+  const tokenizer::Tokenizer* tok_;
+  std::shared_ptr<const chat::ChatTemplate> tmpl_;
+  bool fallback_ = false;
+};
+
+}  // namespace ts::server

@@ -1,0 +1,228 @@
+#include "server/response_job.h"
+
+#include <chrono>
+
+#include "api/engine_mapping.h"
+#include "api/error.h"
+#include "api/response_format.h"
+
+namespace ts::server {
+
+ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
+                         std::vector<std::shared_ptr<engine::RequestHandle>> handles,
+                         const tokenizer::Tokenizer& tok,
+                         std::function<void(const JobResult&)> on_done)
+    : spec_(std::move(spec)),
+      exchange_(std::move(exchange)),
+      handles_(std::move(handles)),
+      done_(handles_.size(), false),
+      usage_(handles_.size()),
+      choices_(handles_.size() * static_cast<size_t>(spec_.n)),
+      tok_(&tok),
+      on_done_(std::move(on_done)) {}
+
+void ResponseJob::begin() {
+  auto handles = handles_;
+  exchange_->on_cancel([handles] {
+    for (const auto& h : handles) h->cancel();
+  });
+  if (!spec_.stream) return;
+  http::HeaderList headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  std::string_view rid = exchange_->request().header("x-request-id");
+  if (!rid.empty()) headers.emplace_back("X-Request-Id", std::string(rid));
+  exchange_->start_stream(200, "text/event-stream; charset=utf-8", std::move(headers));
+  if (spec_.chat) {
+    std::string first;
+    for (size_t i = 0; i < choices_.size(); ++i)
+      first += api::sse_event(api::chat_role_chunk(spec_.meta, static_cast<int32_t>(i), spec_.include_usage));
+    exchange_->write(std::move(first));
+  }
+}
+
+api::TokenLogprobs ResponseJob::to_logprobs(const engine::LogprobEntry& e) const {
+  api::TokenLogprobs t;
+  t.token = tok_->token_bytes(e.sampled.token);
+  t.logprob = e.sampled.logprob;
+  for (const auto& alt : e.top) t.top.push_back(api::TopLogprob{tok_->token_bytes(alt.token), alt.logprob});
+  return t;
+}
+
+void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
+  size_t idx = prompt * static_cast<size_t>(spec_.n) + static_cast<size_t>(ev.index);
+  if (idx >= choices_.size()) return;
+  ChoiceState& c = choices_[idx];
+  if (ev.finish == engine::FinishReason::kError && error_.ok())
+    error_ = ev.error.ok() ? internal_error("generation failed") : ev.error;
+
+  std::string text = std::move(ev.text);
+  if (!c.started && !spec_.echo.empty() && (!text.empty() || ev.finish != engine::FinishReason::kNone)) {
+    text = spec_.echo[prompt] + text;
+  }
+  std::vector<api::TokenLogprobs> lps;
+  if (spec_.logprobs)
+    for (const auto& e : ev.logprobs) lps.push_back(to_logprobs(e));
+  api::FinishReason finish = api::finish_from_engine(ev.finish);
+
+  if (spec_.stream) {
+    bool has_delta = !text.empty() || !lps.empty();
+    api::Choice d{.index = static_cast<int32_t>(idx), .text = text, .finish = api::FinishReason::kNull,
+                  .has_logprobs = spec_.logprobs && !lps.empty(), .logprobs = lps,
+                  .text_offset_base = c.text_bytes};
+    std::string out;
+    if (spec_.chat) {
+      if (has_delta) out += api::sse_event(api::chat_content_chunk(spec_.meta, d, spec_.include_usage));
+      if (ev.finish != engine::FinishReason::kNone && ev.finish != engine::FinishReason::kError)
+        out += api::sse_event(api::chat_finish_chunk(spec_.meta, d.index, finish, spec_.include_usage));
+    } else if (has_delta || ev.finish != engine::FinishReason::kNone) {
+      if (ev.finish != engine::FinishReason::kError) d.finish = finish;
+      if (has_delta || d.finish != api::FinishReason::kNull)
+        out += api::sse_event(api::completion_chunk(spec_.meta, d, spec_.include_usage));
+    }
+    if (!out.empty()) exchange_->write(std::move(out));
+  } else {
+    c.text += text;
+    for (auto& l : lps) c.logprobs.push_back(std::move(l));
+  }
+  if (!text.empty() || ev.finish != engine::FinishReason::kNone) c.started = true;
+  c.text_bytes += static_cast<int64_t>(text.size());
+  if (ev.finish != engine::FinishReason::kNone) c.finish = finish;
+  if (ev.request_done) {
+    done_[prompt] = true;
+    usage_[prompt] = ev.usage;
+  }
+}
+
+void ResponseJob::finish_job() {
+  over_ = true;
+  JobResult result;
+  for (const auto& u : usage_) {
+    result.usage.prompt_tokens += u.prompt_tokens;
+    result.usage.completion_tokens += u.completion_tokens;
+    result.usage.cached_tokens += u.cached_tokens;
+  }
+  result.error = !error_.ok();
+  if (spec_.stream) {
+    std::string out;
+    if (!error_.ok()) out += api::sse_event(api::error_from_status(error_).to_json());
+    if (spec_.include_usage) out += api::sse_event(api::usage_chunk(spec_.meta, spec_.chat, result.usage));
+    out += api::kSseDone;
+    exchange_->write(std::move(out));
+    exchange_->finish();
+  } else if (!error_.ok()) {
+    api::ApiError e = api::error_from_status(error_);
+    http::Response r;
+    r.status = e.http_status;
+    r.body = e.to_json();
+    exchange_->respond(std::move(r));
+  } else {
+    std::vector<api::Choice> out;
+    out.reserve(choices_.size());
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ChoiceState& c = choices_[i];
+      int64_t echo_len = spec_.echo.empty() ? 0 : static_cast<int64_t>(spec_.echo[i / spec_.n].size());
+      out.push_back(api::Choice{.index = static_cast<int32_t>(i), .text = std::move(c.text),
+                                .finish = c.finish, .has_logprobs = spec_.logprobs,
+                                .logprobs = std::move(c.logprobs), .text_offset_base = echo_len});
+    }
+    http::Response r;
+    r.body = spec_.chat ? api::chat_completion_body(spec_.meta, out, result.usage)
+                        : api::completion_body(spec_.meta, out, result.usage);
+    std::string_view rid = exchange_->request().header("x-request-id");
+    if (!rid.empty()) r.set_header("X-Request-Id", std::string(rid));
+    exchange_->respond(std::move(r));
+  }
+  if (on_done_) on_done_(result);
+}
+
+bool ResponseJob::pump(bool* progressed) {
+  if (over_) return true;
+  if (exchange_->cancelled()) {
+    for (const auto& h : handles_) h->cancel();
+    over_ = true;
+    JobResult result;
+    result.cancelled = true;
+    for (const auto& u : usage_) result.usage.prompt_tokens += u.prompt_tokens;
+    if (on_done_) on_done_(result);
+    return true;
+  }
+  bool all_done = true;
+  for (size_t p = 0; p < handles_.size(); ++p) {
+    // Bounded per call so one busy job does not starve the others.
+    for (int k = 0; k < 64 && !done_[p]; ++k) {
+      std::optional<engine::Event> ev = handles_[p]->next(std::chrono::milliseconds(0));
+      if (!ev) break;
+      *progressed = true;
+      on_event(p, *ev);
+    }
+    if (!done_[p]) all_done = false;
+  }
+  if (all_done) finish_job();
+  return over_;
+}
+
+// ------------------------------------------------------------------------------------------
+
+ResponsePump::ResponsePump() : thread_([this] { loop(); }) {}
+
+ResponsePump::~ResponsePump() { stop(); }
+
+void ResponsePump::add(std::shared_ptr<ResponseJob> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming_.push_back(std::move(job));
+    num_jobs_.fetch_add(1);
+  }
+  cv_.notify_one();
+}
+
+void ResponsePump::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ResponsePump::loop() {
+  std::vector<std::shared_ptr<ResponseJob>> jobs;
+  int idle_rounds_stopping = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (jobs.empty() && incoming_.empty() && !stopping_) {
+        cv_.wait(lock, [this] { return !incoming_.empty() || stopping_; });
+      }
+      for (auto& j : incoming_) jobs.push_back(std::move(j));
+      incoming_.clear();
+      if (stopping_ && jobs.empty()) return;
+    }
+    bool progressed = false;
+    for (size_t i = 0; i < jobs.size();) {
+      if (jobs[i]->pump(&progressed)) {
+        jobs[i] = std::move(jobs.back());
+        jobs.pop_back();
+        num_jobs_.fetch_sub(1);
+      } else {
+        ++i;
+      }
+    }
+    if (!progressed && !jobs.empty()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) {
+        // Stopping: the engine has been told to stop; give jobs a moment, then drop them.
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (++idle_rounds_stopping > 2000) {  // ~2 s without any event
+          num_jobs_.fetch_sub(jobs.size());
+          jobs.clear();
+        }
+        continue;
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return !incoming_.empty(); });
+    }
+  }
+}
+
+}  // namespace ts::server

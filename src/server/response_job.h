@@ -1,0 +1,102 @@
+// One API request in flight: its engine handles (one per prompt) and the HTTP exchange it
+// answers. pump() moves available engine events into SSE chunks (stream) or accumulates them
+// into one JSON body, and answers when every handle is done. A client disconnect cancels every
+// handle (through the exchange's cancel callback) and ends the job.
+//
+// ResponsePump runs pump() for all jobs on one thread, polling each job without blocking and
+// sleeping ~1 ms when nothing moved, so thousands of jobs need no thread each.
+// Job: one thread at a time (the pump). ResponsePump: add()/stop() thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/types.h"
+#include "engine/engine.h"
+#include "http/message.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ts::server {
+
+struct JobSpec {
+  bool chat = false;                 // chat.completion(.chunk) vs text_completion shapes
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  api::ResponseMeta meta;
+  int32_t n = 1;                     // choices per prompt; choice index = prompt * n + i
+  bool logprobs = false;             // put logprobs in the response
+  std::vector<std::string> echo;     // completions with echo: each prompt's text, else empty
+};
+
+// Totals a finished job reports (for metrics).
+struct JobResult {
+  bool cancelled = false;
+  bool error = false;
+  api::UsageInfo usage;
+};
+
+class ResponseJob {
+ public:
+  ResponseJob(JobSpec spec, http::ExchangePtr exchange,
+              std::vector<std::shared_ptr<engine::RequestHandle>> handles,
+              const tokenizer::Tokenizer& tok, std::function<void(const JobResult&)> on_done);
+
+  // Starts the SSE response (stream) and hooks cancellation. Call once, before the first pump.
+  void begin();
+  // Takes what events are ready. Returns true once the job is over (answered or cancelled).
+  // *progressed is set when any event was taken.
+  bool pump(bool* progressed);
+
+ private:
+  struct ChoiceState {
+    std::string text;
+    std::vector<api::TokenLogprobs> logprobs;
+    api::FinishReason finish = api::FinishReason::kNull;
+    bool started = false;            // first delta sent (echo prefix goes there)
+    int64_t text_bytes = 0;          // text so far (completions' text_offset)
+  };
+  void on_event(size_t prompt, engine::Event& ev);
+  void finish_job();
+  api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
+
+  JobSpec spec_;
+  http::ExchangePtr exchange_;
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles_;
+  std::vector<bool> done_;
+  std::vector<engine::Usage> usage_;
+  std::vector<ChoiceState> choices_;
+  const tokenizer::Tokenizer* tok_;
+  std::function<void(const JobResult&)> on_done_;
+  Status error_;
+  bool over_ = false;
+};
+
+class ResponsePump {
+ public:
+  ResponsePump();
+  ~ResponsePump();  // stop()
+  // Takes the job; begin() must have been called.
+  void add(std::shared_ptr<ResponseJob> job);
+  // Pumps until every job is over (or ~2 s pass without any event), then ends the thread;
+  // jobs left are dropped (their exchanges answer 500 or are closed already). Idempotent.
+  void stop();
+  size_t num_jobs() const { return num_jobs_.load(); }
+
+ private:
+  void loop();
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<ResponseJob>> incoming_;
+  bool stopping_ = false;
+  std::atomic<size_t> num_jobs_{0};
+  std::thread thread_;
+};
+
+}  // namespace ts::server

@@ -1,0 +1,193 @@
+// The SQL ledger on SQLite and a real PostgreSQL, and the background writer's spool through
+// database outages.
+#include "gateway/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "gateway/ledger_writer.h"
+#include "gateway_test_util.h"
+#include "test_util.h"
+
+namespace ts::gateway {
+namespace {
+
+WallTime t0() { return *parse_rfc3339("2026-06-01T12:00:00Z"); }
+
+UsageRecord record(int i) {
+  UsageRecord r;
+  r.request_id = "req-" + std::to_string(i);
+  r.time = t0() + Millis(int64_t(i) * 1000);
+  r.tenant = i % 2 ? "acme" : "beta";
+  r.app = "app" + std::to_string(i % 3);
+  r.key_id = "key_" + std::to_string(i % 4);
+  r.model = i % 5 ? "llama" : "qwen";
+  r.tier = i % 7 ? engine::Tier::kInteractive : engine::Tier::kBatch;
+  r.prompt_tokens = 100 + i;
+  r.cached_tokens = i % 50;
+  r.completion_tokens = 10 + 3 * i;
+  r.ttft_ms = i % 11 ? 20 + i : -1;
+  r.duration_ms = 500 + i;
+  r.finish_reason = i % 9 ? "stop" : "cancelled";
+  r.http_status = i % 13 ? 200 : 499;
+  return r;
+}
+
+void expect_same(const UsageRecord& a, const UsageRecord& b) {
+  EXPECT_EQ(a.request_id, b.request_id);
+  EXPECT_EQ(a.time, b.time);
+  EXPECT_EQ(a.tenant, b.tenant);
+  EXPECT_EQ(a.app, b.app);
+  EXPECT_EQ(a.key_id, b.key_id);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.tier, b.tier);
+  EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
+  EXPECT_EQ(a.cached_tokens, b.cached_tokens);
+  EXPECT_EQ(a.completion_tokens, b.completion_tokens);
+  EXPECT_EQ(a.ttft_ms, b.ttft_ms);
+  EXPECT_EQ(a.duration_ms, b.duration_ms);
+  EXPECT_EQ(a.finish_reason, b.finish_reason);
+  EXPECT_EQ(a.http_status, b.http_status);
+}
+
+std::unique_ptr<LedgerStore> open_ledger(const std::string& url) {
+  return make_sql_ledger(std::shared_ptr<SqlDb>(std::move(open_sql_db(url)).value()));
+}
+
+// Rows survive closing and reopening the database; re-sent records are stored once.
+void check_persistence(const std::string& url) {
+  std::vector<UsageRecord> recs;
+  for (int i = 0; i < 40; ++i) recs.push_back(record(i));
+  {
+    auto ledger = open_ledger(url);
+    ASSERT_TRUE(ledger->append(recs).ok());
+    ASSERT_TRUE(ledger->append({recs.data(), 10}).ok());  // a retried batch: no duplicates
+  }
+  auto ledger = open_ledger(url);
+  EXPECT_EQ(*ledger->count(), 40);
+  auto rows = ledger->rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  ASSERT_EQ(rows->size(), 40u);
+  for (size_t i = 0; i < rows->size(); ++i) expect_same((*rows)[i], recs[i]);
+  // Filters and sums.
+  LedgerFilter f{.from = t0() + Millis(10'000), .to = t0() + Millis(20'000), .tenant = "acme"};
+  auto some = ledger->rows(f);
+  int64_t expect_sum = 0;
+  size_t n = 0;
+  for (const auto& r : recs)
+    if (r.tenant == "acme" && r.time >= *f.from && r.time < *f.to) {
+      ++n;
+      expect_sum += billable_tokens(r);
+    }
+  EXPECT_EQ(some->size(), n);
+  EXPECT_EQ(*ledger->sum_tokens("acme", "", *f.from, *f.to), expect_sum);
+  int64_t app_sum = 0;
+  for (const auto& r : recs)
+    if (r.tenant == "acme" && r.app == "app1") app_sum += billable_tokens(r);
+  EXPECT_EQ(*ledger->sum_tokens("acme", "app1", t0(), t0() + Millis(3'600'000)), app_sum);
+}
+
+TEST(SqliteLedger, RowsPersistAcrossReopen) {
+  check_persistence(::ts::testing::temp_dir() + "/ledger.db");
+}
+
+TEST(SqliteLedger, UsesWalJournal) {
+  std::string path = ::ts::testing::temp_dir() + "/wal.db";
+  auto db = std::shared_ptr<SqlDb>(std::move(open_sql_db(path)).value());
+  auto ledger = make_sql_ledger(db);
+  ASSERT_TRUE(ledger->append({}).ok());
+  auto mode = db->query("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.ok());
+  EXPECT_EQ((*mode)[0][0], "wal");
+}
+
+TEST(PostgresLedger, RowsPersistAcrossReopen) {
+  TS_REQUIRE_PG(pg);
+  testing::PgDatabase db(pg);
+  check_persistence(db.url());
+}
+
+TEST(PostgresLedger, UnreachableServerIsUnavailable) {
+  auto ledger = open_ledger("postgresql://postgres@127.0.0.1:" + std::to_string(testing::free_port()) + "/x");
+  UsageRecord r = record(1);
+  Status st = ledger->append({&r, 1});
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+}
+
+TEST(LedgerWriter, FlushesEverythingOnClose) {
+  auto ledger = open_ledger(::ts::testing::temp_dir() + "/writer.db");
+  {
+    LedgerWriter writer(*ledger, {.batch_size = 64});
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(writer.append(record(i)));
+    ASSERT_TRUE(writer.close(Millis(10'000)).ok());
+    EXPECT_EQ(writer.stats().num_written, 1000);
+    EXPECT_EQ(writer.stats().spool_depth, 0);
+    EXPECT_FALSE(writer.append(record(5000)));  // closed
+  }
+  EXPECT_EQ(*ledger->count(), 1000);
+}
+
+TEST(LedgerWriter, SqliteOutageKeepsRecordsSpooledUntilTheDatabaseIsBack) {
+  // The database's directory does not exist yet: every write fails until it is created.
+  std::string dir = ::ts::testing::temp_dir() + "/later";
+  auto ledger = open_ledger(dir + "/ledger.db");
+  LedgerWriter writer(*ledger, {.max_spool = 100, .retry_initial = Millis(10), .retry_max = Millis(20)});
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(writer.append(record(i)));
+  EXPECT_FALSE(writer.flush(Millis(200)).ok());
+  LedgerStats s = writer.stats();
+  EXPECT_EQ(s.spool_depth, 30);
+  EXPECT_GT(s.num_write_failures, 0);
+  EXPECT_EQ(s.num_written, 0);
+  EXPECT_NE(s.last_error.find("cannot open"), std::string::npos) << s.last_error;
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(writer.flush(Millis(5000)).ok());
+  EXPECT_EQ(writer.stats().num_written, 30);
+  EXPECT_EQ(*ledger->count(), 30);
+}
+
+TEST(LedgerWriter, BoundedSpoolDropsAndCountsBeyondItsCapacity) {
+  auto ledger = open_ledger(::ts::testing::temp_dir() + "/missing/dir/ledger.db");
+  LedgerWriter writer(*ledger, {.max_spool = 10, .retry_initial = Millis(10)});
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(writer.append(record(i)));
+  EXPECT_FALSE(writer.append(record(10)));
+  EXPECT_EQ(writer.stats().num_dropped, 1);
+  Status st = writer.close(Millis(50));  // still unreachable: the 10 are reported lost
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(writer.stats().num_dropped, 11);
+}
+
+TEST(LedgerWriter, PostgresOutageThroughACutConnection) {
+  TS_REQUIRE_PG(pg);
+  testing::PgDatabase db(pg);
+  // The ledger talks to PostgreSQL through a forwarder on a port that is closed at first.
+  int pg_port = std::stoi(pg.substr(pg.rfind(':') + 1, pg.rfind('/') - pg.rfind(':') - 1));
+  int port = testing::free_port();
+  testing::TcpForwarder proxy(pg_port);
+  auto ledger = open_ledger(testing::pg_url_with_port(db.url(), port));
+  LedgerWriter writer(*ledger, {.retry_initial = Millis(10), .retry_max = Millis(50)});
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(writer.append(record(i)));
+  EXPECT_FALSE(writer.flush(Millis(200)).ok());
+  EXPECT_EQ(writer.stats().spool_depth, 20);
+  EXPECT_GT(writer.stats().num_write_failures, 0);
+
+  ASSERT_TRUE(proxy.start(port));  // the database comes back
+  ASSERT_TRUE(writer.flush(Millis(10'000)).ok()) << writer.stats().last_error;
+  EXPECT_EQ(writer.stats().num_written, 20);
+
+  proxy.stop();  // outage with an established connection: it breaks mid-session
+  int64_t failures = writer.stats().num_write_failures;
+  for (int i = 20; i < 50; ++i) ASSERT_TRUE(writer.append(record(i)));
+  EXPECT_FALSE(writer.flush(Millis(300)).ok());
+  EXPECT_GT(writer.stats().num_write_failures, failures);
+  ASSERT_TRUE(proxy.start(port));
+  ASSERT_TRUE(writer.close(Millis(10'000)).ok()) << writer.stats().last_error;
+  proxy.stop();
+
+  auto direct = open_ledger(db.url());
+  EXPECT_EQ(*direct->count(), 50);  // nothing lost, nothing doubled
+}
+
+}  // namespace
+}  // namespace ts::gateway

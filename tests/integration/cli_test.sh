@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end checks of the tokenserve command line on the real stories260K model.
+# Usage: cli_test.sh path/to/tokenserve   (shared data at ../shared or $TOKENSERVE_SHARED)
+set -u
+BIN=$1
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SHARED=${TOKENSERVE_SHARED:-$ROOT/../shared}
+if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 0; fi
+M=$SHARED/models/stories260K/stories260K-f32.gguf
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+check() {  # check NAME CONDITION-EXIT-CODE
+  if [ "$2" -eq 0 ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1"; fi
+}
+
+# Greedy continuation begins with llama2.c's reference text after the prompt.
+"$BIN" generate -m "$M" -p "Once upon a time" -n 64 --temp 0 >"$TMP/out" 2>"$TMP/err"
+check "generate exit code" $?
+ref=$(sed 's/^Once upon a time//' "$SHARED/models/stories260K/expected/greedy_once_upon_a_time_n64.runc.txt")
+out=$(cat "$TMP/out")
+case "$out" in "$ref"*) check "generate matches run.c reference" 0 ;; *) check "generate matches run.c reference (got: $out)" 1 ;; esac
+grep -Eq '^prompt: 5 tokens, [0-9.]+ tokens/s; generation: [0-9]+ tokens, [0-9.]+ tokens/s$' "$TMP/err"
+check "generate stats line" $?
+
+# --ignore-eos gives exactly N tokens.
+"$BIN" generate -m "$M" -p "Once upon a time" -n 100 --temp 0.9 --seed 5 --ignore-eos >/dev/null 2>"$TMP/err2"
+grep -q 'generation: 100 tokens' "$TMP/err2"
+check "ignore-eos forces N tokens" $?
+# Same seed, same text.
+"$BIN" generate -m "$M" -p "Once" -n 40 --temp 1.0 --seed 11 >"$TMP/s1" 2>/dev/null
+"$BIN" generate -m "$M" -p "Once" -n 40 --temp 1.0 --seed 11 >"$TMP/s2" 2>/dev/null
+cmp -s "$TMP/s1" "$TMP/s2"
+check "seeded sampling reproducible" $?
+
+# tokenize
+[ "$("$BIN" tokenize -m "$M" --ids "Once upon a time")" = "1 403 407 261 378" ]
+check "tokenize --ids" $?
+[ "$("$BIN" tokenize -m "$M" --ids --no-bos "Once upon a time")" = "403 407 261 378" ]
+check "tokenize --ids --no-bos" $?
+"$BIN" tokenize -m "$M" "Once" | grep -q "403 -> ' Once'"
+check "tokenize pieces" $?
+V=$SHARED/models/llama.cpp-vocab/ggml-vocab-qwen2.gguf
+[ "$("$BIN" tokenize -m "$V" --ids "<|im_start|>")" != "$("$BIN" tokenize -m "$V" --ids --special "<|im_start|>")" ]
+check "tokenize --special differs" $?
+[ "$("$BIN" tokenize -m "$V" --ids --special "<|im_start|>")" = "151644" ]
+check "tokenize --special id" $?
+
+# info
+"$BIN" info -m "$M" >"$TMP/info"
+grep -q '^architecture: *llama' "$TMP/info" && grep -q 'KV bytes/token: *640 (f16)' "$TMP/info" && grep -q '^context length: *128' "$TMP/info"
+check "info" $?
+
+# Bad input: one clear line, non-zero exit.
+"$BIN" generate -m /nonexistent.gguf -p x -n 1 >/dev/null 2>"$TMP/e1"; rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$TMP/e1")" -eq 1 ] && grep -q "nonexistent.gguf" "$TMP/e1"
+check "missing model: one line, non-zero exit" $?
+head -c 1000 "$M" >"$TMP/trunc.gguf"
+"$BIN" info -m "$TMP/trunc.gguf" >/dev/null 2>"$TMP/e2"; rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$TMP/e2")" -eq 1 ]
+check "truncated model refused" $?
+"$BIN" generate -m "$M" -p x -n notanumber >/dev/null 2>"$TMP/e3"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/e3")" -eq 1 ]
+check "bad argument: exit 2, one line" $?
+"$BIN" frobnicate >/dev/null 2>&1; [ $? -eq 2 ]
+check "unknown command" $?
+"$BIN" generate -m "$M" -p "Once upon a time" -n 500 >/dev/null 2>"$TMP/e4"; rc=$?
+[ $rc -ne 0 ] && grep -q "context" "$TMP/e4"
+check "prompt + n past context refused" $?
+"$BIN" info -m "$SHARED/models/stories260K/tinyllamas-stories-260k-f32.gguf" | grep -q 'GGUF v1'
+check "GGUF v1 readable" $?
+
+# synth -> generate on a synthetic Q8_0 model with a copied vocabulary.
+"$BIN" synth --arch llama --layers 2 --embd 128 --heads 4 --kv-heads 2 --ffn 256 --ctx 512 \
+  --vocab-from "$SHARED/models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf" --type q8_0 --seed 3 -o "$TMP/syn.gguf" 2>/dev/null
+check "synth" $?
+"$BIN" generate -m "$TMP/syn.gguf" -p "Hello" -n 16 --temp 0 --ignore-eos >/dev/null 2>"$TMP/e5"
+grep -q 'generation: 16 tokens' "$TMP/e5"
+check "generate on synthetic q8_0 model" $?
+"$BIN" synth --layers 1 --embd 64 --heads 4 --ffn 128 --type q9 --vocab-size 400 -o "$TMP/x.gguf" >/dev/null 2>&1; [ $? -eq 2 ]
+check "synth rejects unknown type" $?
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,98 @@
+// SIMD activation preparation must be bit-identical to the scalar reference (the mat-mul
+// results of different ISAs then differ only by float summation order).
+#include "tensor/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/matrix.h"
+
+namespace ts::tensor::kern {
+namespace {
+
+std::vector<const KernelTable*> simd_tables() {
+  std::vector<const KernelTable*> v;
+  if (detected_isa() >= Isa::kAvx2 && avx2_kernels()) v.push_back(avx2_kernels());
+  if (detected_isa() >= Isa::kAvx512 && avx512_kernels()) v.push_back(avx512_kernels());
+  return v;
+}
+
+// Random values with hard cases: exact .5 ties after scaling, zeros, repeated max magnitude of
+// both signs, tiny and huge values.
+std::vector<float> tricky(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  for (size_t i = 0; i < n; i += 7) v[i] = float(int(v[i] * 4)) * 0.5f + 0.5f;  // halves
+  if (n >= 64) {
+    for (size_t i = 32; i < 64; ++i) v[i] = 0.0f;  // an all-zero Q8_0 block
+  }
+  if (n >= 512) {
+    for (size_t i = 256; i < 512; ++i) v[i] = float(int(i % 9) - 4);  // ties on the max: -4 first, then 4
+    v[300] = 1e-30f;
+  }
+  return v;
+}
+
+TEST(KernelsTest, ActivationPrepIsBitIdenticalToScalar) {
+  const auto tables = simd_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  const KernelTable& ref = scalar_kernels();
+  for (int64_t n : {int64_t{256}, int64_t{512}, int64_t{1024}}) {
+    auto x = tricky(static_cast<size_t>(n), uint32_t(n));
+    for (const KernelTable* kt : tables) {
+      // fp16 / bf16 rounding (odd lengths exercise the tails).
+      for (int64_t len : {n, n - 5}) {
+        std::vector<float> a(len), b(len);
+        ref.act.round_f16(x.data(), a.data(), len);
+        kt->act.round_f16(x.data(), b.data(), len);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "round_f16 n=" << len;
+        ref.act.round_bf16(x.data(), a.data(), len);
+        kt->act.round_bf16(x.data(), b.data(), len);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "round_bf16 n=" << len;
+      }
+      std::vector<int8_t> qa(n), qb(n);
+      std::vector<float> da(n / 32), db(n / 32);
+      std::vector<int32_t> sa(n / 32), sb(n / 32);
+      ref.act.q8_0(x.data(), n, qa.data(), da.data(), sa.data());
+      kt->act.q8_0(x.data(), n, qb.data(), db.data(), sb.data());
+      EXPECT_EQ(qa, qb);
+      EXPECT_EQ(da, db);
+      EXPECT_EQ(sa, sb);
+      std::vector<BlockQ8_K> ka(n / 256), kb(n / 256);
+      ref.act.q8_k(x.data(), n, ka.data());
+      kt->act.q8_k(x.data(), n, kb.data());
+      for (size_t i = 0; i < ka.size(); ++i) {
+        EXPECT_EQ(ka[i].d, kb[i].d) << "block " << i;
+        EXPECT_EQ(0, std::memcmp(ka[i].qs, kb[i].qs, sizeof(ka[i].qs))) << "block " << i;
+        EXPECT_EQ(0, std::memcmp(ka[i].bsums, kb[i].bsums, sizeof(ka[i].bsums))) << "block " << i;
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, Bf16RoundingHandlesSpecialValues) {
+  const auto tables = simd_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  std::vector<float> x = {std::numeric_limits<float>::infinity(), -0.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256,
+                          std::numeric_limits<float>::quiet_NaN(), 3.4e38f, 1e-40f, -2.5f};
+  for (const KernelTable* kt : tables) {
+    std::vector<float> a(x.size()), b(x.size());
+    scalar_kernels().act.round_bf16(x.data(), a.data(), int64_t(x.size()));
+    kt->act.round_bf16(x.data(), b.data(), int64_t(x.size()));
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+    EXPECT_EQ(a[2], 1.0f);              // tie rounds to even
+    EXPECT_EQ(a[3], 1.0f + 4.0f / 256);  // tie rounds to even (up)
+    EXPECT_TRUE(std::isnan(a[4]));
+  }
+}
+
+}  // namespace
+}  // namespace ts::tensor::kern
