@@ -61,7 +61,7 @@ bool reaches_impl(const Value& v, const void* target, int64_t& budget) {
 }  // namespace
 
 bool reaches(const Value& v, const void* target) {
-  int64_t budget = 1 << 20;
+  int64_t budget = 1 << 17;
   return reaches_impl(v, target, budget);
 }
 

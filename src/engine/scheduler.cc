@@ -77,8 +77,9 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   const TierOptions& to = opts_.tiers[static_cast<int>(t)];
   if (num_running(t) >= to.max_running) return false;
   while (static_cast<int32_t>(running_.size()) >= opts_.max_seqs) {
-    if (running_.empty() || running_.back()->priority >= seq->priority) return false;
-    preempt(running_.back(), out);
+    Sequence* victim = pick_victim(seq->priority - 1);
+    if (victim == nullptr) return false;
+    preempt(victim, out);
   }
   const int32_t cached = kv_.acquire_cached_prefix(*seq);
   const int32_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
@@ -93,17 +94,19 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
     return false;
   }
   while (!kv_.allocate_slots(*seq, n)) {
-    if (running_.empty() || running_.back()->priority >= seq->priority) {
+    Sequence* victim = pick_victim(seq->priority - 1);
+    if (victim == nullptr) {
       kv_.free(*seq);
       seq->num_cached_tokens = 0;
       return false;
     }
-    preempt(running_.back(), out);
+    preempt(victim, out);
   }
   auto& q = waiting_[static_cast<int>(t)];
   TS_CHECK(!q.empty() && q.front() == seq, "admitting a sequence that is not first in line");
   q.pop_front();
   seq->status = SeqStatus::kRunning;
+  seq->last_scheduled_step = step_;
   seq->admit_order = next_admit_order_++;
   ++seq->num_admissions;
   insert_running(seq);
@@ -116,7 +119,15 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
   return true;
 }
 
+Sequence* Scheduler::pick_victim(int32_t max_priority) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if ((*it)->last_scheduled_step != step_ && (*it)->priority <= max_priority) return *it;
+  }
+  return nullptr;
+}
+
 SchedulerOutput Scheduler::schedule(TimePoint now) {
+  ++step_;
   SchedulerOutput out;
   int32_t budget = opts_.max_batch_tokens;
 
@@ -131,22 +142,31 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     const Tier tier = static_cast<Tier>(ti);
     const TierOptions& to = opts_.tiers[ti];
 
-    // 1. Running sequences of this tier: decodes and continuing prefill chunks.
-    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-      Sequence* s = running_[i];
-      if (s->tier != tier) continue;
+    // 1. Running sequences of this tier: decodes first (a long prefill never stalls them),
+    //    then prefill chunks; oldest admission first within each.
+    std::vector<Sequence*> cands;
+    for (Sequence* s : running_) {
+      if (s->tier == tier) cands.push_back(s);
+    }
+    std::stable_partition(cands.begin(), cands.end(),
+                          [](const Sequence* s) { return s->num_tokens() - s->num_computed_tokens == 1; });
+    for (Sequence* s : cands) {
+      if (budget == 0) break;
+      if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
       const int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
       if (n <= 0) continue;
       bool ok = true;
       while (!kv_.allocate_slots(*s, n)) {
-        Sequence* victim = running_.back();
+        Sequence* victim = pick_victim(s->priority);
+        if (victim == nullptr) victim = s;
         preempt(victim, out);
         if (victim == s) {
           ok = false;
           break;
         }
       }
-      if (!ok) break;  // s was the last running sequence
+      if (!ok) continue;
+      s->last_scheduled_step = step_;
       out.scheduled.push_back({s, n, s->num_computed_tokens + n == s->num_tokens()});
       out.num_tokens += n;
       budget -= n;

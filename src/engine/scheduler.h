@@ -3,12 +3,13 @@
 // blocks available. It returns a plain SchedulerOutput; the engine executes it.
 //
 // Order inside a step, tier by tier from the highest priority down:
-//   1. running sequences of the tier (decodes, and the next chunk of unfinished prefills),
-//      oldest admission first;
+//   1. running sequences of the tier: decodes first, then the next chunk of unfinished
+//      prefills, each oldest admission first;
 //   2. admission of the tier's waiting sequences (FCFS) while seats, budget, the tier's KV
 //      share and blocks allow.
 // Lower tiers therefore only get what higher tiers leave. When blocks run out, the running
-// sequence with the lowest priority and the newest admission is preempted (its blocks freed;
+// sequence not yet scheduled this step with the lowest priority and the newest admission is
+// preempted, possibly the one asking (its blocks freed;
 // it goes back to the front of its tier's queue and is recomputed later). A waiting sequence
 // may preempt running sequences of strictly lower priority to get blocks or a seat.
 // Chunked prefill falls out of the budget: a prompt computes min(remaining, budget left).
@@ -83,6 +84,8 @@ class Scheduler {
 
  private:
   void preempt(Sequence* victim, SchedulerOutput& out);
+  // Newest running sequence not scheduled this step with priority <= max_priority, or null.
+  Sequence* pick_victim(int32_t max_priority) const;
   void insert_running(Sequence* seq);
   int32_t tier_blocks(Tier t) const;
   bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);
@@ -92,6 +95,7 @@ class Scheduler {
   std::vector<Sequence*> running_;              // priority desc, admit_order asc
   std::deque<Sequence*> waiting_[kNumTiers];    // FCFS; preempted go to the front
   int64_t next_admit_order_ = 1;
+  int64_t step_ = 0;
 };
 
 }  // namespace ts::engine

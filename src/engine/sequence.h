@@ -32,6 +32,7 @@ struct Sequence {
   TimePoint arrival;                 // request arrival (latency targets)
   int32_t num_preemptions = 0;       // times preempted
   int32_t num_admissions = 0;        // times admitted (1 + resumes after preemption)
+  int64_t last_scheduled_step = -1;  // scheduler step that last gave it tokens
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -104,11 +104,11 @@ Status keys_list(const std::string& ledger, const std::string& tenant, bool json
     return ok_status();
   }
   char line[512];
-  std::snprintf(line, sizeof(line), "%-21s %-8s %-16s %-16s %-8s %-20s %s\n", "ID", "PREFIX",
+  std::snprintf(line, sizeof(line), "%-21s %-8s %-16s %-16s %-8s %-24s %s\n", "ID", "PREFIX",
                 "TENANT", "APP", "STATE", "EXPIRES", "MODELS/TIERS");
   out << line;
   for (const KeyInfo& k : list) {
-    std::snprintf(line, sizeof(line), "%-21s %-8s %-16s %-16s %-8s %-20s %s/%s\n", k.id.c_str(),
+    std::snprintf(line, sizeof(line), "%-21s %-8s %-16s %-16s %-8s %-24s %s/%s\n", k.id.c_str(),
                   k.prefix.c_str(), k.tenant.c_str(), k.app.c_str(), key_state(k, now).c_str(),
                   k.expires ? format_rfc3339(*k.expires).c_str() : "never",
                   join(k.models, "*").c_str(), join(tier_names(k), "*").c_str());

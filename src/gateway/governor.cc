@@ -1,6 +1,7 @@
 #include "gateway/governor.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "gateway/sha256.h"
 
@@ -60,7 +61,11 @@ Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
   } else {
     TS_ASSIGN_OR_RETURN(owned->limits, make_redis_limit_store(RedisOptions{.url = o.limits}));
   }
-  owned->writer = std::make_unique<LedgerWriter>(*owned->ledger, o.writer);
+  LedgerWriterOptions writer_options = o.writer;
+  if (writer_options.spill_path.empty())
+    writer_options.spill_path =
+        is_postgres_url(o.ledger) ? "tokenserve-ledger.spool.jsonl" : o.ledger + ".spool.jsonl";
+  owned->writer = std::make_unique<LedgerWriter>(*owned->ledger, writer_options);
   GovernorParts parts{.keys = owned->keys.get(), .limits = owned->limits.get(),
                       .ledger = owned->ledger.get(), .writer = owned->writer.get(),
                       .config = owned->config.get(), .clock = clock};
@@ -351,6 +356,27 @@ Result<UsageMe> Governor::usage_me(std::string_view authorization) {
     v.remaining = std::max<int64_t>(0, v.limit - v.used);
   }
   return me;
+}
+
+std::string usage_me_json(const UsageMe& me) {
+  nlohmann::ordered_json j;
+  j["tenant"] = me.key.tenant;
+  j["app"] = me.key.app;
+  j["key_id"] = me.key.id;
+  j["limits"] = {{"rpm", me.rpm}, {"tpm", me.tpm}};
+  j["quotas"] = nlohmann::ordered_json::array();
+  for (const QuotaView& q : me.quotas) {
+    nlohmann::ordered_json o;
+    o["scope"] = q.scope;
+    o["name"] = q.name;
+    o["period"] = period_name(q.period);
+    o["limit"] = q.limit;
+    o["used"] = q.used;
+    o["remaining"] = q.remaining;
+    o["resets_at"] = format_rfc3339(q.resets_at);
+    j["quotas"].push_back(o);
+  }
+  return j.dump();
 }
 
 bool Governor::is_admin(std::string_view authorization) const {

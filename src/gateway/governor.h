@@ -107,6 +107,11 @@ struct UsageMe {
   std::vector<QuotaView> quotas;
 };
 
+// The body of GET /v1/usage/me:
+// {"tenant","app","key_id","limits":{"rpm","tpm"},"quotas":[{"scope","name","period","limit",
+//  "used","remaining","resets_at"}]}
+std::string usage_me_json(const UsageMe& me);
+
 // Counters for metrics.
 struct GovernorStats {
   int64_t num_admitted = 0;
@@ -124,7 +129,8 @@ struct GovernanceOptions {
   std::string config_path;             // "" = no config file (no tenant limits, no prices)
   bool no_auth = false;
   const Clock* clock = nullptr;        // nullptr = system clock
-  LedgerWriterOptions writer;
+  LedgerWriterOptions writer;          // spill_path "" = "<ledger>.spool.jsonl" for SQLite,
+                                       // "tokenserve-ledger.spool.jsonl" for PostgreSQL
 };
 
 struct GovernorOptions {

@@ -1,15 +1,96 @@
 #include "gateway/ledger_writer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/log.h"
 
 namespace ts::gateway {
 
+std::string usage_record_to_json(const UsageRecord& r) {
+  nlohmann::ordered_json j;
+  j["request_id"] = r.request_id;
+  j["time_ms"] = to_unix_ms(r.time);
+  j["tenant"] = r.tenant;
+  j["app"] = r.app;
+  j["key_id"] = r.key_id;
+  j["model"] = r.model;
+  j["tier"] = engine::tier_name(r.tier);
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["cached_tokens"] = r.cached_tokens;
+  j["completion_tokens"] = r.completion_tokens;
+  j["ttft_ms"] = r.ttft_ms;
+  j["duration_ms"] = r.duration_ms;
+  j["finish_reason"] = r.finish_reason;
+  j["http_status"] = r.http_status;
+  return j.dump();
+}
+
+Result<UsageRecord> usage_record_from_json(std::string_view line) {
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return data_loss("malformed usage record line");
+  UsageRecord r;
+  try {
+    r.request_id = j.at("request_id").get<std::string>();
+    r.time = from_unix_ms(j.at("time_ms").get<int64_t>());
+    r.tenant = j.at("tenant").get<std::string>();
+    r.app = j.at("app").get<std::string>();
+    r.key_id = j.at("key_id").get<std::string>();
+    r.model = j.at("model").get<std::string>();
+    auto tier = engine::parse_tier(j.at("tier").get<std::string>());
+    if (!tier.ok()) return data_loss("bad tier in usage record line");
+    r.tier = *tier;
+    r.prompt_tokens = j.at("prompt_tokens").get<int64_t>();
+    r.cached_tokens = j.at("cached_tokens").get<int64_t>();
+    r.completion_tokens = j.at("completion_tokens").get<int64_t>();
+    r.ttft_ms = j.at("ttft_ms").get<int64_t>();
+    r.duration_ms = j.at("duration_ms").get<int64_t>();
+    r.finish_reason = j.at("finish_reason").get<std::string>();
+    r.http_status = j.at("http_status").get<int32_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return data_loss(std::string("bad usage record line: ") + e.what());
+  }
+  return r;
+}
+
 LedgerWriter::LedgerWriter(LedgerStore& store, LedgerWriterOptions options)
     : store_(store), options_(options) {
+  load_spill();
   thread_ = std::thread([this] { run(); });
+}
+
+void LedgerWriter::load_spill() {
+  if (options_.spill_path.empty()) return;
+  std::ifstream in(options_.spill_path, std::ios::binary);
+  if (!in) return;
+  std::string line;
+  int64_t bad = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto r = usage_record_from_json(line);
+    if (!r.ok()) {
+      ++bad;
+      continue;
+    }
+    spool_.push_back(std::move(r).value());
+    ++num_enqueued_;
+    ++stats_.num_unspilled;
+  }
+  in.close();
+  std::remove(options_.spill_path.c_str());
+  log::info("ledger: loaded " + std::to_string(stats_.num_unspilled) + " spilled usage records from " +
+            options_.spill_path + (bad ? " (" + std::to_string(bad) + " malformed lines skipped)" : ""));
+}
+
+Status LedgerWriter::spill(std::deque<UsageRecord>& records) {
+  std::ofstream out(options_.spill_path, std::ios::binary | std::ios::app);
+  for (const UsageRecord& r : records) out << usage_record_to_json(r) << "\n";
+  out.flush();
+  if (!out) return internal_error("cannot write spill file " + options_.spill_path);
+  return ok_status();
 }
 
 LedgerWriter::~LedgerWriter() { (void)close(Millis(5000)); }
@@ -48,6 +129,21 @@ Status LedgerWriter::close(Millis timeout) {
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   if (spool_.empty()) return ok_status();
+  if (!options_.spill_path.empty()) {
+    Status st = spill(spool_);
+    if (st.ok()) {
+      int64_t n = int64_t(spool_.size());
+      stats_.num_spilled += n;
+      num_retired_ += n;
+      spool_.clear();
+      log::warn("ledger " + store_.describe() + " unreachable at shutdown (" + stats_.last_error +
+                "): " + std::to_string(n) + " usage records saved to " + options_.spill_path +
+                "; they are written at the next start");
+      done_cv_.notify_all();
+      return ok_status();
+    }
+    log::error(st.message());
+  }
   int64_t lost = int64_t(spool_.size());
   stats_.num_dropped += lost;
   num_retired_ += lost;

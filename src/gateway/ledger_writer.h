@@ -8,8 +8,10 @@
 // re-sent after an unclear failure is never double counted.
 //
 // close() (and the destructor) drains the spool before returning, retrying until its timeout;
-// call it on SIGTERM after the HTTP server has drained. Records still unwritten then are
-// counted in num_dropped and logged.
+// call it on SIGTERM after the HTTP server has drained. Records still unwritten then go to the
+// spill file (options.spill_path, JSON lines) when one is set — the next LedgerWriter on the
+// same path loads them back into its spool at start-up — and are otherwise counted in
+// num_dropped and logged. (A hard crash loses what was only in memory.)
 //
 // Thread-safe: append/flush/stats may be called from any thread.
 #pragma once
@@ -30,7 +32,12 @@ struct LedgerWriterOptions {
   size_t batch_size = 256;               // records per transaction at most
   Millis retry_initial{50};              // first back-off after a failed write
   Millis retry_max{2000};                // back-off ceiling
+  std::string spill_path;                // "" = none; see the header comment
 };
+
+// One record as a JSON line (spill files) and back; kDataLoss for a malformed line.
+std::string usage_record_to_json(const UsageRecord& r);
+Result<UsageRecord> usage_record_from_json(std::string_view line);
 
 // Counters for metrics (obs/).
 struct LedgerStats {
@@ -38,6 +45,8 @@ struct LedgerStats {
   int64_t num_written = 0;               // records committed
   int64_t num_write_failures = 0;        // failed write attempts (each retried)
   int64_t num_dropped = 0;               // records lost: spool full, or unwritten at close
+  int64_t num_spilled = 0;               // records saved to the spill file at close
+  int64_t num_unspilled = 0;             // records loaded back from the spill file at start
   std::string last_error;                // message of the latest failure ("" if none)
 };
 
@@ -54,13 +63,16 @@ class LedgerWriter {
   // Waits until every record appended before this call is committed. kDeadlineExceeded (with
   // the last database error) when `timeout` passes first; the records stay spooled.
   Status flush(Millis timeout);
-  // Drains, then stops the thread. Idempotent. kDataLoss naming how many records were lost if
-  // the spool could not be drained within `timeout`.
+  // Drains, then stops the thread. Idempotent. If the spool could not be drained within
+  // `timeout`, the rest is spilled (ok) or, without a spill file, lost (kDataLoss saying how
+  // many).
   Status close(Millis timeout);
   LedgerStats stats() const;
 
  private:
   void run();
+  void load_spill();
+  Status spill(std::deque<UsageRecord>& records);
 
   LedgerStore& store_;
   const LedgerWriterOptions options_;

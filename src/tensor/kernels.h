@@ -23,6 +23,8 @@ enum class Layout : int {
   kQ4_K,
   kQ6_K,
   kQ8_0_R16,  // 16 rows interleaved, see below
+  kQ4_K_R16,  // 16 rows interleaved, see below
+  kQ6_K_R16,  // 16 rows interleaved, see below
   kCount,
 };
 
@@ -34,6 +36,22 @@ enum class Layout : int {
 constexpr size_t kR16PairBytes = 64 + 2 * 512;
 inline size_t r16_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16PairBytes;
+}
+
+// Q4_K_R16: rows padded to a multiple of 16. Group g is cols/256 block records of
+// kQ4KR16BlockBytes (same nibbles as the GGUF blocks, scales pre-decoded):
+//   [4 c][8 m][16 rows][4] u8  GGUF qs bytes 32c + 4m .. +3 of each row (2048 B): the low
+//                              nibbles are values 64c + 4m.., the high ones 64c + 32 + 4m..
+//   [8][16] u8 sub-block scales, [8][16] u8 sub-block mins, [16] fp16 d, [16] fp16 dmin
+constexpr size_t kQ4KR16BlockBytes = 2048 + 128 + 128 + 32 + 32;
+// Q6_K_R16: rows padded to a multiple of 16. Group g is cols/256 block records of
+// kQ6KR16BlockBytes (the GGUF bytes of 16 rows, interleaved):
+//   [2 c][16 m][16 rows][4] u8  ql bytes 64c + 4m .. +3   (2048 B)
+//   [2 c][8 m][16 rows][4] u8   qh bytes 32c + 4m .. +3   (1024 B)
+//   [16][16] int8 scales (sub-block, row), [16] fp16 d, 32 bytes of padding
+constexpr size_t kQ6KR16BlockBytes = 2048 + 1024 + 256 + 32 + 32;
+inline bool is_r16(Layout l) {
+  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

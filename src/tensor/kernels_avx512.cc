@@ -31,6 +31,12 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) { return _mm256_dpw
 
 #include "tensor/kernels_x86_impl.h"
 
+inline __m512i bcast_dword(const void* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
 // ---- 512-bit F32 / F16 / BF16 ----------------------------------------------------------------
 
 struct Z32 {
@@ -122,7 +128,8 @@ template <int T, int kBias>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  constexpr int kChains = T <= 4 ? 2 : 1;  // independent dpbusd chains per token
+  // Independent dpbusd chains per token: at small T a single chain would be latency-bound.
+  constexpr int kChains = T <= 2 ? 4 : (T <= 4 ? 2 : 1);
   const int8_t* xq[T];
   const float* xd[T];
   const int32_t* xs[T];
@@ -144,7 +151,8 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     for (int t = 0; t < T; ++t) {
       // Stored values are w + kBias: subtract kBias * sum(x) up front.
       isum[0][t] = _mm512_set1_epi32(-kBias * xs[t][b]);
-      if constexpr (kChains == 2) isum[kChains - 1][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) isum[c][t] = _mm512_setzero_si512();
     }
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
@@ -160,7 +168,8 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       __m512i s = isum[0][t];
-      if constexpr (kChains == 2) s = _mm512_add_epi32(s, isum[kChains - 1][t]);
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) s = _mm512_add_epi32(s, isum[c][t]);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b])), acc[t]);
     }
   }
@@ -201,6 +210,110 @@ void gemm_q8_0_r16(const GemmArgs& g) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
     r16_group<128>(g, grp, lane0, lane1, done);
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
+// ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
+
+template <int T>
+inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const BlockQ8_K* xk[T];
+  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
+  __m512 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    if constexpr (T >= 4) _mm_prefetch(reinterpret_cast<const char*>(rec) + 8192, _MM_HINT_T0);
+    __m512i isum[T], msum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      isum[t] = _mm512_setzero_si512();
+      msum[t] = _mm512_setzero_si512();
+    }
+    // Two chains per sub-block (even/odd m) at small T, where one would be latency-bound.
+    constexpr int kChains = T <= 2 ? 2 : 1;
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; ++c) {
+      __m512i il[kChains][T], ih[kChains][T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 2
+        for (int k = 0; k < kChains; ++k) {
+          il[k][t] = _mm512_setzero_si512();
+          ih[k][t] = _mm512_setzero_si512();
+        }
+      }
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = xk[t][b].qs + 64 * c + 4 * m;
+          il[m % kChains][t] = _mm512_dpbusd_epi32(il[m % kChains][t], lo, bcast_dword(xq));
+          ih[m % kChains][t] = _mm512_dpbusd_epi32(ih[m % kChains][t], hi, bcast_dword(xq + 32));
+        }
+      }
+      if constexpr (kChains == 2) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          il[0][t] = _mm512_add_epi32(il[0][t], il[1][t]);
+          ih[0][t] = _mm512_add_epi32(ih[0][t], ih[1][t]);
+        }
+      }
+      const __m512i scl = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c)));
+      const __m512i sch = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm512_add_epi32(isum[t],
+                                   _mm512_add_epi32(_mm512_mullo_epi32(il[0][t], scl), _mm512_mullo_epi32(ih[0][t], sch)));
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i mj = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 16 * j)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m512i bs = _mm512_set1_epi32(xk[t][b].bsums[2 * j] + xk[t][b].bsums[2 * j + 1]);
+        msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, bs));
+      }
+    }
+    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
+    const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xk[t][b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
+    }
+  }
+  if (lane0 == 0 && lane1 == 16) {
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
+  } else {
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+void gemm_q4_k_r16(const GemmArgs& g) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T>(g, grp, lane0, lane1, done, t0); });
     done += lane1 - lane0;
     lane0 = 0;
     grp += g.stride;
@@ -381,11 +494,6 @@ void decode_q6_k_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
 }
 
 inline __m512i load_panel(const uint8_t* p) { return _mm512_load_si512(reinterpret_cast<const __m512i*>(p)); }
-inline __m512i bcast_dword(const void* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 // kQ6: Q6_K (16 sub-blocks of 16, -32 offset) else Q4_K (8 sub-blocks of 32, mins).
 template <bool kQ6, int T>
@@ -507,7 +615,7 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16},
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

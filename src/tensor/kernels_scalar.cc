@@ -4,6 +4,7 @@
 #include "tensor/fp16.h"
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
+#include "tensor/repack.h"
 
 namespace ts::tensor::kern {
 
@@ -136,6 +137,9 @@ void gemm_q4_k(const GemmArgs& g) {
   });
 }
 
+// Integer part of a Q6_K x Q8_K block dot (sum over sub-blocks of scale * sum (q - 32) * x).
+int32_t q6_k_block_dot(const BlockQ6_K& blk, const BlockQ8_K& xb);
+
 void gemm_q6_k(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
@@ -145,7 +149,35 @@ void gemm_q6_k(const GemmArgs& g) {
     float s = 0;
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ6_K blk = load<BlockQ6_K>(w + b * sizeof(BlockQ6_K));
-      const BlockQ8_K& xb = xk[b];
+      s += fp16_to_fp32(blk.d) * xk[b].d * static_cast<float>(q6_k_block_dot(blk, xk[b]));
+    }
+    return s;
+  });
+}
+
+void gemm_q6_k_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const BlockQ8_K* xk = a.qk + t * nb;
+      float s = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        BlockQ6_K blk;
+        q6_k_r16_block(grp, lane, b, &blk);
+        s += fp16_to_fp32(blk.d) * xk[b].d * static_cast<float>(q6_k_block_dot(blk, xk[b]));
+      }
+      g.y[t * g.ldy + i] = s;
+    }
+  }
+}
+
+int32_t q6_k_block_dot(const BlockQ6_K& blk, const BlockQ8_K& xb) {
+  {
+    {
       int32_t sumi = 0;
       for (int c = 0; c < 2; ++c) {
         const uint8_t* ql = blk.ql + 64 * c;
@@ -162,10 +194,9 @@ void gemm_q6_k(const GemmArgs& g) {
                   sc[is + 6] * q4 * xq[l + 96];
         }
       }
-      s += fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+      return sumi;
     }
-    return s;
-  });
+  }
 }
 
 void gemm_q8_0_r16(const GemmArgs& g) {
@@ -196,6 +227,39 @@ void gemm_q8_0_r16(const GemmArgs& g) {
   }
 }
 
+void gemm_q4_k_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const BlockQ8_K* xk = a.qk + t * nb;
+      float s = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+        const BlockQ8_K& xb = xk[b];
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 8; ++j) {
+          const int c = j / 2, h = j % 2;
+          int32_t dot = 0;
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = rec[(c * 8 + l / 4) * 64 + lane * 4 + l % 4];
+            dot += (h ? byte >> 4 : byte & 0xF) * xb.qs[32 * j + l];
+          }
+          sumi += rec[2048 + j * 16 + lane] * dot;
+          summ += rec[2176 + j * 16 + lane] * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+        }
+        const float d = fp16_to_fp32(load<uint16_t>(rec + 2304 + lane * 2));
+        const float dmin = fp16_to_fp32(load<uint16_t>(rec + 2336 + lane * 2));
+        s += d * xb.d * static_cast<float>(sumi) - dmin * xb.d * static_cast<float>(summ);
+      }
+      g.y[t * g.ldy + i] = s;
+    }
+  }
+}
+
 void round_f16_row(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = round_fp16(x[i]);
 }
@@ -216,6 +280,8 @@ const KernelTable& scalar_kernels() {
       gemm_q4_k,
       gemm_q6_k,
       gemm_q8_0_r16,
+      gemm_q4_k_r16,
+      gemm_q6_k_r16,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

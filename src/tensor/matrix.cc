@@ -14,6 +14,7 @@
 #include "tensor/fp16.h"
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
+#include "tensor/repack.h"
 
 namespace ts::tensor {
 
@@ -35,6 +36,23 @@ const kern::KernelTable& kernels_for(Isa isa) {
     if (const kern::KernelTable* t = kern::avx2_kernels()) return *t;
   }
   return kern::scalar_kernels();
+}
+
+// The kernel for `layout` under `isa`; an ISA table may leave a layout to the scalar reference
+// (e.g. AVX2 for a layout repacked for AVX-512 before set_isa lowered the ISA).
+kern::GemmFn gemm_for(Isa isa, kern::Layout layout) {
+  kern::GemmFn fn = kernels_for(isa).gemm[static_cast<int>(layout)];
+  return fn != nullptr ? fn : kern::scalar_kernels().gemm[static_cast<int>(layout)];
+}
+
+// The R16 layout a type is repacked into under AVX-512, or kCount for none.
+kern::Layout r16_layout(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return kern::Layout::kQ8_0_R16;
+    case DType::kQ4_K: return kern::Layout::kQ4_K_R16;
+    case DType::kQ6_K: return kern::Layout::kQ6_K_R16;
+    default: return kern::Layout::kCount;
+  }
 }
 
 }  // namespace
@@ -156,31 +174,6 @@ kern::Layout plain_layout(DType t) {
   }
 }
 
-// Interleaves Q8_0 rows into the R16 layout (kernels.h).
-void repack_q8_0_r16(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQK8_0;
-  const size_t gbytes = kern::r16_group_bytes(cols);
-  const int64_t groups = (rows + 15) / 16;
-  for (int64_t g = 0; g < groups; ++g) {
-    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
-    // Padding rows: scale 0 and stored value 128 (= weight 0).
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
-      const int half = static_cast<int>(b % 2);
-      uint8_t* vals = rec + 64 + half * 512;
-      for (int lane = 0; lane < 16; ++lane) {
-        const int64_t r = g * 16 + lane;
-        BlockQ8_0 blk{};
-        if (r < rows) std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ8_0), sizeof(blk));
-        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
-        for (int k = 0; k < kQK8_0; ++k) {
-          vals[(k / 4) * 64 + lane * 4 + k % 4] = static_cast<uint8_t>(blk.qs[k] + 128);
-        }
-      }
-    }
-  }
-}
-
 // Per-calling-thread activation scratch: grows to the largest request, never shrinks, so the
 // steady state allocates nothing.
 struct ActScratch {
@@ -247,15 +240,16 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
   im.row_bytes = row_bytes(*traits, cols);
   im.data = static_cast<const uint8_t*>(data);
   im.stride = im.row_bytes;
-  if (type == DType::kQ8_0 && options.allow_repack && active_isa() == Isa::kAvx512) {
-    const size_t gbytes = kern::r16_group_bytes(cols);
+  const kern::Layout r16 = r16_layout(type);
+  if (r16 != kern::Layout::kCount && options.allow_repack && active_isa() == Isa::kAvx512) {
+    const size_t gbytes = r16_group_stride(r16, cols);
     const size_t total = gbytes * static_cast<size_t>((rows + 15) / 16);
     Arena arena = make_arena(total);
     if (arena) {  // otherwise keep the plain layout
-      repack_q8_0_r16(im.data, im.row_bytes, rows, cols, arena.get());
+      repack_r16(r16, im.data, im.row_bytes, rows, cols, arena.get());
       im.data = arena.get();
       im.stride = gbytes;
-      im.layout = kern::Layout::kQ8_0_R16;
+      im.layout = r16;
       im.arena = std::move(arena);
     }
   }
@@ -266,28 +260,17 @@ DType Matrix::type() const { return impl_->type; }
 int64_t Matrix::rows() const { return impl_->rows; }
 int64_t Matrix::cols() const { return impl_->cols; }
 size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
-bool Matrix::repacked() const { return impl_->layout == kern::Layout::kQ8_0_R16; }
+bool Matrix::repacked() const { return kern::is_r16(impl_->layout); }
 
 void Matrix::dequantize_row(int64_t r, float* out) const {
   const Impl& im = *impl_;
   TS_CHECK(r >= 0 && r < im.rows, "dequantize_row: row out of range");
-  if (im.layout != kern::Layout::kQ8_0_R16) {
+  if (!kern::is_r16(im.layout)) {
     tensor::dequantize_row(im.type, im.data + static_cast<size_t>(r) * im.stride, out, im.cols);
     return;
   }
-  const uint8_t* grp = im.data + static_cast<size_t>(r / 16) * im.stride;
-  const int lane = static_cast<int>(r % 16);
-  for (int64_t b = 0; b < im.cols / kQK8_0; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
-    const int half = static_cast<int>(b % 2);
-    uint16_t dh;
-    std::memcpy(&dh, rec + half * 32 + lane * 2, 2);
-    const float d = fp16_to_fp32(dh);
-    const uint8_t* vals = rec + 64 + half * 512;
-    for (int k = 0; k < kQK8_0; ++k) {
-      out[b * kQK8_0 + k] = static_cast<float>(static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
-    }
-  }
+  dequantize_r16_row(im.layout, im.data + static_cast<size_t>(r / 16) * im.stride, static_cast<int>(r % 16), im.cols,
+                     out);
 }
 
 void Matrix::matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
@@ -335,6 +318,8 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       break;
     }
     case kern::Layout::kQ4_K:
+    case kern::Layout::kQ4_K_R16:
+    case kern::Layout::kQ6_K_R16:
     case kern::Layout::kQ6_K: {
       const int64_t nb = cols / kQK_K;
       BlockQ8_K* qk = grow(scratch.qk, static_cast<size_t>(n_tok * nb));
@@ -345,8 +330,8 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     case kern::Layout::kCount: TS_CHECK(false, "matmul: bad layout");
   }
 
-  const kern::GemmFn fn = kt.gemm[static_cast<int>(im.layout)];
-  const bool r16 = im.layout == kern::Layout::kQ8_0_R16;
+  const kern::GemmFn fn = gemm_for(active_isa(), im.layout);
+  const bool r16 = kern::is_r16(im.layout);
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
   auto compute = [&](int64_t b, int64_t e) {

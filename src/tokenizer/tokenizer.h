@@ -58,8 +58,8 @@ class Tokenizer {
 
   // Text (bytes, normally UTF-8; invalid bytes are encoded through byte tokens) to ids.
   // add_special: BOS/EOS according to add_bos()/add_eos() (WordPiece: [CLS] ... [SEP]).
-  // parse_special: match control tokens
-  // written in the text (e.g. "<|im_start|>") as single ids; when false they are plain text.
+  // parse_special: match control tokens written in the text (e.g. "<|im_start|>") as single
+  // ids; when false they are plain text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // Ids to bytes: the concatenation of token_bytes(id), with the SentencePiece leading space

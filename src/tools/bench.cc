@@ -83,6 +83,11 @@ Status Runner::prepare_prompts(int64_t count) {
   Status err;
   auto work = [&] {
     for (int64_t i; (i = next++) < count;) {
+      if (o_.stop && o_.stop->load()) {
+        std::lock_guard lk(err_mu);
+        err = Status(StatusCode::kCancelled, "interrupted while preparing prompts");
+        return;
+      }
       auto p = pb_->build(w_.at(i).input_tokens, static_cast<uint64_t>(i));
       if (!p.ok()) {
         std::lock_guard lk(err_mu);

@@ -133,6 +133,14 @@ Result<Workload> Workload::make(const Options& o) {
     return invalid_argument("unknown scenario '" + s +
                             "' (short-short, long-short, short-long, mixed, replay:FILE)");
   }
+  // Overrides can make mixed shapes identical: keep one of each.
+  std::vector<RequestSpec> uniq;
+  for (const RequestSpec& r : w.shapes_) {
+    bool dup = false;
+    for (const RequestSpec& u : uniq) dup |= u.input_tokens == r.input_tokens && u.output_tokens == r.output_tokens;
+    if (!dup) uniq.push_back(r);
+  }
+  w.shapes_ = std::move(uniq);
   w.name_ = s;
   return w;
 }

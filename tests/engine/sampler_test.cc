@@ -138,7 +138,7 @@ TEST(Sampler, TopPOnLargeVocabularyMatchesFullSortReference) {
   }
   ASSERT_GT(nucleus.size(), 1000u);  // forces several rounds of the growing partial sort
   Rng rng(9);
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 100; ++i) {
     const int32_t t = s.sample(logits, p, {}, {}, rng, nullptr);
     ASSERT_TRUE(nucleus.count(t)) << "token " << t << " outside the nucleus";
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -218,6 +219,11 @@ TEST_F(GovernorTest, QuotaSurvivesARestartAndMonthsRollOver) {
   EXPECT_EQ(me->quotas[0].name, "acme/bot");
   EXPECT_EQ(me->quotas[0].used, 400);
   EXPECT_EQ(me->quotas[0].resets_at, at("2026-04-01"));
+  auto body = nlohmann::json::parse(usage_me_json(*me));
+  EXPECT_EQ(body["tenant"], "acme");
+  EXPECT_EQ(body["quotas"][0]["period"], "month");
+  EXPECT_EQ(body["quotas"][0]["remaining"], 100);
+  EXPECT_EQ(body["quotas"][0]["resets_at"], "2026-04-01T00:00:00Z");
   EXPECT_EQ(admit(key, 100, 100).error_code, "insufficient_quota");
   ASSERT_TRUE(admit(key, 50, 50).ok());
   clock_.set(at("2026-04-01T00:00:00Z"));

@@ -158,6 +158,31 @@ TEST(LedgerWriter, BoundedSpoolDropsAndCountsBeyondItsCapacity) {
   EXPECT_EQ(writer.stats().num_dropped, 11);
 }
 
+TEST(LedgerWriter, UnwrittenRecordsAreSpilledAtCloseAndWrittenAtTheNextStart) {
+  std::string dir = ::ts::testing::temp_dir();
+  std::string spill = dir + "/ledger.spool.jsonl";
+  std::vector<UsageRecord> recs;
+  for (int i = 0; i < 25; ++i) recs.push_back(record(i));
+  {
+    auto down = open_ledger(dir + "/not/yet/ledger.db");
+    LedgerWriter writer(*down, {.retry_initial = Millis(10), .spill_path = spill});
+    for (const auto& r : recs) ASSERT_TRUE(writer.append(r));
+    ASSERT_TRUE(writer.close(Millis(100)).ok());  // saved, not lost
+    EXPECT_EQ(writer.stats().num_spilled, 25);
+    EXPECT_EQ(writer.stats().num_dropped, 0);
+  }
+  ASSERT_TRUE(std::filesystem::exists(spill));
+  auto up = open_ledger(dir + "/ledger.db");
+  LedgerWriter writer(*up, {.spill_path = spill});
+  EXPECT_EQ(writer.stats().num_unspilled, 25);
+  EXPECT_FALSE(std::filesystem::exists(spill));
+  ASSERT_TRUE(writer.flush(Millis(5000)).ok());
+  auto rows = up->rows({});
+  ASSERT_EQ(rows->size(), 25u);
+  for (size_t i = 0; i < recs.size(); ++i) expect_same((*rows)[i], recs[i]);
+  EXPECT_EQ(usage_record_from_json("{\"request_id\": 1}").status().code(), StatusCode::kDataLoss);
+}
+
 TEST(LedgerWriter, PostgresOutageThroughACutConnection) {
   TS_REQUIRE_PG(pg);
   testing::PgDatabase db(pg);

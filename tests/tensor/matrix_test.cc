@@ -200,7 +200,7 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
           set_isa(isa);
           auto m = Matrix::create(s.type, w.data(), s.rows, s.cols, MatrixOptions{.allow_repack = repack});
           ASSERT_TRUE(m.ok());
-          EXPECT_EQ(m->repacked(), repack && isa == Isa::kAvx512 && s.type == DType::kQ8_0);
+          EXPECT_EQ(m->repacked(), repack && isa == Isa::kAvx512 && (s.type == DType::kQ8_0 || s.type == DType::kQ4_K));
           std::vector<float> got(want.size(), -7.0f);
           m->matmul(x.data(), n_tok, got.data(), n_tok % 2 ? &pool : nullptr);
           expect_close(got, want, 2e-5,
@@ -215,25 +215,35 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
 TEST(MatrixTest, RepackedMatrixWorksUnderEveryIsa) {
   IsaGuard guard;
   if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "repacking needs AVX-512";
-  const int64_t rows = 45, cols = 160;  // odd number of blocks, partial last group
-  auto w = make_weights(DType::kQ8_0, rows, cols, 3);
-  set_isa(Isa::kAvx512);
-  auto m = Matrix::create(DType::kQ8_0, w.data(), rows, cols);
-  ASSERT_TRUE(m.ok());
-  ASSERT_TRUE(m->repacked());
-  std::vector<float> row(cols), want_row(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    m->dequantize_row(r, row.data());
-    dequantize_row(DType::kQ8_0, w.data() + r * 5 * 34, want_row.data(), cols);
-    ASSERT_EQ(row, want_row) << "row " << r;
-  }
-  auto x = random_floats(3 * cols, 9);
-  auto want = reference(DType::kQ8_0, w, rows, cols, x, 3);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    set_isa(isa);
-    std::vector<float> y(3 * rows);
-    m->matmul(x.data(), 3, y.data(), nullptr);
-    expect_close(y, want, 2e-5, std::string("r16 under ") + isa_name(active_isa()));
+  struct Case {
+    DType type;
+    int64_t rows, cols;
+  };
+  // Odd number of Q8_0 blocks and partial last groups.
+  for (Case c : {Case{DType::kQ8_0, 45, 160}, Case{DType::kQ4_K, 45, 512}, Case{DType::kQ4_K, 7, 256}}) {
+    auto w = make_weights(c.type, c.rows, c.cols, 3);
+    const size_t rb = row_bytes(*type_traits(static_cast<uint32_t>(c.type)), c.cols);
+    set_isa(Isa::kAvx512);
+    auto m = Matrix::create(c.type, w.data(), c.rows, c.cols);
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(m->repacked());
+    EXPECT_EQ(m->weight_bytes(), w.size());
+    std::vector<float> row(c.cols), want_row(c.cols);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      m->dequantize_row(r, row.data());
+      dequantize_row(c.type, w.data() + r * rb, want_row.data(), c.cols);
+      ASSERT_EQ(row, want_row) << name(c.type) << " row " << r;
+    }
+    for (int64_t n_tok : {1, 3, 6}) {
+      auto x = random_floats(n_tok * c.cols, 9);
+      auto want = reference(c.type, w, c.rows, c.cols, x, n_tok);
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        set_isa(isa);
+        std::vector<float> y(n_tok * c.rows);
+        m->matmul(x.data(), n_tok, y.data(), nullptr);
+        expect_close(y, want, 2e-5, std::string("r16 ") + name(c.type) + " under " + isa_name(active_isa()));
+      }
+    }
   }
 }
 

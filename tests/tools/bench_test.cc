@@ -299,11 +299,12 @@ TEST(Bench, StopFlagEndsRunWithPartialReport) {
   FakeOpenAiServer server({.stall = true});
   BenchOptions o = base_options(server);
   o.concurrency = 3;
-  o.max_requests = 1000;
+  o.max_requests = 50;
   std::atomic<bool> stop{false};
   o.stop = &stop;
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(300ms);
+  std::thread stopper([&] {  // Ctrl-C once all three clients wait on the stalled server
+    while (server.completions.load() < 3) std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(100ms);
     stop = true;
   });
   auto t0 = std::chrono::steady_clock::now();
@@ -316,6 +317,18 @@ TEST(Bench, StopFlagEndsRunWithPartialReport) {
   EXPECT_EQ(rep->num_ok, 0);
   EXPECT_EQ(rep->num_errors, 0);
   EXPECT_NE(format_report(*rep).find("INTERRUPTED"), std::string::npos);
+}
+
+TEST(Bench, StopWhilePreparingPromptsSendsNothing) {
+  FakeOpenAiServer server({});
+  BenchOptions o = base_options(server);
+  o.concurrency = 2;
+  o.max_requests = 500;
+  std::atomic<bool> stop{true};
+  o.stop = &stop;
+  auto rep = run_bench(o);
+  EXPECT_EQ(rep.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(server.completions.load(), 0);
 }
 
 TEST(Bench, DurationBoundsTheRunAndDrainCutsStragglers) {

@@ -1,0 +1,160 @@
+#include "tensor/repack.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "tensor/fp16.h"
+#include "tensor/quants.h"
+
+namespace ts::tensor {
+
+namespace {
+
+void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK8_0;
+  const size_t gbytes = kern::r16_group_bytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
+      const int half = static_cast<int>(b % 2);
+      uint8_t* vals = rec + 64 + half * 512;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        BlockQ8_0 blk{};  // padding rows: scale 0, stored value 128 (= weight 0)
+        if (r < rows) std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ8_0), sizeof(blk));
+        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
+        for (int k = 0; k < kQK8_0; ++k) {
+          vals[(k / 4) * 64 + lane * 4 + k % 4] = static_cast<uint8_t>(blk.qs[k] + 128);
+        }
+      }
+    }
+  }
+}
+
+void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ4KR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ4KR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales, mins and d are 0
+        BlockQ4_K blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ4_K), sizeof(blk));
+        for (int c = 0; c < 4; ++c) {
+          for (int m = 0; m < 8; ++m) std::memcpy(rec + (c * 8 + m) * 64 + lane * 4, blk.qs + 32 * c + 4 * m, 4);
+        }
+        for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, rec + 2048 + j * 16 + lane, rec + 2176 + j * 16 + lane);
+        std::memcpy(rec + 2304 + lane * 2, &blk.d, 2);
+        std::memcpy(rec + 2336 + lane * 2, &blk.dmin, 2);
+      }
+    }
+  }
+}
+
+void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ6KR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ6KR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales and d are 0
+        BlockQ6_K blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ6_K), sizeof(blk));
+        for (int c = 0; c < 2; ++c) {
+          for (int m = 0; m < 16; ++m) std::memcpy(rec + (c * 16 + m) * 64 + lane * 4, blk.ql + 64 * c + 4 * m, 4);
+          for (int m = 0; m < 8; ++m) std::memcpy(rec + 2048 + (c * 8 + m) * 64 + lane * 4, blk.qh + 32 * c + 4 * m, 4);
+        }
+        for (int j = 0; j < 16; ++j) std::memcpy(rec + 3072 + j * 16 + lane, &blk.scales[j], 1);
+        std::memcpy(rec + 3328 + lane * 2, &blk.d, 2);
+      }
+    }
+  }
+}
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+}  // namespace
+
+size_t r16_group_stride(kern::Layout layout, int64_t cols) {
+  switch (layout) {
+    case kern::Layout::kQ8_0_R16: return kern::r16_group_bytes(cols);
+    case kern::Layout::kQ4_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ4KR16BlockBytes;
+    case kern::Layout::kQ6_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ6KR16BlockBytes;
+    default: break;
+  }
+  TS_CHECK(false, "r16_group_stride: not an R16 layout");
+  return 0;
+}
+
+void repack_r16(kern::Layout layout, const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols,
+                uint8_t* dst) {
+  switch (layout) {
+    case kern::Layout::kQ8_0_R16: return repack_q8_0(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ4_K_R16: return repack_q4_k(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ6_K_R16: return repack_q6_k(src, row_bytes, rows, cols, dst);
+    default: break;
+  }
+  TS_CHECK(false, "repack_r16: not an R16 layout");
+}
+
+void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64_t cols, float* out) {
+  if (layout == kern::Layout::kQ8_0_R16) {
+    for (int64_t b = 0; b < cols / kQK8_0; ++b) {
+      const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;
+      const int half = static_cast<int>(b % 2);
+      const float d = fp16_to_fp32(load_u16(rec + half * 32 + lane * 2));
+      const uint8_t* vals = rec + 64 + half * 512;
+      for (int k = 0; k < kQK8_0; ++k) {
+        out[b * kQK8_0 + k] = static_cast<float>(static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
+      }
+    }
+    return;
+  }
+  if (layout == kern::Layout::kQ6_K_R16) {
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      BlockQ6_K blk;
+      q6_k_r16_block(grp, lane, b, &blk);
+      dequantize_row_q6_k(&blk, out + b * kQK_K, kQK_K);
+    }
+    return;
+  }
+  TS_CHECK(layout == kern::Layout::kQ4_K_R16, "dequantize_r16_row: not an R16 layout");
+  for (int64_t b = 0; b < cols / kQK_K; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ4KR16BlockBytes;
+    const float d = fp16_to_fp32(load_u16(rec + 2304 + lane * 2));
+    const float dmin = fp16_to_fp32(load_u16(rec + 2336 + lane * 2));
+    float* y = out + b * kQK_K;
+    for (int c = 0; c < 4; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * c + h;
+        const float d1 = d * rec[2048 + j * 16 + lane], m1 = dmin * rec[2176 + j * 16 + lane];
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t byte = rec[(c * 8 + l / 4) * 64 + lane * 4 + l % 4];
+          const int q = h ? byte >> 4 : byte & 0xF;
+          y[64 * c + 32 * h + l] = d1 * static_cast<float>(q) - m1;
+        }
+      }
+    }
+  }
+}
+
+void q6_k_r16_block(const uint8_t* grp, int lane, int64_t b, BlockQ6_K* out) {
+  const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ6KR16BlockBytes;
+  for (int c = 0; c < 2; ++c) {
+    for (int m = 0; m < 16; ++m) std::memcpy(out->ql + 64 * c + 4 * m, rec + (c * 16 + m) * 64 + lane * 4, 4);
+    for (int m = 0; m < 8; ++m) std::memcpy(out->qh + 32 * c + 4 * m, rec + 2048 + (c * 8 + m) * 64 + lane * 4, 4);
+  }
+  for (int j = 0; j < 16; ++j) std::memcpy(&out->scales[j], rec + 3072 + j * 16 + lane, 1);
+  std::memcpy(&out->d, rec + 3328 + lane * 2, 2);
+}
+
+}  // namespace ts::tensor
