@@ -1,0 +1,56 @@
+// Starts a real `tokenserve serve` on 127.0.0.1 with a free port and stops it afterwards.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const root = path.resolve(here, '../..');
+export const shared = process.env.TOKENSERVE_SHARED || path.resolve(root, '../shared');
+export const bin = process.env.TOKENSERVE_BIN || path.join(root, 'build/tokenserve');
+export const storiesModel = path.join(shared, 'models/stories260K/stories260K-f32.gguf');
+export const haveShared = fs.existsSync(storiesModel);
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+export async function startServer(extraArgs = [], { model = storiesModel } = {}) {
+  const port = await freePort();
+  const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), ...extraArgs];
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`server exited early (${proc.exitCode}):\n${log}`);
+    try {
+      const r = await fetch(`${url}/ready`);
+      if (r.ok) break;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`server did not become ready:\n${log}`); }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url, port, proc, exited,
+    log: () => log,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const t = setTimeout(() => proc.kill('SIGKILL'), 15000);
+      const r = await exited;
+      clearTimeout(t);
+      return r;
+    },
+  };
+}
