@@ -8,12 +8,18 @@ int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_template(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
     {"info", "print a GGUF model's architecture, shapes, tensor types and KV bytes/token", cmd_info},
     {"generate", "generate a continuation of a prompt (streams to stdout)", cmd_generate},
     {"tokenize", "tokenize text with a model's tokenizer", cmd_tokenize},
+    {"template", "render a chat template (Jinja) with messages", cmd_template},
+    {"bench", "load-test an OpenAI-compatible server", cmd_bench},
+    {"plan", "plan KV-cache memory and concurrency", cmd_plan},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
 };
 }  // namespace

@@ -320,6 +320,99 @@ void gemm_q4_k_r16(const GemmArgs& g) {
   }
 }
 
+// ---- Q6_K_R16: three zmm (ql low half, ql high half, qh) = 16 values of 16 rows ------------
+
+template <int T>
+inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const BlockQ8_K* xk[T];
+  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    if constexpr (T >= 2) _mm_prefetch(reinterpret_cast<const char*>(rec) + 8192, _MM_HINT_T0);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 2
+      for (int hh = 0; hh < 2; ++hh) {
+        // Sub-blocks (16 values) 8c + 2i + hh for i = 0..3 (the four 32-value quarters q1..q4).
+        __m512i isub[4][T];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 2
+          for (int t = 0; t < T; ++t) {
+            // Values are stored + 32: start from -32 * (sum of the sub-block's activations).
+            isub[i][t] = _mm512_set1_epi32(-32 * xk[t][b].bsums[8 * c + 2 * i + hh]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int mm = 0; mm < 4; ++mm) {
+          const int m = 4 * hh + mm;
+          const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
+          const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
+          const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
+          __m512i q[4];
+          q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
+          q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
+          q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
+          q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4),
+                                 _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 2
+            for (int t = 0; t < T; ++t) {
+              isub[i][t] = _mm512_dpbusd_epi32(isub[i][t], q[i], bcast_dword(xk[t][b].qs + 128 * c + 32 * i + 4 * m));
+            }
+          }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m512i sc = _mm512_cvtepi8_epi32(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + (8 * c + 2 * i + hh) * 16)));
+#pragma GCC unroll 2
+          for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
+        }
+      }
+    }
+    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 3328)));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+    }
+  }
+  if (lane0 == 0 && lane1 == 16) {
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
+  } else {
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+void gemm_q6_k_r16(const GemmArgs& g) {
+  const int64_t n_tok = g.act->n_tok;
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    int64_t t0 = 0;
+    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2>(g, grp, lane0, lane1, done, t0);
+    if (t0 < n_tok) q6k_r16_tile<1>(g, grp, lane0, lane1, done, t0);
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
 // ---- Batched Q4_0 / Q4_K / Q6_K: decode 16-row panels once, then vpdpbusd over all tokens ----
 
 // Below this many tokens the per-row 256-bit kernels are used (panel decoding would not pay).
@@ -615,7 +708,7 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16},
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

@@ -176,27 +176,23 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 }
 
 int32_t q6_k_block_dot(const BlockQ6_K& blk, const BlockQ8_K& xb) {
-  {
-    {
-      int32_t sumi = 0;
-      for (int c = 0; c < 2; ++c) {
-        const uint8_t* ql = blk.ql + 64 * c;
-        const uint8_t* qh = blk.qh + 32 * c;
-        const int8_t* sc = blk.scales + 8 * c;
-        const int8_t* xq = xb.qs + 128 * c;
-        for (int l = 0; l < 32; ++l) {
-          const int is = l / 16;
-          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-          sumi += sc[is] * q1 * xq[l] + sc[is + 2] * q2 * xq[l + 32] + sc[is + 4] * q3 * xq[l + 64] +
-                  sc[is + 6] * q4 * xq[l + 96];
-        }
-      }
-      return sumi;
+  int32_t sumi = 0;
+  for (int c = 0; c < 2; ++c) {
+    const uint8_t* ql = blk.ql + 64 * c;
+    const uint8_t* qh = blk.qh + 32 * c;
+    const int8_t* sc = blk.scales + 8 * c;
+    const int8_t* xq = xb.qs + 128 * c;
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      sumi += sc[is] * q1 * xq[l] + sc[is + 2] * q2 * xq[l + 32] + sc[is + 4] * q3 * xq[l + 64] +
+              sc[is + 6] * q4 * xq[l + 96];
     }
   }
+  return sumi;
 }
 
 void gemm_q8_0_r16(const GemmArgs& g) {

@@ -3,7 +3,9 @@
 // A Matrix is [rows][cols] in one GGUF type, row-major with cols innermost (GGUF shape
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
-// caller's memory (the mmap), which must then outlive the Matrix.
+// caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
+// AVX-512, Q8_0, Q4_K and Q6_K are repacked (same bytes per weight; Q6_K +1% padding), and the
+// Matrix no longer reads `data` after create(); repacked() tells which.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
@@ -62,9 +64,11 @@ class Matrix {
   // Bytes of weights read by one matmul (for bandwidth reports).
   size_t weight_bytes() const;
 
-  // x: [n_tok][cols] floats (row stride cols); y: [n_tok][rows] floats (row stride rows).
-  // `pool` may be null (single-threaded). No allocation after the first call with a given
-  // n_tok (scratch is kept per Matrix-independent thread-local buffers).
+  // x: [n_tok][cols] floats (row stride cols); y: [n_tok][rows] floats (row stride rows);
+  // x and y must not overlap. `pool` may be null (single-threaded); small products run on the
+  // calling thread anyway. Scratch (quantized activations on the calling thread, one decoded
+  // 16-row panel per worker) lives in thread-local buffers that grow to the largest request
+  // and are reused, so the steady state allocates nothing.
   void matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const;
   // Same, computing only rows [row_begin, row_end) into y[t][r - row_begin] (stride row_end-row_begin).
   void matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,

@@ -45,7 +45,7 @@ class RealServer : public ::testing::Test {
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(m).value();
     engine::EngineOptions eo;
-    eo.num_kv_blocks = 64;
+    eo.num_kv_blocks = 512;
     eo.num_threads = 1;
     eo.max_model_len = 256;
     eo.seed = 1;
@@ -130,24 +130,33 @@ TEST_F(RealServer, ChatStopLogprobsAndN) {
 TEST_F(RealServer, ContextLimitAndDisconnectCancel) {
   auto big = post("/v1/completions", R"({"model":"stories260K","prompt":"Once","max_tokens":1000})");
   EXPECT_EQ(big.status, 400);
-  EXPECT_NE(big.body.find("maximum context length is 256"), std::string::npos) << big.body;
+  EXPECT_NE(big.body.find("maximum context length is " + std::to_string(engine_->max_model_len())),
+            std::string::npos)
+      << big.body;
 
   http::Client c;
   ASSERT_TRUE(c.connect("127.0.0.1", http_->port()).ok());
+  int max_tokens = engine_->max_model_len() - 8;
   ASSERT_TRUE(c.send_request("POST", "/v1/completions",
-                             R"({"model":"stories260K","prompt":"Once","max_tokens":250,"stream":true,"ignore_eos":true})")
+                             json{{"model", "stories260K"}, {"prompt", "Once"}, {"max_tokens", max_tokens},
+                                  {"n", 16}, {"stream", true}, {"ignore_eos", true}}
+                                 .dump())
                   .ok());
   auto head = c.read_head();
   ASSERT_TRUE(head.ok());
+  ASSERT_EQ(head->status, 200);
   ASSERT_TRUE(c.read_chunk().ok());
   c.close();
   auto until = std::chrono::steady_clock::now() + 5s;
-  while (service_->counters().requests_cancelled.load() == 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(2ms);
-  EXPECT_EQ(service_->counters().requests_cancelled.load(), 1u);
+  while (!engine_->idle() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(engine_->idle());  // the request left the engine either way
+  int64_t generated = engine_->stats().generation_tokens_total;
+  if (generated >= int64_t{16} * max_tokens)
+    GTEST_SKIP() << "the model finished all " << generated << " tokens before the disconnect was seen";
   until = std::chrono::steady_clock::now() + 5s;
-  while (!engine_->idle() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(2ms);
-  EXPECT_TRUE(engine_->idle());  // the cancelled request left the engine
+  while (service_->counters().requests_cancelled.load() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(service_->counters().requests_cancelled.load(), 1u);
 }
 
 // ---- The binary (skipped until `tokenserve` is built with the serve command) ----
