@@ -8,13 +8,15 @@
 // 4864x1024). Each iteration uses the next of several copies of the
 // weights, > 256 MB in all, so they stream from DRAM like a real forward pass. Counters:
 // GB/s = weight bytes / time, frac_bw = GB/s over the bandwidth measured at start-up with the
-// same thread count, tok/s = n_tok per matmul time. BM_PoolRun: fork-join cost of the pool.
+// same thread count, tok/s = n_tok per matmul time. BM_PoolRun / BM_PoolChunks: fork-join cost
+// of run() / parallel_chunks().
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -123,6 +125,17 @@ void BM_PoolRun(benchmark::State& state) {
   benchmark::DoNotOptimize(sink);
 }
 BENCHMARK(BM_PoolRun)->Arg(1)->Arg(2)->UseRealTime();
+
+// Same for parallel_chunks (what matmul uses): the caller does not wait for late workers.
+void BM_PoolChunks(benchmark::State& state) {
+  ThreadPool& pool = pool_for(static_cast<int>(state.range(0)));
+  std::atomic<int64_t> sink{0};
+  for (auto _ : state) {
+    pool.parallel_chunks(8, 1, [&](int64_t b, int64_t e) { sink.fetch_add(e - b, std::memory_order_relaxed); });
+  }
+  benchmark::DoNotOptimize(sink.load());
+}
+BENCHMARK(BM_PoolChunks)->Arg(1)->Arg(2)->UseRealTime();
 
 const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kF16};
 const int64_t kShapes[][2] = {{4864, 896}, {896, 4864}};

@@ -6,6 +6,7 @@
 // drain deadline, and the process exits 0. A bad model path or an occupied port is one clear
 // line on stderr and exit 1.
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <pthread.h>
 
@@ -59,6 +60,17 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Refuse an occupied port before spending time on the model (the real bind comes later).
+  if (port != 0) {
+    http::ServerOptions probe_opts;
+    probe_opts.host = host;
+    probe_opts.port = static_cast<uint16_t>(port);
+    probe_opts.num_io_threads = 1;
+    http::Server probe(probe_opts);
+    if (Status st = probe.start(); !st.ok()) return fail("serve", st.message());
+    probe.stop();
+  }
+
   auto model = model::Model::load(model_path);
   if (!model.ok()) return fail("serve", "cannot load " + model_path + ": " + model.status().message());
   engine::EngineOptions eo;
@@ -97,8 +109,10 @@ int cmd_serve(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&sigs, &sig);
+  char deadline[32];
+  std::snprintf(deadline, sizeof(deadline), "%.1f", drain_timeout_s);
   log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining (up to " +
-            std::to_string(drain_timeout_s) + " s)");
+            deadline + " s)");
   service.begin_drain();
   http.drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)));
   service.stop();

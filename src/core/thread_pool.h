@@ -1,7 +1,8 @@
 // Persistent thread pool for compute kernels (PERFORMANCE.md "Threading").
 //
 // run(fn) executes fn(thread_index, num_threads) once on every thread of the pool, the calling
-// thread being index 0, and returns when all have finished. Workers spin briefly
+// thread being index 0, and returns when all have finished. parallel_chunks() instead hands out
+// chunks dynamically and does not wait for workers that have not started (see there). Workers spin briefly
 // (_mm_pause) waiting for the next job, then sleep on a futex/condition variable, so back-to-back
 // jobs cost well under a microsecond to publish. No allocation per run().
 //
@@ -9,6 +10,7 @@
 // safe to run concurrently with itself for distinct thread indices.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -52,9 +54,38 @@ class ThreadPool {
     });
   }
 
+  // Runs fn(begin, end) over [0, n) in chunks of `grain` (the last may be shorter), claimed in
+  // order by the calling thread and whichever workers are running. A worker that wakes only
+  // after every chunk is claimed skips the job, so a descheduled worker (VM steal, an
+  // oversubscribed machine) delays the caller by at most the chunk it is running, never by its
+  // whole share. Chunks run exactly once, on any thread; fn must not assume which.
+  template <typename F>
+  void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (num_threads_ == 1 || n <= grain) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    auto body = [&](int, int) {
+      for (;;) {
+        const int64_t b = next.fetch_add(grain, std::memory_order_relaxed);
+        if (b >= n) return;
+        fn(b, b + grain < n ? b + grain : n);
+      }
+    };
+    struct Thunk {
+      static void call(void* ctx, int i, int nt) { (*static_cast<decltype(body)*>(ctx))(i, nt); }
+    };
+    run_raw(&Thunk::call, static_cast<void*>(&body), /*all_threads=*/false);
+  }
+
  private:
   using RawFn = void (*)(void* ctx, int thread_index, int num_threads);
-  void run_raw(RawFn fn, void* ctx);
+  // all_threads: every worker runs fn (run()); otherwise only workers that join before the
+  // caller's own fn returns (parallel_chunks()).
+  void run_raw(RawFn fn, void* ctx, bool all_threads = true);
 
   struct Impl;
   int num_threads_;

@@ -25,6 +25,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "core/log.h"
+#include "http/wire.h"
 
 namespace ts::http {
 
@@ -85,52 +86,7 @@ struct Server::Impl {
 
 namespace {
 
-std::string sanitize_header(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s)
-    if (c != '\r' && c != '\n') out.push_back(c);
-  return out;
-}
-
-bool is_framing_header(std::string_view name) {
-  return iequals(name, "content-length") || iequals(name, "transfer-encoding") ||
-         iequals(name, "connection");
-}
-
-std::string format_head(int status, std::string_view server_name, std::string_view content_type,
-                        const HeaderList& headers, std::optional<size_t> content_length,
-                        bool chunked, bool keep_alive) {
-  std::string h;
-  h.reserve(256);
-  h += "HTTP/1.1 ";
-  h += std::to_string(status);
-  h += ' ';
-  h += reason_phrase(status);
-  h += "\r\n";
-  if (!server_name.empty()) h += "Server: " + sanitize_header(server_name) + "\r\n";
-  if (!content_type.empty()) h += "Content-Type: " + sanitize_header(content_type) + "\r\n";
-  if (content_length) h += "Content-Length: " + std::to_string(*content_length) + "\r\n";
-  if (chunked) h += "Transfer-Encoding: chunked\r\n";
-  h += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  for (const auto& [k, v] : headers) {
-    if (is_framing_header(k) || k.empty()) continue;
-    h += sanitize_header(k) + ": " + sanitize_header(v) + "\r\n";
-  }
-  h += "\r\n";
-  return h;
-}
-
 std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
-
-void append_chunk(std::string* out, std::string_view data) {
-  if (data.empty()) return;  // a zero-size chunk would end the body
-  char size[24];
-  int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-  out->append(size, static_cast<size_t>(n));
-  out->append(data);
-  out->append("\r\n");
-}
 
 }  // namespace
 
@@ -531,7 +487,7 @@ void Connection::send_whole(uint64_t id, Response r) {
   response_started_ = true;
   bool keep = keep_alive_ && !server_->draining.load();
   keep_alive_ = keep;
-  std::string bytes = format_head(r.status, server_->opts.server_name, r.content_type, r.headers,
+  std::string bytes = format_response_head(r.status, server_->opts.server_name, r.content_type, r.headers,
                                   r.body.size(), false, keep);
   if (!head_request_) bytes += r.body;
   queue_bytes(std::move(bytes), /*complete=*/true);
@@ -546,7 +502,7 @@ void Connection::start_stream(uint64_t id, int status, std::string content_type,
   if (http10_) keep_alive_ = false;  // no chunked framing in HTTP/1.0: the close ends the body
   bool keep = keep_alive_ && !server_->draining.load();
   keep_alive_ = keep;
-  queue_bytes(format_head(status, server_->opts.server_name, content_type, headers, std::nullopt,
+  queue_bytes(format_response_head(status, server_->opts.server_name, content_type, headers, std::nullopt,
                           !http10_, keep),
               false);
 }
@@ -570,7 +526,7 @@ void Connection::queue_chunk(uint64_t id, std::string data) {
 
 void Connection::finish_stream(uint64_t id) {
   if (id != exchange_id_ || !streaming_ || response_complete_ || phase_ == Phase::kClosed) return;
-  queue_bytes(http10_ || head_request_ ? std::string() : std::string("0\r\n\r\n"), true);
+  queue_bytes(http10_ || head_request_ ? std::string() : std::string(kLastChunk), true);
 }
 
 void Connection::queue_bytes(std::string bytes, bool complete) {

@@ -190,6 +190,9 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// From this many tokens on, activation preparation is split over the pool.
+constexpr int64_t kMinParallelPrepTokens = 16;
+
 // Below this many multiply-adds a matmul runs on the calling thread only.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
@@ -290,45 +293,57 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   kern::Act act;
   act.n_tok = n_tok;
   act.cols = cols;
+  // Buffers first (on this thread), then the per-token preparation, which is split over the
+  // pool for large batches (it is O(n_tok * cols) and would otherwise run on one thread).
+  const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
+  float* xf = nullptr;
+  int8_t* q8 = nullptr;
+  float* d8 = nullptr;
+  int32_t* s8 = nullptr;
+  BlockQ8_K* qk = nullptr;
   switch (im.layout) {
-    case kern::Layout::kF32: act.xf = x; break;
-    case kern::Layout::kF16: {
-      float* xf = grow(scratch.xf, n);
-      kt.act.round_f16(x, xf, static_cast<int64_t>(n));
-      act.xf = xf;
-      break;
-    }
-    case kern::Layout::kBF16: {
-      float* xf = grow(scratch.xf, n);
-      kt.act.round_bf16(x, xf, static_cast<int64_t>(n));
-      act.xf = xf;
-      break;
-    }
+    case kern::Layout::kF32: break;
+    case kern::Layout::kF16:
+    case kern::Layout::kBF16: xf = grow(scratch.xf, n); break;
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
-    case kern::Layout::kQ8_0_R16: {
-      const int64_t nb = cols / kQK8_0;
-      int8_t* q8 = grow(scratch.q8, n);
-      float* d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb));
-      int32_t* s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb));
-      for (int64_t t = 0; t < n_tok; ++t) kt.act.q8_0(x + t * cols, cols, q8 + t * cols, d8 + t * nb, s8 + t * nb);
-      act.q8 = q8;
-      act.d8 = d8;
-      act.s8 = s8;
+    case kern::Layout::kQ8_0_R16:
+      q8 = grow(scratch.q8, n);
+      d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));
+      s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb32));
       break;
-    }
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
     case kern::Layout::kQ6_K_R16:
-    case kern::Layout::kQ6_K: {
-      const int64_t nb = cols / kQK_K;
-      BlockQ8_K* qk = grow(scratch.qk, static_cast<size_t>(n_tok * nb));
-      for (int64_t t = 0; t < n_tok; ++t) kt.act.q8_k(x + t * cols, cols, qk + t * nb);
-      act.qk = qk;
-      break;
-    }
+    case kern::Layout::kQ6_K: qk = grow(scratch.qk, static_cast<size_t>(n_tok * nb256)); break;
     case kern::Layout::kCount: TS_CHECK(false, "matmul: bad layout");
   }
+  auto prepare = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xt = x + t * cols;
+      if (q8 != nullptr) {
+        kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
+      } else if (qk != nullptr) {
+        kt.act.q8_k(xt, cols, qk + t * nb256);
+      } else if (im.layout == kern::Layout::kF16) {
+        kt.act.round_f16(xt, xf + t * cols, cols);
+      } else if (im.layout == kern::Layout::kBF16) {
+        kt.act.round_bf16(xt, xf + t * cols, cols);
+      }
+    }
+  };
+  if (im.layout != kern::Layout::kF32) {
+    if (pool != nullptr && pool->num_threads() > 1 && n_tok >= kMinParallelPrepTokens) {
+      pool->parallel_chunks(n_tok, 4, prepare);
+    } else {
+      prepare(0, n_tok);
+    }
+  }
+  act.xf = im.layout == kern::Layout::kF32 ? x : xf;
+  act.q8 = q8;
+  act.d8 = d8;
+  act.s8 = s8;
+  act.qk = qk;
 
   const kern::GemmFn fn = gemm_for(active_isa(), im.layout);
   const bool r16 = kern::is_r16(im.layout);
@@ -360,14 +375,13 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     compute(row_begin, row_end);
     return;
   }
-  // Split on 16-row boundaries (absolute), equal numbers of groups per thread.
+  // Chunks of whole 16-row groups (absolute), claimed in order by whichever threads are
+  // running (PERFORMANCE.md: a late or descheduled worker must not hold up the step). About
+  // four chunks per thread keep each thread's reads sequential.
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
-  pool->run([&](int i, int nt) {
-    const int64_t ng = g1 - g0;
-    const int64_t per = ng / nt, rem = ng % nt;
-    const int64_t c0 = g0 + i * per + std::min<int64_t>(i, rem);
-    const int64_t c1 = c0 + per + (i < rem ? 1 : 0);
-    const int64_t b = std::max(row_begin, c0 * 16), e = std::min(row_end, c1 * 16);
+  const int64_t per_chunk = std::max<int64_t>(1, (g1 - g0) / (4 * pool->num_threads()));
+  pool->parallel_chunks(g1 - g0, per_chunk, [&](int64_t c0, int64_t c1) {
+    const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
     if (b < e) compute(b, e);
   });
 }

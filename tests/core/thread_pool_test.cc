@@ -93,3 +93,56 @@ TEST(ThreadPoolTest, DestroysCleanlyWhileIdleOrAfterSleep) {
 
 }  // namespace
 }  // namespace ts
+
+namespace ts {
+namespace {
+
+TEST(ThreadPoolTest, ParallelChunksCoversRangeOnceInOrderedChunks) {
+  ThreadPool pool(3);
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{1000}, int64_t{1001}}) {
+    for (int64_t grain : {int64_t{1}, int64_t{16}, int64_t{100}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> bad{0};
+      pool.parallel_chunks(n, grain, [&](int64_t b, int64_t e) {
+        if (b % grain != 0 || (e - b != grain && e != n) || e > n) bad.fetch_add(1);
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      EXPECT_EQ(bad.load(), 0) << "n=" << n << " grain=" << grain;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ParallelChunksCompletesWhileWorkersSleep) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // workers go to sleep
+    std::atomic<int64_t> sum{0};
+    pool.parallel_chunks(100, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+    });
+    EXPECT_EQ(sum.load(), 99 * 100 / 2);
+  }
+}
+
+TEST(ThreadPoolTest, ChunkedAndAllThreadJobsInterleave) {
+  // Late workers of a chunked job must neither run a later job twice nor miss an all-threads
+  // job.
+  ThreadPool pool(3);
+  std::vector<int64_t> per_thread(3, 0);
+  int64_t chunk_total = 0;
+  for (int job = 0; job < 3000; ++job) {
+    if (job % 2 == 0) {
+      pool.run([&](int i, int) { per_thread[static_cast<size_t>(i)] += 1; });
+    } else {
+      std::atomic<int64_t> s{0};
+      pool.parallel_chunks(7, 1, [&](int64_t b, int64_t e) { s.fetch_add(e - b); });
+      chunk_total += s.load();
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(per_thread[static_cast<size_t>(i)], 1500) << "thread " << i;
+  EXPECT_EQ(chunk_total, 1500 * 7);
+}
+
+}  // namespace
+}  // namespace ts

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <sys/wait.h>
@@ -161,7 +162,9 @@ TEST_F(RealServer, ContextLimitAndDisconnectCancel) {
 
 // ---- The binary (skipped until `tokenserve` is built with the serve command) ----
 
+// $TOKENSERVE_BIN, else the build's tokenserve.
 std::string tokenserve_binary() {
+  if (const char* env = std::getenv("TOKENSERVE_BIN"); env && *env) return env;
   std::string p = std::string(TS_BINARY_DIR) + "/tokenserve";
   return std::filesystem::exists(p) ? p : "";
 }

@@ -278,11 +278,11 @@ TEST(MatrixTest, MatmulRowsComputesTheSubrange) {
 TEST(MatrixTest, ThreadedEqualsSingleThreadedOnLargeMatrix) {
   ThreadPool pool(2);
   const int64_t rows = 333, cols = 1024;
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ6_K}) {
+  for (DType t : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ6_K}) {
     auto w = make_weights(t, rows, cols, 12);
     auto m = Matrix::create(t, w.data(), rows, cols);
     ASSERT_TRUE(m.ok());
-    for (int64_t n_tok : {1, 8}) {
+    for (int64_t n_tok : {1, 8, 33}) {  // 33: activation preparation split over the pool too
       auto x = random_floats(n_tok * cols, 13);
       std::vector<float> a(n_tok * rows), b(n_tok * rows);
       m->matmul(x.data(), n_tok, a.data(), nullptr);
