@@ -17,7 +17,8 @@ if [ -f "$DIR/pg/data/postmaster.pid" ]; then
   fi
 fi
 if [ -f "$DIR/redis.pid" ]; then
-  kill "$(cat "$DIR/redis.pid")" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$(cat "$DIR/redis.pid")" 2>/dev/null || break; sleep 0.1; done
+  REDIS_PID=$(cat "$DIR/redis.pid")
+  kill "$REDIS_PID" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$REDIS_PID" 2>/dev/null || break; sleep 0.1; done
 fi
 rm -rf "$DIR"

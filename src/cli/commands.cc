@@ -11,6 +11,8 @@ int cmd_generate(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
+int cmd_keys(int argc, char** argv);
+int cmd_usage(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
@@ -20,6 +22,8 @@ const Command kCommands[] = {
     {"template", "render a chat template (Jinja) with messages", cmd_template},
     {"bench", "load-test an OpenAI-compatible server", cmd_bench},
     {"plan", "plan KV-cache memory and concurrency", cmd_plan},
+    {"keys", "create, list, disable and rotate API keys", cmd_keys},
+    {"usage", "usage reports from the ledger", cmd_usage},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
 };
 }  // namespace
