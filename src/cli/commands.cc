@@ -5,6 +5,7 @@
 namespace ts::cli {
 
 int cmd_info(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
@@ -16,6 +17,7 @@ int cmd_usage(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
+    {"serve", "serve a model over an OpenAI-compatible HTTP API", cmd_serve},
     {"info", "print a GGUF model's architecture, shapes, tensor types and KV bytes/token", cmd_info},
     {"generate", "generate a continuation of a prompt (streams to stdout)", cmd_generate},
     {"tokenize", "tokenize text with a model's tokenizer", cmd_tokenize},

@@ -51,6 +51,7 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   size_t idx = prompt * static_cast<size_t>(spec_.n) + static_cast<size_t>(ev.index);
   if (idx >= choices_.size()) return;
   ChoiceState& c = choices_[idx];
+  if (ev.finish == engine::FinishReason::kCancelled) saw_cancelled_ = true;
   if (ev.finish == engine::FinishReason::kError && error_.ok())
     error_ = ev.error.ok() ? internal_error("generation failed") : ev.error;
 
@@ -101,6 +102,7 @@ void ResponseJob::finish_job() {
     result.usage.cached_tokens += u.cached_tokens;
   }
   result.error = !error_.ok();
+  result.cancelled = saw_cancelled_ || exchange_->cancelled();
   if (spec_.stream) {
     std::string out;
     if (!error_.ok()) out += api::sse_event(api::error_from_status(error_).to_json());

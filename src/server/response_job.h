@@ -37,9 +37,9 @@ struct JobSpec {
 
 // Totals a finished job reports (for metrics).
 struct JobResult {
-  bool cancelled = false;
+  bool cancelled = false;            // client gone or the engine cancelled it
   bool error = false;
-  api::UsageInfo usage;
+  api::UsageInfo usage;              // what was used, also when cancelled (as far as known)
 };
 
 class ResponseJob {
@@ -75,6 +75,7 @@ class ResponseJob {
   const tokenizer::Tokenizer* tok_;
   std::function<void(const JobResult&)> on_done_;
   Status error_;
+  bool saw_cancelled_ = false;       // a choice ended with FinishReason::kCancelled
   bool over_ = false;
 };
 

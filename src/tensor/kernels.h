@@ -25,6 +25,7 @@ enum class Layout : int {
   kQ8_0_R16,  // 16 rows interleaved, see below
   kQ4_K_R16,  // 16 rows interleaved, see below
   kQ6_K_R16,  // 16 rows interleaved, see below
+  kQ4_0_R16,  // 16 rows interleaved, see below
   kCount,
 };
 
@@ -50,8 +51,15 @@ constexpr size_t kQ4KR16BlockBytes = 2048 + 128 + 128 + 32 + 32;
 //   [2 c][8 m][16 rows][4] u8   qh bytes 32c + 4m .. +3   (1024 B)
 //   [16][16] int8 scales (sub-block, row), [16] fp16 d, 32 bytes of padding
 constexpr size_t kQ6KR16BlockBytes = 2048 + 1024 + 256 + 32 + 32;
+// Q4_0_R16: like Q8_0_R16 with pair records of kR16Q4PairBytes: [2][16] fp16 scales, then
+// [2 blocks][4 m][16 rows][4] u8 = GGUF qs bytes 4m .. 4m+3 of each row (low nibbles: values
+// 4m.., high nibbles: values 16 + 4m..; weight = nibble - 8).
+constexpr size_t kR16Q4PairBytes = 64 + 2 * 256;
+inline size_t r16_q4_group_bytes(int64_t cols) {
+  return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q4PairBytes;
+}
 inline bool is_r16(Layout l) {
-  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16;
+  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

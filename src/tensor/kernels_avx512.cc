@@ -123,8 +123,9 @@ void zgemm_float(const GemmArgs& g) {
 
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
-// kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels).
-template <int T, int kBias>
+// kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
+// (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout.
+template <int T, int kBias, bool kQ4 = false>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
@@ -142,9 +143,10 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    constexpr size_t kRec = kQ4 ? kR16Q4PairBytes : kR16PairBytes;
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kRec;
     const int half = static_cast<int>(b & 1);
-    const uint8_t* vals = rec + 64 + half * 512;
+    const uint8_t* vals = rec + 64 + half * (kQ4 ? 256 : 512);
     if constexpr (T >= 4) _mm_prefetch(reinterpret_cast<const char*>(vals) + 8192, _MM_HINT_T0);
     __m512i isum[kChains][T];
 #pragma GCC unroll 8
@@ -156,7 +158,15 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     }
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
-      const __m512i w = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * k4));
+      __m512i w;
+      if constexpr (kQ4) {
+        // k4 < 4: low nibbles of line k4 (values 4*k4..); k4 >= 4: high nibbles of line k4 - 4
+        // (values 16 + 4*(k4 - 4) = 4*k4..), so the activation index is 4*k4 either way.
+        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * (k4 % 4)));
+        w = _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
+      } else {
+        w = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * k4));
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         int32_t x4;
@@ -185,36 +195,40 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 }
 
 // Lanes [lane0, lane1) of one R16-format group, all tokens, into y[t][out_r + lane - lane0].
-template <int kBias>
+template <int kBias, bool kQ4 = false>
 void r16_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
-  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias>(g, grp, lane0, lane1, out_r, t0);
+  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0);
   switch (n_tok - t0) {
-    case 7: r16_tile<7, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 6: r16_tile<6, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 5: r16_tile<5, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 4: r16_tile<4, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 3: r16_tile<3, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 2: r16_tile<2, kBias>(g, grp, lane0, lane1, out_r, t0); break;
-    case 1: r16_tile<1, kBias>(g, grp, lane0, lane1, out_r, t0); break;
+    case 7: r16_tile<7, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 6: r16_tile<6, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 5: r16_tile<5, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 4: r16_tile<4, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 3: r16_tile<3, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 2: r16_tile<2, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
+    case 1: r16_tile<1, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
     default: break;
   }
 }
 
-void gemm_q8_0_r16(const GemmArgs& g) {
+template <int kBias, bool kQ4>
+void gemm_r16_groups(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
   int lane0 = static_cast<int>(g.row0);
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    r16_group<128>(g, grp, lane0, lane1, done);
+    r16_group<kBias, kQ4>(g, grp, lane0, lane1, done);
     done += lane1 - lane0;
     lane0 = 0;
     grp += g.stride;
   }
 }
+
+void gemm_q8_0_r16(const GemmArgs& g) { gemm_r16_groups<128, false>(g); }
+void gemm_q4_0_r16(const GemmArgs& g) { gemm_r16_groups<8, true>(g); }
 
 // ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
 
@@ -708,7 +722,7 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16},
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

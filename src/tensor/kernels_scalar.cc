@@ -223,6 +223,34 @@ void gemm_q8_0_r16(const GemmArgs& g) {
   }
 }
 
+void gemm_q4_0_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK4_0;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const int8_t* xq = a.q8 + t * a.cols;
+      const float* xd = a.d8 + t * nb;
+      float s = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kR16Q4PairBytes;
+        const int half = static_cast<int>(b % 2);
+        const float dw = fp16_to_fp32(load<uint16_t>(rec + half * 32 + lane * 2));
+        const uint8_t* vals = rec + 64 + half * 256;
+        int32_t isum = 0;
+        for (int k = 0; k < kQK4_0; ++k) {
+          const uint8_t byte = vals[((k % 16) / 4) * 64 + lane * 4 + k % 4];
+          isum += ((k < 16 ? byte & 0xF : byte >> 4) - 8) * xq[b * kQK4_0 + k];
+        }
+        s += static_cast<float>(isum) * (dw * xd[b]);
+      }
+      g.y[t * g.ldy + i] = s;
+    }
+  }
+}
+
 void gemm_q4_k_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
@@ -278,6 +306,7 @@ const KernelTable& scalar_kernels() {
       gemm_q8_0_r16,
       gemm_q4_k_r16,
       gemm_q6_k_r16,
+      gemm_q4_0_r16,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

@@ -51,6 +51,7 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ8_0: return kern::Layout::kQ8_0_R16;
     case DType::kQ4_K: return kern::Layout::kQ4_K_R16;
     case DType::kQ6_K: return kern::Layout::kQ6_K_R16;
+    case DType::kQ4_0: return kern::Layout::kQ4_0_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -307,6 +308,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     case kern::Layout::kBF16: xf = grow(scratch.xf, n); break;
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
+    case kern::Layout::kQ4_0_R16:
     case kern::Layout::kQ8_0_R16:
       q8 = grow(scratch.q8, n);
       d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));

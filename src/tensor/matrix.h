@@ -4,7 +4,7 @@
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
-// AVX-512, Q8_0, Q4_K and Q6_K are repacked (same bytes per weight; Q6_K +1% padding), and the
+// AVX-512, Q8_0, Q4_0, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K +1-3%), and the
 // Matrix no longer reads `data` after create(); repacked() tells which.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
@@ -40,7 +40,7 @@ const char* isa_name(Isa isa);
 
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
-  // Allow a repacked layout (Q8_0 -> 16-row interleave when the active ISA is AVX-512).
+  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_K/Q6_K when the active ISA is AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
 };

@@ -148,16 +148,20 @@ TEST_F(RealServer, ContextLimitAndDisconnectCancel) {
   ASSERT_EQ(head->status, 200);
   ASSERT_TRUE(c.read_chunk().ok());
   c.close();
+  // The job ends either cancelled (the usual case) or, on a very fast machine, complete.
+  const auto& counters = service_->counters();
   auto until = std::chrono::steady_clock::now() + 5s;
+  while (counters.requests_cancelled.load() == 0 && counters.completion_tokens.load() == 0 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  until = std::chrono::steady_clock::now() + 5s;
   while (!engine_->idle() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
   EXPECT_TRUE(engine_->idle());  // the request left the engine either way
-  int64_t generated = engine_->stats().generation_tokens_total;
-  if (generated >= int64_t{16} * max_tokens)
-    GTEST_SKIP() << "the model finished all " << generated << " tokens before the disconnect was seen";
-  until = std::chrono::steady_clock::now() + 5s;
-  while (service_->counters().requests_cancelled.load() == 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(1ms);
-  EXPECT_EQ(service_->counters().requests_cancelled.load(), 1u);
+  if (counters.completion_tokens.load() == uint64_t{16} * max_tokens)
+    GTEST_SKIP() << "the model finished all tokens before the disconnect was seen";
+  EXPECT_EQ(counters.requests_cancelled.load(), 1u);
+  EXPECT_LT(counters.completion_tokens.load(), uint64_t{16} * max_tokens);  // partial usage kept
+  EXPECT_LT(engine_->stats().generation_tokens_total, int64_t{16} * max_tokens);
 }
 
 // ---- The binary (skipped until `tokenserve` is built with the serve command) ----

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 // kHold streams one token every 5 ms until cancelled or done.
 class FakeBackend : public Backend {
  public:
-  enum class Mode { kImmediate, kHold, kQueueFull };
+  enum class Mode { kImmediate, kHold, kQueueFull, kError };
   explicit FakeBackend(int32_t max_model_len) : max_model_len_(max_model_len) {}
   ~FakeBackend() override {
     for (auto& t : threads_) t.join();
@@ -40,7 +40,14 @@ class FakeBackend : public Backend {
     auto state = std::make_shared<engine::detail::HandleState>();
     auto handle = std::make_shared<engine::RequestHandle>(req.id, req.sampling.n, state);
     last_state = state;
-    if (mode == Mode::kImmediate) {
+    if (mode == Mode::kError) {
+      engine::Event tok{.index = 0, .text = "w0", .token_ids = {100}};
+      push(*state, tok);
+      engine::Event fail{.index = 0, .finish = engine::FinishReason::kError,
+                         .error = Status(StatusCode::kDeadlineExceeded, "request deadline passed"),
+                         .request_done = true};
+      push(*state, fail);
+    } else if (mode == Mode::kImmediate) {
       produce(req, state, false);
     } else {
       threads_.emplace_back([this, req, state] { produce(req, state, true); });
@@ -312,6 +319,22 @@ TEST_F(ServiceTest, QueueFullIs503WithRetryAfter) {
   auto r = post("/v1/completions", R"({"model":"stories","prompt":"x"})");
   expect_error(r, 503, "", "service_unavailable");
   EXPECT_EQ(r.header("retry-after"), "2");
+}
+
+TEST_F(ServiceTest, EngineErrorBecomesErrorBodyOrErrorEvent) {
+  backend_->mode = FakeBackend::Mode::kError;
+  auto whole = post("/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":4})");
+  expect_error(whole, 504, "", "");
+  EXPECT_NE(whole.body.find("request deadline passed"), std::string::npos);
+  auto streamed = post("/v1/chat/completions",
+                       R"({"model":"stories","messages":[{"role":"user","content":"x"}],"max_tokens":4,"stream":true})");
+  ASSERT_EQ(streamed.status, 200);
+  auto events = sse_data(streamed.body);
+  ASSERT_EQ(events.size(), 4u) << streamed.body;  // role, "w0", error, [DONE]
+  EXPECT_EQ(json::parse(events[1])["choices"][0]["delta"]["content"], "w0");
+  json err = json::parse(events[2]);
+  EXPECT_EQ(err["error"]["message"], "request deadline passed");
+  EXPECT_EQ(events[3], "[DONE]");
 }
 
 TEST_F(ServiceTest, DisconnectCancelsTheEngineRequest) {

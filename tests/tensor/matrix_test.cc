@@ -201,7 +201,8 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
           auto m = Matrix::create(s.type, w.data(), s.rows, s.cols, MatrixOptions{.allow_repack = repack});
           ASSERT_TRUE(m.ok());
           EXPECT_EQ(m->repacked(), repack && isa == Isa::kAvx512 &&
-                                        (s.type == DType::kQ8_0 || s.type == DType::kQ4_K || s.type == DType::kQ6_K));
+                                        (s.type == DType::kQ8_0 || s.type == DType::kQ4_K || s.type == DType::kQ6_K ||
+                                         s.type == DType::kQ4_0));
           std::vector<float> got(want.size(), -7.0f);
           m->matmul(x.data(), n_tok, got.data(), n_tok % 2 ? &pool : nullptr);
           expect_close(got, want, 2e-5,
@@ -222,7 +223,8 @@ TEST(MatrixTest, RepackedMatrixWorksUnderEveryIsa) {
   };
   // Odd number of Q8_0 blocks and partial last groups.
   for (Case c : {Case{DType::kQ8_0, 45, 160}, Case{DType::kQ4_K, 45, 512}, Case{DType::kQ4_K, 7, 256},
-                 Case{DType::kQ6_K, 45, 512}, Case{DType::kQ6_K, 7, 256}}) {
+                 Case{DType::kQ6_K, 45, 512}, Case{DType::kQ6_K, 7, 256}, Case{DType::kQ4_0, 45, 160},
+                 Case{DType::kQ4_0, 7, 64}}) {
     auto w = make_weights(c.type, c.rows, c.cols, 3);
     const size_t rb = row_bytes(*type_traits(static_cast<uint32_t>(c.type)), c.cols);
     set_isa(Isa::kAvx512);
