@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libboost-dev libboost-system-dev nlohmann-json3-dev libpcre2-dev
-      libsqlite3-dev libpq-dev libhiredis-dev libcli11-dev libtomlplusplus-dev
+      libsqlite3-dev libpq-dev libhiredis-dev libcurl4-openssl-dev libcli11-dev libtomlplusplus-dev
       libspdlog-dev libfmt-dev ca-certificates)
 
 missing=()

@@ -1,10 +1,14 @@
 // tokenserve serve -m MODEL [--host 127.0.0.1 --port 8080 --threads N --kv-cache-memory 2GiB
 //                  --max-seqs N --max-batch-tokens N --max-model-len N --model-name NAME
 //                  --io-threads N --drain-timeout S --max-body BYTES]
-// Loads the model, starts the engine and the OpenAI-compatible HTTP server, and serves until
-// SIGTERM/SIGINT: then /ready turns 503, new work is refused, running requests finish up to the
-// drain deadline, and the process exits 0. A bad model path or an occupied port is one clear
-// line on stderr and exit 1.
+//                 [--ledger tokenserve.db|postgresql://... --limits redis://host:port
+//                  --config governance.toml --no-auth --log-format text|json]
+// Loads the model, opens governance (API keys, limits, quotas, usage ledger) and metrics,
+// starts the engine and the OpenAI-compatible HTTP server, and serves until SIGTERM/SIGINT:
+// then /ready turns 503, new work is refused, running requests finish up to the drain deadline,
+// the ledger is flushed, and the process exits 0. SIGHUP reloads the governance config (a bad
+// file keeps the old one). A bad model path, config file (file:line: reason), ledger/limits
+// URL or an occupied port is one clear line on stderr and exit 1.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -13,9 +17,11 @@
 #include "cli/cli_util.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "gateway/governor.h"
 #include "gguf/gguf.h"
 #include "http/server.h"
 #include "model/model.h"
+#include "obs/server_metrics.h"
 #include "server/backend.h"
 #include "server/openai_service.h"
 #include "server/prompt_builder.h"
@@ -27,6 +33,8 @@ int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", kv_memory = "256MiB", model_name, max_body = "8MiB";
   int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
   double drain_timeout_s = 30.0;
+  std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
+  bool no_auth = false;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
@@ -40,6 +48,13 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--model-name", model_name, "model id clients use (default: the file name without .gguf)");
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
   app.add_option("--max-body", max_body, "largest request body (default 8MiB)");
+  app.add_option("--ledger", ledger, "usage ledger and API keys: SQLite file or postgresql:// URL (default tokenserve.db)");
+  app.add_option("--limits", limits, "shared rate-limit/quota store, redis://host:port (default: in this process)");
+  app.add_option("--config", config_path, "governance config (TOML): tenants, apps, limits, quotas, tiers, prices, "
+                                          "admin key, log level");
+  app.add_flag("--no-auth", no_auth, "serve without API keys (every request is tenant 'anonymous')");
+  app.add_option("--log-format", log_format, "log lines as text or json (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   if (model_path.empty())
@@ -52,11 +67,14 @@ int cmd_serve(int argc, char** argv) {
   auto body_bytes = parse_bytes(max_body);
   if (!body_bytes || *body_bytes == 0) return fail("serve", "bad --max-body '" + max_body + "'", 2);
 
+  log::set_format(log_format == "json" ? log::Format::kJson : log::Format::kText);
+
   // Signals are taken by sigwait() below; every thread started from here on inherits the mask.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -70,6 +88,14 @@ int cmd_serve(int argc, char** argv) {
     if (Status st = probe.start(); !st.ok()) return fail("serve", st.message());
     probe.stop();
   }
+
+  // Governance before the model: a bad config or URL fails in milliseconds.
+  auto gov = gateway::Governor::open(
+      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth});
+  if (!gov.ok()) return fail("serve", gov.status().message());
+  log::set_level((*gov)->config()->log_level);
+  if (!no_auth && (*gov)->config()->admin_key_sha256.empty())
+    log::info("admin API disabled (no [admin] key_sha256 in the governance config)");
 
   auto model = model::Model::load(model_path);
   if (!model.ok()) return fail("serve", "cannot load " + model_path + ": " + model.status().message());
@@ -91,6 +117,11 @@ int cmd_serve(int argc, char** argv) {
   server::EngineBackend backend(**engine);
   server::PromptBuilder prompts = server::PromptBuilder::create(
       (*model)->tokenizer(), (*model)->gguf().get_string("tokenizer.chat_template"));
+  obs::ServerMetrics metrics(obs::ServerMetricsOptions{.model = so.model_id});
+  so.governor = gov->get();
+  so.require_auth = !no_auth;
+  so.metrics = &metrics;
+  so.log_requests = true;
   server::OpenAIService service(backend, std::move(prompts), so);
 
   http::ServerOptions ho;
@@ -108,7 +139,12 @@ int cmd_serve(int argc, char** argv) {
             std::to_string(max_seqs) + ", io threads " + std::to_string(io_threads) + ")");
 
   int sig = 0;
-  sigwait(&sigs, &sig);
+  while (true) {
+    sigwait(&sigs, &sig);
+    if (sig != SIGHUP) break;
+    log::info("received SIGHUP: reloading the governance config");
+    (void)(*gov)->reload_config();  // logs the outcome; a bad file keeps the old config
+  }
   char deadline[32];
   std::snprintf(deadline, sizeof(deadline), "%.1f", drain_timeout_s);
   log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining (up to " +
@@ -116,7 +152,12 @@ int cmd_serve(int argc, char** argv) {
   service.begin_drain();
   http.drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)));
   service.stop();
-  log::info("drained; exiting");
+  Status flushed = (*gov)->shutdown(std::chrono::milliseconds(5000));
+  gateway::GovernorStats gs = (*gov)->stats();
+  if (!flushed.ok()) log::error("ledger flush incomplete: " + flushed.message());
+  log::info("drained; ledger: " + std::to_string(gs.ledger.num_written) + " rows written, " +
+            std::to_string(gs.ledger.num_spilled) + " spilled, " + std::to_string(gs.ledger.num_dropped) +
+            " dropped; exiting");
   return 0;
 }
 

@@ -14,6 +14,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_keys(int argc, char** argv);
 int cmd_usage(int argc, char** argv);
+int cmd_pull(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
@@ -26,6 +27,7 @@ const Command kCommands[] = {
     {"plan", "plan KV-cache memory and concurrency", cmd_plan},
     {"keys", "create, list, disable and rotate API keys", cmd_keys},
     {"usage", "usage reports from the ledger", cmd_usage},
+    {"pull", "download a GGUF model from Hugging Face", cmd_pull},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
 };
 }  // namespace

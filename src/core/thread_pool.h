@@ -1,13 +1,15 @@
 // Persistent thread pool for compute kernels (PERFORMANCE.md "Threading").
 //
 // run(fn) executes fn(thread_index, num_threads) once on every thread of the pool, the calling
-// thread being index 0, and returns when all have finished. parallel_chunks() instead hands out
-// chunks dynamically and does not wait for workers that have not started (see there). Workers spin briefly
-// (_mm_pause) waiting for the next job, then sleep on a futex/condition variable, so back-to-back
-// jobs cost well under a microsecond to publish. No allocation per run().
+// thread being index 0, and returns when all have finished. parallel_chunks() instead hands
+// out chunks dynamically and does not wait for workers that have not started (see there);
+// prefer it for row-parallel work on machines that may be oversubscribed. Workers spin briefly
+// (_mm_pause, ~100 us) waiting for the next job, then sleep on a futex, so back-to-back jobs
+// cost well under a microsecond to publish. No allocation per run().
 //
-// Thread-safety: run() must be called from one thread at a time (the engine thread); fn must be
-// safe to run concurrently with itself for distinct thread indices.
+// Thread-safety: run()/parallel_chunks() must be called from one thread at a time (the engine
+// thread) and not re-entered from fn; fn must be safe to run concurrently with itself for
+// distinct thread indices / chunks.
 #pragma once
 
 #include <atomic>

@@ -7,6 +7,10 @@
 #include "api/engine_mapping.h"
 #include "api/request_parser.h"
 #include "api/response_format.h"
+#include "core/log.h"
+#include "obs/dashboard_assets.h"
+#include "obs/request_log.h"
+#include "server/governance_routes.h"
 
 namespace ts::server {
 
@@ -27,16 +31,50 @@ http::Response json_response(int status, std::string body) {
 
 }  // namespace
 
+namespace {
+http::Response with_request_id(http::Response r, const OpenAIService::Call& call) {
+  r.set_header("X-Request-Id", call.request_id);
+  return r;
+}
+}  // namespace
+
 OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOptions opts)
     : backend_(backend), prompts_(std::move(prompts)), opts_(std::move(opts)) {
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   if (opts_.created == 0) opts_.created = unix_now();
+  if (opts_.metrics) {
+    refresh_metrics();
+    sampler_ = std::thread([this] { sampler_loop(); });
+  }
 }
 
 OpenAIService::~OpenAIService() { stop(); }
 
-void OpenAIService::stop() { pump_.stop(); }
+void OpenAIService::stop() {
+  pump_.stop();
+  {
+    std::lock_guard<std::mutex> lock(sampler_mu_);
+    sampler_stop_ = true;
+  }
+  sampler_cv_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
+}
+
+void OpenAIService::refresh_metrics() {
+  if (!opts_.metrics) return;
+  opts_.metrics->sample_engine(backend_.stats());
+  if (opts_.governor) opts_.metrics->set_ledger_spool_depth(opts_.governor->stats().ledger.spool_depth);
+}
+
+void OpenAIService::sampler_loop() {
+  std::unique_lock<std::mutex> lock(sampler_mu_);
+  while (!sampler_cv_.wait_for(lock, opts_.sample_interval, [this] { return sampler_stop_; })) {
+    lock.unlock();
+    refresh_metrics();
+    lock.lock();
+  }
+}
 
 void OpenAIService::begin_drain() {
   draining_.store(true);
@@ -64,6 +102,26 @@ void OpenAIService::register_routes(http::Server& server) {
   server.route(Method::kGet, "/health", bind(&OpenAIService::handle_health));
   server.route(Method::kGet, "/ready", bind(&OpenAIService::handle_ready));
   server.route(Method::kGet, "/metrics", bind(&OpenAIService::handle_metrics));
+  if (opts_.governor) register_governance_routes(server, *opts_.governor);
+  if (opts_.metrics) {
+    server.route(Method::kGet, "/dashboard", bind(&OpenAIService::handle_dashboard));
+    server.route(Method::kGet, "/dashboard/data", bind(&OpenAIService::handle_dashboard_data));
+  }
+}
+
+OpenAIService::Call OpenAIService::begin_call(const http::ExchangePtr& ex) const {
+  return Call{.request_id = obs::resolve_request_id(ex->request().header("x-request-id")),
+              .start = std::chrono::steady_clock::now()};
+}
+
+bool OpenAIService::authorized(const http::ExchangePtr& ex, const Call& call) {
+  if (!opts_.require_auth || !opts_.governor) return true;
+  auto key = opts_.governor->keys()->authenticate(ex->request().header("authorization"));
+  if (key.ok()) return true;
+  bool down = key.status().code() == StatusCode::kUnavailable;
+  api::ApiError e = api::error_from_status(key.status(), "", down ? "service_unavailable" : "invalid_api_key");
+  respond_error(ex, e, call);
+  return false;
 }
 
 bool OpenAIService::known_model(const std::string& name) const {
@@ -73,12 +131,15 @@ bool OpenAIService::known_model(const std::string& name) const {
   return false;
 }
 
-void OpenAIService::respond_error(const http::ExchangePtr& ex, const api::ApiError& e) {
+void OpenAIService::respond_error(const http::ExchangePtr& ex, const api::ApiError& e, const Call& call,
+                                  const http::HeaderList& headers) {
   counters_.responses_error.fetch_add(1);
+  // 429s of limits and quotas are counted by on_rate_limited / on_quota_rejected.
+  if (opts_.metrics && e.http_status != 429) opts_.metrics->on_error(e.http_status);
   http::Response r = json_response(e.http_status, e.to_json());
   if (e.http_status == 503) r.set_header("Retry-After", std::to_string(opts_.retry_after_seconds));
-  std::string_view rid = ex->request().header("x-request-id");
-  if (!rid.empty()) r.set_header("X-Request-Id", std::string(rid));
+  for (const auto& h : headers) r.set_header(h.first, h.second);
+  r.set_header("X-Request-Id", call.request_id);
   ex->respond(std::move(r));
 }
 
@@ -130,25 +191,131 @@ api::ApiResult<std::vector<std::shared_ptr<engine::RequestHandle>>> OpenAIServic
 }
 
 void OpenAIService::start_job(JobSpec spec, const http::ExchangePtr& ex,
-                              std::vector<std::shared_ptr<engine::RequestHandle>> handles) {
+                              std::vector<std::shared_ptr<engine::RequestHandle>> handles,
+                              std::function<void(const JobResult&)> on_done) {
   auto job = std::make_shared<ResponseJob>(
-      std::move(spec), ex, std::move(handles), prompts_.tokenizer(), [this](const JobResult& r) {
+      std::move(spec), ex, std::move(handles), prompts_.tokenizer(),
+      [this, on_done = std::move(on_done)](const JobResult& r) {
         if (r.cancelled) counters_.requests_cancelled.fetch_add(1);
         if (r.error) counters_.responses_error.fetch_add(1);
         counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(r.usage.prompt_tokens));
         counters_.completion_tokens.fetch_add(static_cast<uint64_t>(r.usage.completion_tokens));
         counters_.cached_tokens.fetch_add(static_cast<uint64_t>(r.usage.cached_tokens));
+        if (on_done) on_done(r);
       });
   job->begin();
   pump_.add(std::move(job));
 }
 
+void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
+                                   std::vector<engine::Request> reqs, const std::string& model,
+                                   engine::Tier tier) {
+  int64_t prompt_tokens = 0, max_tokens = 0;
+  for (const auto& r : reqs) {
+    prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
+    max_tokens += static_cast<int64_t>(r.sampling.max_tokens) * std::max<int32_t>(1, r.sampling.n);
+  }
+  http::HeaderList headers = {{"X-Request-Id", call.request_id}};
+  std::shared_ptr<gateway::Admission> admission;
+  if (gateway::Governor* gov = opts_.governor) {
+    gateway::AdmitResult ar = gov->admit({.authorization = ex->request().header("authorization"),
+                                          .model = model,
+                                          .tier = tier,
+                                          .prompt_tokens = prompt_tokens,
+                                          .max_tokens = max_tokens});
+    for (const auto& h : ar.headers) headers.push_back(h);
+    if (!ar.ok()) {
+      api::ApiError e = api::error_from_status(ar.status, "", ar.error_code);
+      if (ar.error_code == "insufficient_quota") {
+        e.type = "insufficient_quota";
+        if (opts_.metrics) opts_.metrics->on_quota_rejected();
+      } else if (e.http_status == 429) {
+        if (opts_.metrics) opts_.metrics->on_rate_limited();
+      }
+      if (ar.error_code == "max_tokens_too_large") e.param = "max_tokens";
+      return respond_error(ex, e, call, headers);
+    }
+    admission = std::make_shared<gateway::Admission>(std::move(*ar.admission));
+    for (auto& r : reqs) r.cache_namespace = admission->key.tenant;
+  }
+  spec.headers = headers;
+  std::string response_id = spec.meta.id;
+  auto handles = submit_all(std::move(reqs));
+  if (!handles.ok()) {
+    const api::ApiError& e = handles.error();
+    if (opts_.governor && admission) {
+      auto elapsed = std::chrono::steady_clock::now() - call.start;
+      opts_.governor->settle(
+          *admission,
+          gateway::UsageRecord{.request_id = response_id,
+                               .duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(),
+                               .finish_reason = "error",
+                               .http_status = e.http_status});
+    }
+    return respond_error(ex, e, call, headers);
+  }
+  start_job(std::move(spec), ex, std::move(handles).value(),
+            [this, call, response_id, admission, tier](const JobResult& r) {
+              record_finished(call, response_id, admission, tier, r);
+            });
+}
+
+void OpenAIService::record_finished(const Call& call, const std::string& response_id,
+                                    const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
+                                    const JobResult& r) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  auto now = std::chrono::steady_clock::now();
+  engine::FinishReason finish = r.finish == engine::FinishReason::kNone ? engine::FinishReason::kStop : r.finish;
+  if (opts_.governor && admission) {
+    int64_t ttft_ms = r.timings.first_token == engine::TimePoint{}
+                          ? -1
+                          : std::max<int64_t>(0, duration_cast<milliseconds>(r.timings.first_token - call.start).count());
+    opts_.governor->settle(*admission,
+                           gateway::UsageRecord{.request_id = response_id,
+                                                .prompt_tokens = r.usage.prompt_tokens,
+                                                .cached_tokens = r.usage.cached_tokens,
+                                                .completion_tokens = r.usage.completion_tokens,
+                                                .ttft_ms = ttft_ms,
+                                                .duration_ms = duration_cast<milliseconds>(now - call.start).count(),
+                                                .finish_reason = engine::finish_reason_name(finish),
+                                                .http_status = r.http_status});
+  }
+  if (!opts_.metrics && !opts_.log_requests) return;
+  obs::RequestObservation o;
+  o.model = opts_.model_id;
+  o.tier = tier;
+  if (admission) {
+    o.tenant = admission->key.tenant;
+    o.app = admission->key.app;
+  }
+  o.prompt_tokens = r.usage.prompt_tokens;
+  o.cached_tokens = r.usage.cached_tokens;
+  o.completion_tokens = r.usage.completion_tokens;
+  o.arrival = r.timings.arrival;
+  o.scheduled = r.timings.scheduled;
+  o.first_token = r.timings.first_token;
+  o.finished = r.timings.finished == engine::TimePoint{} ? now : r.timings.finished;
+  o.finish_reason = finish;
+  o.http_status = r.http_status;
+  o.num_preemptions = r.timings.num_preemptions;
+  if (opts_.metrics) opts_.metrics->on_request_finished(o);
+  if (opts_.log_requests) {
+    nlohmann::json line = obs::request_log_json(call.request_id, o);
+    line["response_id"] = response_id;
+    if (admission) line["key_id"] = admission->key.id;
+    log::write_json_line(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+}
+
 void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   counters_.requests_completions.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   auto parsed = api::parse_completion_request(ex->request().body);
-  if (!parsed.ok()) return respond_error(ex, parsed.error());
+  if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::CompletionRequest& req = parsed.value();
-  if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model));
+  if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
 
   JobSpec spec;
   spec.chat = false;
@@ -161,9 +328,9 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     std::string param = req.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
     auto ids = prompts_.text_prompt(req.prompts[i], /*add_special=*/true, param);
-    if (!ids.ok()) return respond_error(ex, ids.error());
+    if (!ids.ok()) return respond_error(ex, ids.error(), call);
     auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "prompt");
-    if (!budget.ok()) return respond_error(ex, budget.error());
+    if (!budget.ok()) return respond_error(ex, budget.error(), call);
     if (req.echo)
       spec.echo.push_back(req.prompts[i].is_tokens ? prompts_.tokenizer().decode(req.prompts[i].tokens)
                                                    : req.prompts[i].text);
@@ -171,21 +338,22 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
                                           req.sampling, budget.value(), req.logprobs.has_value(),
                                           req.logprobs.value_or(0)));
   }
-  auto handles = submit_all(std::move(reqs));
-  if (!handles.ok()) return respond_error(ex, handles.error());
-  start_job(std::move(spec), ex, std::move(handles).value());
+  engine::Tier tier = req.sampling.tier;
+  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, tier);
 }
 
 void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   counters_.requests_chat.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   auto parsed = api::parse_chat_request(ex->request().body);
-  if (!parsed.ok()) return respond_error(ex, parsed.error());
+  if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
-  if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model));
+  if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
   auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
-  if (!ids.ok()) return respond_error(ex, ids.error());
+  if (!ids.ok()) return respond_error(ex, ids.error(), call);
   auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages");
-  if (!budget.ok()) return respond_error(ex, budget.error());
+  if (!budget.ok()) return respond_error(ex, budget.error(), call);
 
   JobSpec spec;
   spec.chat = true;
@@ -197,50 +365,56 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
-  auto handles = submit_all(std::move(reqs));
-  if (!handles.ok()) return respond_error(ex, handles.error());
-  start_job(std::move(spec), ex, std::move(handles).value());
+  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
 }
 
 void OpenAIService::handle_models(const http::ExchangePtr& ex) {
   counters_.requests_other.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   api::ModelCard card{.id = opts_.model_id, .created = opts_.created, .owned_by = "tokenserve",
                       .max_model_len = backend_.max_model_len()};
-  ex->respond(json_response(200, api::model_list_body({card})));
+  ex->respond(with_request_id(json_response(200, api::model_list_body({card})), call));
 }
 
 void OpenAIService::handle_model(const http::ExchangePtr& ex) {
   counters_.requests_other.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   std::string id(ex->request().path_param("id"));
-  if (!known_model(id)) return respond_error(ex, api::model_not_found(id));
+  if (!known_model(id)) return respond_error(ex, api::model_not_found(id), call);
   api::ModelCard card{.id = id, .created = opts_.created, .owned_by = "tokenserve",
                       .max_model_len = backend_.max_model_len()};
-  ex->respond(json_response(200, api::model_body(card)));
+  ex->respond(with_request_id(json_response(200, api::model_body(card)), call));
 }
 
 void OpenAIService::handle_tokenize(const http::ExchangePtr& ex) {
   counters_.requests_other.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   auto parsed = api::parse_tokenize_request(ex->request().body);
-  if (!parsed.ok()) return respond_error(ex, parsed.error());
+  if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   const api::TokenizeRequest& req = parsed.value();
-  if (!req.model.empty() && !known_model(req.model)) return respond_error(ex, api::model_not_found(req.model));
+  if (!req.model.empty() && !known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
   std::vector<int32_t> tokens;
   if (req.text) {
     tokens = prompts_.tokenizer().encode(*req.text, req.add_special, /*parse_special=*/true);
   } else {
     auto ids = prompts_.chat_prompt(req.messages, "", req.add_generation_prompt);
-    if (!ids.ok()) return respond_error(ex, ids.error());
+    if (!ids.ok()) return respond_error(ex, ids.error(), call);
     tokens = std::move(ids).value();
   }
-  ex->respond(json_response(200, api::tokenize_body(tokens, backend_.max_model_len())));
+  ex->respond(with_request_id(json_response(200, api::tokenize_body(tokens, backend_.max_model_len())), call));
 }
 
 void OpenAIService::handle_detokenize(const http::ExchangePtr& ex) {
   counters_.requests_other.fetch_add(1);
+  Call call = begin_call(ex);
+  if (!authorized(ex, call)) return;
   auto parsed = api::parse_detokenize_request(ex->request().body);
-  if (!parsed.ok()) return respond_error(ex, parsed.error());
+  if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   const api::DetokenizeRequest& req = parsed.value();
-  if (!req.model.empty() && !known_model(req.model)) return respond_error(ex, api::model_not_found(req.model));
+  if (!req.model.empty() && !known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
   int32_t n_vocab = prompts_.tokenizer().n_vocab();
   for (size_t i = 0; i < req.tokens.size(); ++i) {
     if (req.tokens[i] >= n_vocab)
@@ -248,9 +422,10 @@ void OpenAIService::handle_detokenize(const http::ExchangePtr& ex) {
                                                   "Invalid 'tokens[" + std::to_string(i) + "]': token id " +
                                                       std::to_string(req.tokens[i]) +
                                                       " is outside the vocabulary (size " +
-                                                      std::to_string(n_vocab) + ")."));
+                                                      std::to_string(n_vocab) + ")."),
+                           call);
   }
-  ex->respond(json_response(200, api::detokenize_body(prompts_.tokenizer().decode(req.tokens))));
+  ex->respond(with_request_id(json_response(200, api::detokenize_body(prompts_.tokenizer().decode(req.tokens))), call));
 }
 
 void OpenAIService::handle_health(const http::ExchangePtr& ex) {
@@ -268,6 +443,10 @@ void OpenAIService::handle_ready(const http::ExchangePtr& ex) {
 
 void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   std::string m;
+  if (opts_.metrics) {
+    refresh_metrics();
+    m = opts_.metrics->prometheus_text();
+  }
   auto counter = [&m](const char* name, const char* help, const std::string& labels, uint64_t v) {
     m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
     m += std::string(name) + labels + " " + std::to_string(v) + "\n";
@@ -278,33 +457,61 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
     m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
     m += std::string(name) + " " + buf + "\n";
   };
-  m += "# HELP tokenserve_requests_total API requests received by endpoint.\n"
-       "# TYPE tokenserve_requests_total counter\n";
-  m += "tokenserve_requests_total{endpoint=\"completions\"} " + std::to_string(counters_.requests_completions.load()) + "\n";
-  m += "tokenserve_requests_total{endpoint=\"chat\"} " + std::to_string(counters_.requests_chat.load()) + "\n";
-  m += "tokenserve_requests_total{endpoint=\"other\"} " + std::to_string(counters_.requests_other.load()) + "\n";
-  counter("tokenserve_error_responses_total", "Requests answered with an error.", "", counters_.responses_error.load());
-  counter("tokenserve_cancelled_requests_total", "Requests cancelled by a client disconnect.", "",
-          counters_.requests_cancelled.load());
-  counter("tokenserve_prompt_tokens_total", "Prompt tokens of finished requests.", "", counters_.prompt_tokens.load());
-  counter("tokenserve_completion_tokens_total", "Generated tokens of finished requests.", "",
-          counters_.completion_tokens.load());
-  counter("tokenserve_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.", "",
-          counters_.cached_tokens.load());
-  engine::EngineStats s = backend_.stats();
-  gauge("tokenserve_running_sequences", "Sequences running in the engine.", s.num_running);
-  gauge("tokenserve_waiting_requests", "Requests waiting in the engine queues.", s.num_waiting[0] + s.num_waiting[1]);
-  gauge("tokenserve_kv_blocks_used", "KV blocks referenced by sequences.", s.kv_blocks_used);
-  gauge("tokenserve_kv_blocks_total", "KV blocks in the pool.", s.kv_blocks_total);
+  if (!opts_.metrics) {  // the built-in counters (ServerMetrics covers these otherwise)
+    m += "# HELP tokenserve_requests_total API requests received by endpoint.\n"
+         "# TYPE tokenserve_requests_total counter\n";
+    m += "tokenserve_requests_total{endpoint=\"completions\"} " + std::to_string(counters_.requests_completions.load()) + "\n";
+    m += "tokenserve_requests_total{endpoint=\"chat\"} " + std::to_string(counters_.requests_chat.load()) + "\n";
+    m += "tokenserve_requests_total{endpoint=\"other\"} " + std::to_string(counters_.requests_other.load()) + "\n";
+    counter("tokenserve_error_responses_total", "Requests answered with an error.", "", counters_.responses_error.load());
+    counter("tokenserve_cancelled_requests_total", "Requests cancelled by a client disconnect.", "",
+            counters_.requests_cancelled.load());
+    counter("tokenserve_prompt_tokens_total", "Prompt tokens of finished requests.", "", counters_.prompt_tokens.load());
+    counter("tokenserve_completion_tokens_total", "Generated tokens of finished requests.", "",
+            counters_.completion_tokens.load());
+    counter("tokenserve_cached_prompt_tokens_total", "Prompt tokens served from the prefix cache.", "",
+            counters_.cached_tokens.load());
+    engine::EngineStats s = backend_.stats();
+    gauge("tokenserve_running_sequences", "Sequences running in the engine.", s.num_running);
+    gauge("tokenserve_waiting_requests", "Requests waiting in the engine queues.", s.num_waiting[0] + s.num_waiting[1]);
+    gauge("tokenserve_kv_blocks_used", "KV blocks referenced by sequences.", s.kv_blocks_used);
+    gauge("tokenserve_kv_blocks_total", "KV blocks in the pool.", s.kv_blocks_total);
+  }
   gauge("tokenserve_active_responses", "Responses being produced.", static_cast<double>(pump_.num_jobs()));
   if (http_) {
     http::ServerStats hs = http_->stats();
     gauge("tokenserve_http_connections_open", "Open HTTP connections.", static_cast<double>(hs.num_connections_open));
     counter("tokenserve_http_requests_total", "HTTP requests received.", "", hs.num_requests);
   }
+  if (opts_.governor) {
+    gateway::GovernorStats gs = opts_.governor->stats();
+    counter("tokenserve_ledger_written_total", "Usage rows committed to the ledger.", "",
+            static_cast<uint64_t>(gs.ledger.num_written));
+    counter("tokenserve_ledger_write_failures_total", "Failed ledger write attempts (retried).", "",
+            static_cast<uint64_t>(gs.ledger.num_write_failures));
+    counter("tokenserve_ledger_dropped_total", "Usage rows lost (spool full or unwritten at close).", "",
+            static_cast<uint64_t>(gs.ledger.num_dropped));
+    counter("tokenserve_limit_store_errors_total", "Admissions made without the limit store (unreachable).", "",
+            static_cast<uint64_t>(gs.num_limit_errors));
+  }
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = std::move(m);
+  ex->respond(std::move(r));
+}
+
+void OpenAIService::handle_dashboard(const http::ExchangePtr& ex) {
+  http::Response r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::string(obs::dashboard_html());
+  r.set_header("Cache-Control", "no-cache");
+  ex->respond(std::move(r));
+}
+
+void OpenAIService::handle_dashboard_data(const http::ExchangePtr& ex) {
+  refresh_metrics();
+  http::Response r = json_response(200, opts_.metrics->dashboard_json_text());
+  r.set_header("Cache-Control", "no-store");
   ex->respond(std::move(r));
 }
 

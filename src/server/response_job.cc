@@ -8,6 +8,28 @@
 
 namespace ts::server {
 
+namespace {
+
+int finish_rank(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kError: return 4;
+    case engine::FinishReason::kCancelled: return 3;
+    case engine::FinishReason::kLength: return 2;
+    case engine::FinishReason::kStop: return 1;
+    case engine::FinishReason::kNone: return 0;
+  }
+  return 0;
+}
+
+bool is_set(engine::TimePoint t) { return t != engine::TimePoint{}; }
+
+// Earliest of the set points (or the later one when only it is set).
+void keep_earliest(engine::TimePoint* acc, engine::TimePoint t) {
+  if (is_set(t) && (!is_set(*acc) || t < *acc)) *acc = t;
+}
+
+}  // namespace
+
 ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
                          std::vector<std::shared_ptr<engine::RequestHandle>> handles,
                          const tokenizer::Tokenizer& tok,
@@ -17,6 +39,7 @@ ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
       handles_(std::move(handles)),
       done_(handles_.size(), false),
       usage_(handles_.size()),
+      timings_(handles_.size()),
       choices_(handles_.size() * static_cast<size_t>(spec_.n)),
       tok_(&tok),
       on_done_(std::move(on_done)) {}
@@ -28,8 +51,7 @@ void ResponseJob::begin() {
   });
   if (!spec_.stream) return;
   http::HeaderList headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  std::string_view rid = exchange_->request().header("x-request-id");
-  if (!rid.empty()) headers.emplace_back("X-Request-Id", std::string(rid));
+  for (const auto& h : spec_.headers) headers.push_back(h);
   exchange_->start_stream(200, "text/event-stream; charset=utf-8", std::move(headers));
   if (spec_.chat) {
     std::string first;
@@ -52,6 +74,14 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   if (idx >= choices_.size()) return;
   ChoiceState& c = choices_[idx];
   if (ev.finish == engine::FinishReason::kCancelled) saw_cancelled_ = true;
+  if (finish_rank(ev.finish) > finish_rank(worst_finish_)) worst_finish_ = ev.finish;
+  if (ev.request_done) {
+    done_[prompt] = true;
+    usage_[prompt] = ev.usage;
+    timings_[prompt] = ev.timings;
+  }
+  // A client that left gets nothing more; the events still count for usage.
+  if (exchange_->cancelled()) return;
   if (ev.finish == engine::FinishReason::kError && error_.ok())
     error_ = ev.error.ok() ? internal_error("generation failed") : ev.error;
 
@@ -87,23 +117,44 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   if (!text.empty() || ev.finish != engine::FinishReason::kNone) c.started = true;
   c.text_bytes += static_cast<int64_t>(text.size());
   if (ev.finish != engine::FinishReason::kNone) c.finish = finish;
-  if (ev.request_done) {
-    done_[prompt] = true;
-    usage_[prompt] = ev.usage;
+}
+
+JobResult ResponseJob::result() const {
+  JobResult result;
+  for (size_t p = 0; p < usage_.size(); ++p) {
+    const engine::Usage& u = usage_[p];
+    result.usage.prompt_tokens += u.prompt_tokens;
+    result.usage.completion_tokens += u.completion_tokens;
+    result.usage.cached_tokens += u.cached_tokens;
+    const engine::Timings& t = timings_[p];
+    keep_earliest(&result.timings.arrival, t.arrival);
+    keep_earliest(&result.timings.scheduled, t.scheduled);
+    keep_earliest(&result.timings.first_token, t.first_token);
+    if (is_set(t.finished) && t.finished > result.timings.finished) result.timings.finished = t.finished;
+    result.timings.num_preemptions += t.num_preemptions;
   }
+  result.error = !error_.ok();
+  if (!error_.ok()) result.error_message = error_.message();
+  result.cancelled = saw_cancelled_ || exchange_->cancelled();
+  result.finish = worst_finish_;
+  if (exchange_->cancelled() && result.finish != engine::FinishReason::kError)
+    result.finish = engine::FinishReason::kCancelled;
+  if (spec_.stream) {
+    result.http_status = 200;
+  } else if (exchange_->cancelled()) {
+    result.http_status = 499;  // nginx's "client closed request": nothing was sent
+  } else if (!error_.ok()) {
+    result.http_status = api::error_from_status(error_).http_status;
+  }
+  return result;
 }
 
 void ResponseJob::finish_job() {
   over_ = true;
-  JobResult result;
-  for (const auto& u : usage_) {
-    result.usage.prompt_tokens += u.prompt_tokens;
-    result.usage.completion_tokens += u.completion_tokens;
-    result.usage.cached_tokens += u.cached_tokens;
-  }
-  result.error = !error_.ok();
-  result.cancelled = saw_cancelled_ || exchange_->cancelled();
-  if (spec_.stream) {
+  JobResult result = this->result();
+  if (exchange_->cancelled()) {
+    // Nothing to send: the client is gone.
+  } else if (spec_.stream) {
     std::string out;
     if (!error_.ok()) out += api::sse_event(api::error_from_status(error_).to_json());
     if (spec_.include_usage) out += api::sse_event(api::usage_chunk(spec_.meta, spec_.chat, result.usage));
@@ -115,6 +166,7 @@ void ResponseJob::finish_job() {
     http::Response r;
     r.status = e.http_status;
     r.body = e.to_json();
+    for (const auto& h : spec_.headers) r.set_header(h.first, h.second);
     exchange_->respond(std::move(r));
   } else {
     std::vector<api::Choice> out;
@@ -129,23 +181,30 @@ void ResponseJob::finish_job() {
     http::Response r;
     r.body = spec_.chat ? api::chat_completion_body(spec_.meta, out, result.usage)
                         : api::completion_body(spec_.meta, out, result.usage);
-    std::string_view rid = exchange_->request().header("x-request-id");
-    if (!rid.empty()) r.set_header("X-Request-Id", std::string(rid));
+    for (const auto& h : spec_.headers) r.set_header(h.first, h.second);
     exchange_->respond(std::move(r));
   }
   if (on_done_) on_done_(result);
 }
 
+void ResponseJob::abandon() {
+  if (over_) return;
+  for (const auto& h : handles_) h->cancel();
+  over_ = true;
+  JobResult result = this->result();
+  result.cancelled = true;
+  if (result.finish != engine::FinishReason::kError) result.finish = engine::FinishReason::kCancelled;
+  if (!spec_.stream) result.http_status = 503;  // the server went away before answering
+  if (on_done_) on_done_(result);
+}
+
 bool ResponseJob::pump(bool* progressed) {
   if (over_) return true;
-  if (exchange_->cancelled()) {
+  if (exchange_->cancelled() && !cancel_deadline_) {
+    // The client left: stop generating, but keep taking events until every handle's final
+    // one, which carries the usage so far.
     for (const auto& h : handles_) h->cancel();
-    over_ = true;
-    JobResult result;
-    result.cancelled = true;
-    for (const auto& u : usage_) result.usage.prompt_tokens += u.prompt_tokens;
-    if (on_done_) on_done_(result);
-    return true;
+    cancel_deadline_ = std::chrono::steady_clock::now() + kCancelGrace;
   }
   bool all_done = true;
   for (size_t p = 0; p < handles_.size(); ++p) {
@@ -158,7 +217,11 @@ bool ResponseJob::pump(bool* progressed) {
     }
     if (!done_[p]) all_done = false;
   }
-  if (all_done) finish_job();
+  if (all_done) {
+    finish_job();
+  } else if (cancel_deadline_ && std::chrono::steady_clock::now() > *cancel_deadline_) {
+    abandon();
+  }
   return over_;
 }
 
@@ -217,6 +280,7 @@ void ResponsePump::loop() {
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         if (++idle_rounds_stopping > 2000) {  // ~2 s without any event
+          for (auto& j : jobs) j->abandon();
           num_jobs_.fetch_sub(jobs.size());
           jobs.clear();
         }

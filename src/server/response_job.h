@@ -1,7 +1,10 @@
 // One API request in flight: its engine handles (one per prompt) and the HTTP exchange it
 // answers. pump() moves available engine events into SSE chunks (stream) or accumulates them
 // into one JSON body, and answers when every handle is done. A client disconnect cancels every
-// handle (through the exchange's cancel callback) and ends the job.
+// handle (through the exchange's cancel callback); the job then keeps taking events until every
+// handle reports its final (cancelled) event, so the usage up to the disconnect is known, or
+// until kCancelGrace passed. on_done runs exactly once per job, however it ends (also when the
+// pump drops it at shutdown: abandon()).
 //
 // ResponsePump runs pump() for all jobs on one thread, polling each job without blocking and
 // sleeping ~1 ms when nothing moved, so thousands of jobs need no thread each.
@@ -14,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,13 +37,21 @@ struct JobSpec {
   int32_t n = 1;                     // choices per prompt; choice index = prompt * n + i
   bool logprobs = false;             // put logprobs in the response
   std::vector<std::string> echo;     // completions with echo: each prompt's text, else empty
+  http::HeaderList headers;          // sent with the response (x-request-id, x-ratelimit-* ...)
 };
 
-// Totals a finished job reports (for metrics).
+// Totals a finished job reports (for metrics, the ledger and the request log).
 struct JobResult {
   bool cancelled = false;            // client gone or the engine cancelled it
   bool error = false;
   api::UsageInfo usage;              // what was used, also when cancelled (as far as known)
+  engine::Timings timings;           // over all prompts: earliest arrival/scheduled/first token,
+                                     // latest finish, preemptions summed; unset points = epoch
+  engine::FinishReason finish = engine::FinishReason::kNone;  // worst over choices
+                                     // (error > cancelled > length > stop)
+  int http_status = 200;             // status sent: 200 for streams (headers went first), the
+                                     // error's status, or 499 when the client left before it
+  std::string error_message;         // engine error, "" if none
 };
 
 class ResponseJob {
@@ -53,6 +65,12 @@ class ResponseJob {
   // Takes what events are ready. Returns true once the job is over (answered or cancelled).
   // *progressed is set when any event was taken.
   bool pump(bool* progressed);
+  // Ends the job now if it is not over (the pump is shutting down): cancels its handles and
+  // reports what is known through on_done. Idempotent.
+  void abandon();
+
+  // How long a cancelled job waits for its handles' final events before reporting anyway.
+  static constexpr std::chrono::milliseconds kCancelGrace{3000};
 
  private:
   struct ChoiceState {
@@ -64,6 +82,7 @@ class ResponseJob {
   };
   void on_event(size_t prompt, engine::Event& ev);
   void finish_job();
+  JobResult result() const;
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
 
   JobSpec spec_;
@@ -71,6 +90,9 @@ class ResponseJob {
   std::vector<std::shared_ptr<engine::RequestHandle>> handles_;
   std::vector<bool> done_;
   std::vector<engine::Usage> usage_;
+  std::vector<engine::Timings> timings_;
+  engine::FinishReason worst_finish_ = engine::FinishReason::kNone;
+  std::optional<std::chrono::steady_clock::time_point> cancel_deadline_;
   std::vector<ChoiceState> choices_;
   const tokenizer::Tokenizer* tok_;
   std::function<void(const JobResult&)> on_done_;

@@ -214,12 +214,14 @@ TEST(ServeBinary, SigtermDrainsAndExitsZero) {
     ASSERT_TRUE(probe.start().ok());
     port = probe.port();
   }
+  std::string ledger = (std::filesystem::temp_directory_path() /
+                        ("ts-serve-drain-" + std::to_string(getpid()) + ".db")).string();
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::string p = std::to_string(port);
     execl(bin.c_str(), bin.c_str(), "serve", "-m", model.c_str(), "--port", p.c_str(), "--threads", "1",
-          "--drain-timeout", "10", static_cast<char*>(nullptr));
+          "--drain-timeout", "10", "--no-auth", "--ledger", ledger.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   http::Client c;
@@ -251,6 +253,7 @@ TEST(ServeBinary, SigtermDrainsAndExitsZero) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (const char* suffix : {"", "-wal", "-shm", ".spool.jsonl"}) std::filesystem::remove(ledger + suffix);
 }
 
 }  // namespace

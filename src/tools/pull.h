@@ -1,0 +1,49 @@
+// Downloading GGUF models from Hugging Face (or any HTTP(S) mirror with the same URL layout):
+// `tokenserve pull REPO/FILE`. Resumable (a `.partial` file continued with a Range request),
+// size-verified (the server's announced total must equal the bytes on disk) and checked to be
+// GGUF before it is moved into place. Uses libcurl (HTTPS, redirects to the CDN).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace ts::tools {
+
+// The model `serve` uses when started without -m, once pulled.
+inline constexpr const char* kDefaultModelSpec =
+    "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf";
+
+struct PullSpec {
+  std::string repo;  // "owner/name"
+  std::string file;  // path inside the repo, e.g. "model-q8_0.gguf"
+};
+// "owner/name/path/to/file.gguf" -> {repo, file}. kInvalidArgument when malformed.
+Result<PullSpec> parse_pull_spec(const std::string& spec);
+
+struct PullOptions {
+  std::string endpoint = "https://huggingface.co";  // base URL (a mirror, or a local test server)
+  std::string revision = "main";
+  std::string models_dir;        // where models live; see default_models_dir()
+  std::string token;             // bearer token for gated repos ("" = none)
+  int64_t timeout_seconds = 0;   // whole transfer; 0 = no limit
+  // Progress: (bytes on disk, total bytes or -1). Called often; keep it cheap.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+// $TOKENSERVE_MODELS, else ~/.cache/tokenserve/models (read by the CLI, passed in options).
+std::string default_models_dir(const char* env_models, const char* env_home);
+// Where a spec lands: <models_dir>/<repo>/<file>.
+std::string model_path_for(const std::string& models_dir, const PullSpec& spec);
+// URL of a file: <endpoint>/<repo>/resolve/<revision>/<file>.
+std::string resolve_url(const PullOptions& opts, const PullSpec& spec);
+
+// Downloads the file unless it is already complete; returns its path. Errors: kNotFound (404),
+// kPermissionDenied (401/403: gated repo, give a token), kUnavailable (network, 5xx; the partial
+// file is kept for a later resume), kDataLoss (size mismatch or not a GGUF file; the bad file is
+// removed).
+Result<std::string> pull_model(const PullSpec& spec, const PullOptions& opts);
+
+}  // namespace ts::tools
