@@ -577,6 +577,7 @@ bool Engine::Impl::step() {
   }
 
   const int32_t V = model->config().n_vocab;
+  const TimePoint after_forward = Clock::now();  // tokens exist from here on (TTFT, ITL)
   int32_t row = 0;
   int64_t sampled = 0;
   std::vector<ReqState*> release;
@@ -589,7 +590,7 @@ bool Engine::Impl::step() {
       release.push_back(s.req);
     }
     if (sc.wants_logits) {
-      on_logits(s, logits.data() + static_cast<size_t>(row) * V, now);
+      on_logits(s, logits.data() + static_cast<size_t>(row) * V, after_forward);
       ++row;
       ++sampled;
     }

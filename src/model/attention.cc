@@ -10,7 +10,7 @@ namespace ts::model {
 namespace {
 
 // Converts `n` head vectors (one page, [n][head_dim]) of the storage type to floats.
-void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t n,
+__attribute__((always_inline)) inline void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t n,
                float* out) {
   const int32_t hd = kv.head_dim();
   const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, 0);
@@ -19,8 +19,9 @@ void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int
       std::memcpy(out, src, sizeof(float) * n * hd);
       break;
     case KvType::kF16: {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-      for (int32_t i = 0; i < n * hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
+      // _Float16 lets the compiler use vcvtph2ps in the x86-64-v3/v4 clones below.
+      const _Float16* h = reinterpret_cast<const _Float16*>(src);
+      for (int32_t i = 0; i < n * hd; ++i) out[i] = static_cast<float>(h[i]);
       break;
     }
     case KvType::kQ8_0: {
@@ -59,10 +60,94 @@ void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t h
   }
 }
 
-inline float dot(const float* a, const float* b, int32_t n) {
+// Sixteen independent partial sums so the compiler vectorizes without reassociating.
+__attribute__((always_inline)) inline float dot(const float* a, const float* b, int32_t n) {
+  float acc[16] = {};
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
   float s = 0;
-  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int l = 0; l < 16; ++l) s += acc[l];
+  for (; i < n; ++i) s += a[i] * b[i];
   return s;
+}
+
+// The per-(sequence, KV head) work, compiled for x86-64-v4 (AVX-512), v3 (AVX2 + F16C) and
+// baseline; the loader picks the best clone for this CPU.
+struct AttendCtx {
+  const KvStorage& kv;
+  int32_t layer;
+  const AttentionParams& p;
+  std::span<const SeqSlice> seqs;
+  const float* q;
+  float* out;
+  AttentionScratch& scratch;
+  const std::vector<int64_t>& first;
+  int64_t max_ctx;
+};
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int thread) {
+  const KvStorage& kv = c.kv;
+  const int32_t layer = c.layer;
+  const AttentionParams& p = c.p;
+  const auto& seqs = c.seqs;
+  const float* q = c.q;
+  float* out = c.out;
+  const auto& first = c.first;
+  const int64_t max_ctx = c.max_ctx;
+  const int32_t hd = p.head_dim, nkv = p.n_head_kv, group = p.n_head / p.n_head_kv;
+  const int32_t bs = kv.block_size();
+  const int64_t QD = int64_t{p.n_head} * hd;
+  AttentionScratch& scratch = c.scratch;
+  float* scores = scratch.per_thread[thread].data();
+  float* page = scores + static_cast<size_t>(group) * max_ctx;
+  float* acc = page + static_cast<size_t>(bs) * hd;
+  for (int64_t item = item_begin; item < item_end; ++item) {
+    const size_t si = static_cast<size_t>(item / nkv);
+    const int32_t kvh = static_cast<int32_t>(item % nkv);
+    const SeqSlice& s = seqs[si];
+    for (int32_t j = 0; j < s.num_tokens; ++j) {
+      const int64_t t = first[si] + j;
+      const int32_t ctx = s.start_pos + j + 1;  // causal: positions 0..pos
+      const float* qt = q + t * QD + int64_t{kvh} * group * hd;
+      // Scores, page by page.
+      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+        const int32_t n = std::min(bs, ctx - b0);
+        load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
+        for (int32_t g = 0; g < group; ++g)
+          for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
+      }
+      // Softmax per query head.
+      for (int32_t g = 0; g < group; ++g) {
+        float* sc = scores + g * max_ctx;
+        float m = sc[0];
+        for (int32_t i = 1; i < ctx; ++i) m = std::max(m, sc[i]);
+        double sum = 0;
+        for (int32_t i = 0; i < ctx; ++i) {
+          sc[i] = std::exp(sc[i] - m);
+          sum += sc[i];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int32_t i = 0; i < ctx; ++i) sc[i] *= inv;
+      }
+      std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
+      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+        const int32_t n = std::min(bs, ctx - b0);
+        load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
+        for (int32_t g = 0; g < group; ++g) {
+          float* a = acc + g * hd;
+          const float* sc = scores + g * max_ctx + b0;
+          for (int32_t i = 0; i < n; ++i) {
+            const float wgt = sc[i];
+            const float* vv = page + i * hd;
+            for (int32_t d = 0; d < hd; ++d) a[d] += wgt * vv[d];
+          }
+        }
+      }
+      std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
+    }
+  }
 }
 
 }  // namespace
@@ -88,7 +173,6 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
                      AttentionScratch& scratch, ThreadPool* pool) {
   const int32_t hd = p.head_dim, nkv = p.n_head_kv, group = p.n_head / p.n_head_kv;
   const int32_t bs = kv.block_size();
-  const int64_t QD = int64_t{p.n_head} * hd;
   // First token index of each sequence, and the longest context in the batch.
   int64_t max_ctx = 0;
   std::vector<int64_t>& first = scratch.first;
@@ -109,56 +193,8 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
     if (buf.size() < need) buf.resize(need);
 
   const int64_t num_items = static_cast<int64_t>(seqs.size()) * nkv;
-  auto work = [&](int64_t item_begin, int64_t item_end, int thread) {
-    float* scores = scratch.per_thread[thread].data();
-    float* page = scores + static_cast<size_t>(group) * max_ctx;
-    float* acc = page + static_cast<size_t>(bs) * hd;
-    for (int64_t item = item_begin; item < item_end; ++item) {
-      const size_t si = static_cast<size_t>(item / nkv);
-      const int32_t kvh = static_cast<int32_t>(item % nkv);
-      const SeqSlice& s = seqs[si];
-      for (int32_t j = 0; j < s.num_tokens; ++j) {
-        const int64_t t = first[si] + j;
-        const int32_t ctx = s.start_pos + j + 1;  // causal: positions 0..pos
-        const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-        // Scores, page by page.
-        for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
-          const int32_t n = std::min(bs, ctx - b0);
-          load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
-          for (int32_t g = 0; g < group; ++g)
-            for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
-        }
-        // Softmax per query head.
-        for (int32_t g = 0; g < group; ++g) {
-          float* sc = scores + g * max_ctx;
-          float m = sc[0];
-          for (int32_t i = 1; i < ctx; ++i) m = std::max(m, sc[i]);
-          double sum = 0;
-          for (int32_t i = 0; i < ctx; ++i) {
-            sc[i] = std::exp(sc[i] - m);
-            sum += sc[i];
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (int32_t i = 0; i < ctx; ++i) sc[i] *= inv;
-        }
-        std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
-        for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
-          const int32_t n = std::min(bs, ctx - b0);
-          load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
-          for (int32_t g = 0; g < group; ++g) {
-            float* a = acc + g * hd;
-            const float* sc = scores + g * max_ctx + b0;
-            for (int32_t i = 0; i < n; ++i) {
-              const float wgt = sc[i];
-              const float* vv = page + i * hd;
-              for (int32_t d = 0; d < hd; ++d) a[d] += wgt * vv[d];
-            }
-          }
-        }
-        std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
-      }
-    }
-  };
+  AttendCtx ctx{kv, layer, p, seqs, q, out, scratch, first, max_ctx};
+  auto work = [&](int64_t b, int64_t e, int thread) { attend_items(ctx, b, e, thread); };
   if (!pool || nt == 1 || num_items == 1) {
     work(0, num_items, 0);
     return;

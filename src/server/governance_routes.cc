@@ -8,6 +8,7 @@
 
 #include "api/error.h"
 #include "gateway/report.h"
+#include "obs/request_log.h"
 
 namespace ts::server {
 
@@ -22,9 +23,15 @@ http::Response json_response(int status, std::string body) {
   return r;
 }
 
+// Every response carries x-request-id (the client's valid one, or a fresh one).
+void send(const http::ExchangePtr& ex, http::Response r) {
+  r.set_header("X-Request-Id", obs::resolve_request_id(ex->request().header("x-request-id")));
+  ex->respond(std::move(r));
+}
+
 void respond_error(const http::ExchangePtr& ex, const Status& st, std::string code = {}) {
   api::ApiError e = api::error_from_status(st, "", std::move(code));
-  ex->respond(json_response(e.http_status, e.to_json()));
+  send(ex, json_response(e.http_status, e.to_json()));
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -126,7 +133,7 @@ class Routes {
       bool down = me.status().code() == StatusCode::kUnavailable;
       return respond_error(ex, me.status(), down ? "service_unavailable" : "invalid_api_key");
     }
-    ex->respond(json_response(200, gateway::usage_me_json(*me)));
+    send(ex, json_response(200, gateway::usage_me_json(*me)));
   }
 
   // True when the caller holds the admin key; answers 401 otherwise.
@@ -150,7 +157,7 @@ class Routes {
     if (!created.ok()) return respond_error(ex, created.status());
     json j = key_json(created->info, now);
     j["key"] = created->secret;
-    ex->respond(json_response(201, dump(j)));
+    send(ex, json_response(201, dump(j)));
   }
 
   void list_keys(const http::ExchangePtr& ex) {
@@ -161,14 +168,14 @@ class Routes {
     gateway::WallTime now = std::chrono::system_clock::now();
     json data = json::array();
     for (const auto& k : *keys) data.push_back(key_json(k, now));
-    ex->respond(json_response(200, dump(json{{"object", "list"}, {"data", data}})));
+    send(ex, json_response(200, dump(json{{"object", "list"}, {"data", data}})));
   }
 
   void disable_key(const http::ExchangePtr& ex) {
     if (!admin(ex)) return;
     std::string id(ex->request().path_param("id"));
     if (Status st = gov_.keys()->disable(id); !st.ok()) return respond_error(ex, st);
-    ex->respond(json_response(200, dump(json{{"id", id}, {"enabled", false}})));
+    send(ex, json_response(200, dump(json{{"id", id}, {"enabled", false}})));
   }
 
   void rotate_key(const http::ExchangePtr& ex) {
@@ -179,7 +186,7 @@ class Routes {
     json j = key_json(created->info, std::chrono::system_clock::now());
     j["key"] = created->secret;
     j["replaces"] = id;
-    ex->respond(json_response(201, dump(j)));
+    send(ex, json_response(201, dump(j)));
   }
 
   void usage(const http::ExchangePtr& ex) {
@@ -201,7 +208,7 @@ class Routes {
     }
     auto report = gateway::build_report(*gov_.ledger(), *by, filter, gov_.config()->prices);
     if (!report.ok()) return respond_error(ex, report.status());
-    ex->respond(json_response(200, gateway::format_report(*report, gateway::ReportFormat::kJson)));
+    send(ex, json_response(200, gateway::format_report(*report, gateway::ReportFormat::kJson)));
   }
 
  private:

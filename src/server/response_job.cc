@@ -152,6 +152,9 @@ JobResult ResponseJob::result() const {
 void ResponseJob::finish_job() {
   over_ = true;
   JobResult result = this->result();
+  // Settle first: a client that sends its next request as soon as this response arrives then
+  // finds the unused reservation already refunded.
+  if (on_done_) on_done_(result);
   if (exchange_->cancelled()) {
     // Nothing to send: the client is gone.
   } else if (spec_.stream) {
@@ -184,7 +187,6 @@ void ResponseJob::finish_job() {
     for (const auto& h : spec_.headers) r.set_header(h.first, h.second);
     exchange_->respond(std::move(r));
   }
-  if (on_done_) on_done_(result);
 }
 
 void ResponseJob::abandon() {
