@@ -82,6 +82,34 @@ Result<Matrix> load_matrix(const gguf::GgufFile& f, const std::string& name, int
   return r;
 }
 
+}  // namespace
+
+// Llama 3.1-style frequency-dependent RoPE scaling: long wavelengths are divided by the scale
+// factor, short ones kept, and the band between smoothly interpolated. Used when a file names
+// the llama3 scaling in metadata but carries no rope_freqs tensor.
+std::vector<float> llama3_rope_factors(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<float> f(half);
+  const double low_wavelen = c.rope_orig_ctx / c.rope_low_freq_factor;
+  const double high_wavelen = c.rope_orig_ctx / c.rope_high_freq_factor;
+  for (int i = 0; i < half; ++i) {
+    const double freq = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      f[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      f[i] = c.rope_scale_factor;
+    } else {
+      const double smooth = (c.rope_orig_ctx / wavelen - c.rope_low_freq_factor) /
+                            (c.rope_high_freq_factor - c.rope_low_freq_factor);
+      f[i] = static_cast<float>(1.0 / ((1 - smooth) / c.rope_scale_factor + smooth));
+    }
+  }
+  return f;
+}
+
+namespace {
+
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
@@ -116,6 +144,8 @@ Status Model::init(const std::string& path, const LoadOptions& opts) {
   TS_ASSIGN_OR_RETURN(w.output_norm, load_vector(*gguf_, "output_norm.weight", E));
   if (gguf_->find_tensor("rope_freqs.weight")) {
     TS_ASSIGN_OR_RETURN(w.rope_freq_factors, load_vector(*gguf_, "rope_freqs.weight", c.head_dim / 2));
+  } else if (c.rope_scaling == RopeScaling::kLlama3) {
+    w.rope_freq_factors = llama3_rope_factors(c);
   }
   w.layers.resize(c.n_layer);
   weight_bytes_ = w.output->weight_bytes();

@@ -45,6 +45,9 @@ struct ForwardBatch {
   std::span<const SeqSlice> seqs;
 };
 
+// Per-dimension-pair RoPE divisors for llama3 scaling (head_dim / 2 values).
+std::vector<float> llama3_rope_factors(const ModelConfig& c);
+
 class Model {
  public:
   // Opens the GGUF, reads hyper-parameters, builds the tokenizer and prepares weights.

@@ -81,6 +81,13 @@ Result<ModelConfig> read_model_config(const gguf::GgufFile& f) {
     c.rope_scale_factor = static_cast<float>(factor);
   } else if (scaling == "llama3") {
     c.rope_scaling = RopeScaling::kLlama3;
+    c.rope_scale_factor = static_cast<float>(factor > 0 ? factor : 8.0);
+    c.rope_low_freq_factor = static_cast<float>(f.get_float(a + ".rope.scaling.low_freq_factor").value_or(1.0));
+    c.rope_high_freq_factor = static_cast<float>(f.get_float(a + ".rope.scaling.high_freq_factor").value_or(4.0));
+    c.rope_orig_ctx = static_cast<int32_t>(f.get_int(a + ".rope.scaling.original_context_length").value_or(8192));
+    if (c.rope_high_freq_factor <= c.rope_low_freq_factor) {
+      return data_loss("rope.scaling.high_freq_factor must exceed low_freq_factor");
+    }
   } else if (scaling != "none" && scaling != "linear") {
     return unimplemented("rope scaling '" + scaling + "' is not supported (none, linear, llama3)");
   }
