@@ -72,7 +72,21 @@ struct Act {
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q4_K/Q6_K weights)
+  // Optional (Q8_0_R16, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
+  // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
+  // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:
+  //   [8 tok][32] int8 values, [8 tok] int32 -128 * block sum, [8 tok] float scale.
+  // Slots of tokens >= n_tok in the last tile are unspecified (never read).
+  const uint8_t* q8_il = nullptr;
 };
+
+constexpr int kActIlTile = 8;
+constexpr size_t kActIlBlockBytes = kActIlTile * (32 + 4 + 4);
+constexpr int64_t kActIlMinTokens = 4;
+inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
+  return static_cast<size_t>((n_tok + kActIlTile - 1) / kActIlTile) * static_cast<size_t>(cols / 32) *
+         kActIlBlockBytes;
+}
 
 struct GemmArgs {
   const uint8_t* w;  // plain layouts: first row; R16: first 16-row group

@@ -183,6 +183,7 @@ struct ActScratch {
   std::vector<float> d8;
   std::vector<int32_t> s8;
   std::vector<BlockQ8_K> qk;
+  std::vector<uint8_t> il;
 };
 
 template <typename T>
@@ -302,6 +303,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   float* d8 = nullptr;
   int32_t* s8 = nullptr;
   BlockQ8_K* qk = nullptr;
+  uint8_t* il = nullptr;
   switch (im.layout) {
     case kern::Layout::kF32: break;
     case kern::Layout::kF16:
@@ -313,6 +315,10 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       q8 = grow(scratch.q8, n);
       d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));
       s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb32));
+      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens && std::getenv("TS_NO_IL") == nullptr) {
+        il = grow(scratch.il, kern::act_il_bytes(n_tok, cols) + 64);
+        il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
+      }
       break;
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
@@ -325,6 +331,17 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       const float* xt = x + t * cols;
       if (q8 != nullptr) {
         kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
+        if (il != nullptr) {
+          // Token t's slot in its tile's block records (Act::q8_il).
+          uint8_t* rec = il + static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
+          const int slot = static_cast<int>(t % kern::kActIlTile);
+          for (int64_t b = 0; b < nb32; ++b, rec += kern::kActIlBlockBytes) {
+            std::memcpy(rec + slot * 32, q8 + t * cols + b * 32, 32);
+            const int32_t bias = -128 * s8[t * nb32 + b];
+            std::memcpy(rec + kern::kActIlTile * 32 + slot * 4, &bias, 4);
+            std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + b], 4);
+          }
+        }
       } else if (qk != nullptr) {
         kt.act.q8_k(xt, cols, qk + t * nb256);
       } else if (im.layout == kern::Layout::kF16) {
@@ -336,7 +353,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   };
   if (im.layout != kern::Layout::kF32) {
     if (pool != nullptr && pool->num_threads() > 1 && n_tok >= kMinParallelPrepTokens) {
-      pool->parallel_chunks(n_tok, 4, prepare);
+      pool->parallel_chunks(n_tok, il != nullptr ? kern::kActIlTile : 4, prepare);
     } else {
       prepare(0, n_tok);
     }
@@ -346,6 +363,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   act.d8 = d8;
   act.s8 = s8;
   act.qk = qk;
+  act.q8_il = il;
 
   const kern::GemmFn fn = gemm_for(active_isa(), im.layout);
   const bool r16 = kern::is_r16(im.layout);

@@ -207,30 +207,59 @@ TEST(ServeBinary, SigtermDrainsAndExitsZero) {
   if (bin.empty() || model.empty()) GTEST_SKIP() << "tokenserve binary or stories260K missing";
   std::string help;
   if (run_capture(bin + " serve --help", &help) != 0) GTEST_SKIP() << "serve command not registered";
-  // Find a free port, then hand it to the child.
-  uint16_t port;
-  {
-    http::Server probe(http::ServerOptions{});
-    ASSERT_TRUE(probe.start().ok());
-    port = probe.port();
-  }
   std::string ledger = (std::filesystem::temp_directory_path() /
                         ("ts-serve-drain-" + std::to_string(getpid()) + ".db")).string();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::string p = std::to_string(port);
-    execl(bin.c_str(), bin.c_str(), "serve", "-m", model.c_str(), "--port", p.c_str(), "--threads", "1",
-          "--drain-timeout", "10", "--no-auth", "--ledger", ledger.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  std::string model_id = std::filesystem::path(model).stem().string();
+  // Find a free port, then hand it to the child. Another process may take the port in between
+  // (tests run in parallel): then the child exits with "already in use" and we try another.
+  pid_t pid = -1;
+  uint16_t port = 0;
+  for (int attempt = 0; attempt < 5 && pid < 0; ++attempt) {
+    {
+      http::Server probe(http::ServerOptions{});
+      ASSERT_TRUE(probe.start().ok());
+      port = probe.port();
+    }
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::string p = std::to_string(port);
+      execl(bin.c_str(), bin.c_str(), "serve", "-m", model.c_str(), "--port", p.c_str(), "--threads", "1",
+            "--drain-timeout", "10", "--no-auth", "--ledger", ledger.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Ready when our child (alive) answers with our model on that port.
+    for (int i = 0; i < 1000; ++i) {
+      if (waitpid(child, nullptr, WNOHANG) == child) break;  // exited: port taken, try another
+      http::Client probe_client;
+      if (probe_client.connect("127.0.0.1", port).ok()) {
+        auto r = probe_client.request("GET", "/v1/models");
+        if (r.ok() && r->status == 200 && r->body.find(model_id) != std::string::npos &&
+            waitpid(child, nullptr, WNOHANG) == 0) {
+          pid = child;
+          break;
+        }
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    if (pid < 0 && waitpid(child, nullptr, WNOHANG) == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+    }
   }
+  ASSERT_GT(pid, 0) << "tokenserve serve did not come up";
+  // Never leak the child (it would hold ctest's output pipe open).
+  struct KillOnExit {
+    pid_t* pid;
+    ~KillOnExit() {
+      if (*pid > 0 && waitpid(*pid, nullptr, WNOHANG) == 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, nullptr, 0);
+      }
+    }
+  } guard{&pid};
   http::Client c;
-  bool up = false;
-  for (int i = 0; i < 500 && !up; ++i) {
-    up = c.connect("127.0.0.1", port).ok();
-    if (!up) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(up);
+  ASSERT_TRUE(c.connect("127.0.0.1", port).ok());
   // A streaming request in flight when SIGTERM arrives still completes.
   ASSERT_TRUE(c.send_request("POST", "/v1/completions",
                              json{{"model", std::filesystem::path(model).stem().string()},
@@ -251,6 +280,7 @@ TEST(ServeBinary, SigtermDrainsAndExitsZero) {
   EXPECT_NE(body.find("data: [DONE]"), std::string::npos);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  pid = -1;
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   for (const char* suffix : {"", "-wal", "-shm", ".spool.jsonl"}) std::filesystem::remove(ledger + suffix);

@@ -4,13 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "gateway/governor.h"
+#include "obs/server_metrics.h"
 #include "http/client.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -139,10 +144,10 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     tok_ = std::move(t).value();
     backend_ = std::make_unique<FakeBackend>(64);
-    service_ = std::make_unique<OpenAIService>(
-        *backend_, PromptBuilder::create(*tok_, std::nullopt),
-        ServiceOptions{.model_id = "stories", .model_aliases = {"alias"}, .created = 123,
-                       .retry_after_seconds = 2});
+    ServiceOptions so{.model_id = "stories", .model_aliases = {"alias"}, .created = 123,
+                      .retry_after_seconds = 2};
+    add_options(&so);
+    service_ = std::make_unique<OpenAIService>(*backend_, PromptBuilder::create(*tok_, std::nullopt), so);
     http::ServerOptions ho;
     ho.max_body_bytes = 4096;
     ho.error_renderer = OpenAIService::error_renderer();
@@ -155,6 +160,8 @@ class ServiceTest : public ::testing::Test {
     if (http_) http_->stop();
     if (service_) service_->stop();
   }
+  // Governed fixtures add a governor and metrics here.
+  virtual void add_options(ServiceOptions*) {}
   http::ClientResponse post(const std::string& path, const std::string& body) {
     auto r = client_.request("POST", path, body);
     EXPECT_TRUE(r.ok()) << r.status().to_string();
@@ -408,6 +415,128 @@ TEST_F(ServiceTest, ModelsTokenizeDetokenizeHealthReadyMetrics) {
       << metrics->body;
   EXPECT_NE(metrics->body.find("tokenserve_error_responses_total 3"), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("# TYPE tokenserve_http_connections_open gauge"), std::string::npos);
+}
+
+// ---- With governance and metrics: settle exactly once on every path ----
+
+class GovernedServiceTest : public ServiceTest {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("ts-governed-" + std::to_string(::getpid()) + "-" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "gov.toml") << "[tenants.acme]\nquota = { tokens = 1000, period = \"day\" }\n";
+    auto gov = gateway::Governor::open({.ledger = (dir_ / "ledger.db").string(),
+                                        .config_path = (dir_ / "gov.toml").string()});
+    ASSERT_TRUE(gov.ok()) << gov.status().to_string();
+    gov_ = std::move(gov).value();
+    auto key = gov_->keys()->create({.tenant = "acme", .app = "bot"});
+    ASSERT_TRUE(key.ok()) << key.status().to_string();
+    auth_ = {{"Authorization", "Bearer " + key->secret}};
+    metrics_ = std::make_unique<obs::ServerMetrics>(obs::ServerMetricsOptions{.model = "stories"});
+    ServiceTest::SetUp();
+  }
+  void TearDown() override {
+    ServiceTest::TearDown();
+    gov_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void add_options(ServiceOptions* so) override {
+    so->governor = gov_.get();
+    so->require_auth = true;
+    so->metrics = metrics_.get();
+  }
+  // Flushes the ledger and returns its rows.
+  std::vector<gateway::UsageRecord> ledger_rows() {
+    service_->stop();
+    EXPECT_TRUE(gov_->shutdown(std::chrono::milliseconds(5000)).ok());
+    auto rows = gov_->ledger()->rows({});
+    EXPECT_TRUE(rows.ok());
+    return rows.ok() ? *rows : std::vector<gateway::UsageRecord>{};
+  }
+  int64_t quota_used() {
+    auto me = gov_->usage_me(auth_[0].second);
+    EXPECT_TRUE(me.ok());
+    return me.ok() && !me->quotas.empty() ? me->quotas[0].used : -1;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<gateway::Governor> gov_;
+  std::unique_ptr<obs::ServerMetrics> metrics_;
+  http::HeaderList auth_;
+};
+
+TEST_F(GovernedServiceTest, SuccessSettlesOnceWithTenantNamespaceAndHeaders) {
+  auto r = client_.request("POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":4})", auth_);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_FALSE(r->header("x-request-id").empty());
+  EXPECT_EQ(r->header("x-quota-limit-tokens"), "1000");
+  ASSERT_EQ(backend_->submitted.size(), 1u);
+  EXPECT_EQ(backend_->submitted[0].cache_namespace, "acme");
+  json j = json::parse(r->body);
+  int64_t total = j["usage"]["total_tokens"];
+  EXPECT_EQ(quota_used(), total);  // settled before the response was sent
+  auto rows = ledger_rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].request_id, j["id"]);
+  EXPECT_EQ(rows[0].tenant, "acme");
+  EXPECT_EQ(rows[0].app, "bot");
+  EXPECT_EQ(rows[0].completion_tokens, 4);
+  EXPECT_EQ(rows[0].finish_reason, "length");
+  EXPECT_EQ(rows[0].http_status, 200);
+}
+
+TEST_F(GovernedServiceTest, DisconnectMidStreamIsSettledWithPartialUsage) {
+  backend_->mode = FakeBackend::Mode::kHold;
+  ASSERT_TRUE(client_.send_request("POST", "/v1/completions",
+                                   R"({"model":"stories","prompt":"x","max_tokens":60,"stream":true})", auth_)
+                  .ok());
+  auto head = client_.read_head();
+  ASSERT_TRUE(head.ok());
+  ASSERT_EQ(head->status, 200);
+  EXPECT_FALSE(head->header("x-request-id").empty());
+  ASSERT_TRUE(client_.read_chunk().ok());
+  client_.close();
+  for (int i = 0; i < 300 && metrics_->dashboard_json()["totals"]["requests"] != 1; ++i)
+    std::this_thread::sleep_for(10ms);
+  auto rows = ledger_rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].finish_reason, "cancelled");
+  EXPECT_GT(rows[0].completion_tokens, 0);
+  EXPECT_LT(rows[0].completion_tokens, 60);
+  EXPECT_GT(rows[0].prompt_tokens, 0);
+  std::string prom = metrics_->prometheus_text();
+  EXPECT_NE(prom.find("finished_reason=\"cancelled\"} 1"), std::string::npos) << prom;
+}
+
+TEST_F(GovernedServiceTest, EngineErrorAndQueueFullAreSettledAndRefunded) {
+  backend_->mode = FakeBackend::Mode::kError;
+  auto e = client_.request("POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":5})", auth_);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->status, 504) << e->body;
+  backend_->mode = FakeBackend::Mode::kQueueFull;
+  auto q = client_.request("POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":5})", auth_);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->status, 503) << q->body;
+  EXPECT_FALSE(q->header("retry-after").empty());
+  EXPECT_EQ(quota_used(), 0);  // both reservations given back (the fake reports no usage on error)
+  auto rows = ledger_rows();
+  ASSERT_EQ(rows.size(), 2u);
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.http_status < b.http_status; });
+  EXPECT_EQ(rows[0].http_status, 503);
+  EXPECT_EQ(rows[0].completion_tokens, 0);
+  EXPECT_EQ(rows[1].http_status, 504);
+  EXPECT_EQ(rows[1].finish_reason, "error");
+}
+
+TEST_F(GovernedServiceTest, NoKeyIs401BeforeParsing) {
+  auto r = client_.request("POST", "/v1/completions", "{not json");
+  ASSERT_TRUE(r.ok());
+  expect_error(*r, 401, "", "invalid_api_key");
+  EXPECT_TRUE(backend_->submitted.empty());
+  EXPECT_TRUE(ledger_rows().empty());
 }
 
 }  // namespace
