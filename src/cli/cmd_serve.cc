@@ -11,10 +11,12 @@
 // URL or an occupied port is one clear line on stderr and exit 1.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <pthread.h>
 
 #include "cli/cli_util.h"
+#include "tools/pull.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "gateway/governor.h"
@@ -57,9 +59,18 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
-  if (model_path.empty())
-    return fail("serve", "no model given: run 'tokenserve serve -m path/to/model.gguf'", 2);
   std::error_code ec;
+  if (model_path.empty()) {
+    // The default model, once `tokenserve pull` has fetched it.
+    auto spec = tools::parse_pull_spec(tools::kDefaultModelSpec);
+    std::string dflt = tools::model_path_for(
+        tools::default_models_dir(std::getenv("TOKENSERVE_MODELS"), std::getenv("HOME")), *spec);
+    if (!std::filesystem::is_regular_file(dflt, ec)) {
+      return fail("serve", std::string("no model given and the default model is not downloaded: run 'tokenserve pull ") +
+                               tools::kDefaultModelSpec + "' first, or pass -m path/to/model.gguf", 2);
+    }
+    model_path = dflt;
+  }
   if (!std::filesystem::is_regular_file(model_path, ec))
     return fail("serve", "model file not found: " + model_path);
   auto kv_bytes = parse_bytes(kv_memory);

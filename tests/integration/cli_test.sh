@@ -79,5 +79,33 @@ check "generate on synthetic q8_0 model" $?
 "$BIN" synth --layers 1 --embd 64 --heads 4 --ffn 128 --type q9 --vocab-size 400 -o "$TMP/x.gguf" >/dev/null 2>&1; [ $? -eq 2 ]
 check "synth rejects unknown type" $?
 
+# pull from a local HTTP server laid out like Hugging Face, then serve it as the default model.
+mkdir -p "$TMP/hf/o/r/resolve/main" "$TMP/models"
+cp "$M" "$TMP/hf/o/r/resolve/main/m.gguf"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+(cd "$TMP/hf" && exec python3 -m http.server "$PORT" --bind 127.0.0.1 >/dev/null 2>&1) &
+HTTPD=$!
+for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/" >/dev/null 2>&1 && break; sleep 0.1; done
+got=$("$BIN" pull o/r/m.gguf --endpoint "http://127.0.0.1:$PORT" --dir "$TMP/models" 2>/dev/null)
+[ "$got" = "$TMP/models/o/r/m.gguf" ] && cmp -s "$got" "$M"
+check "pull downloads into the models dir" $?
+"$BIN" pull o/r/missing.gguf --endpoint "http://127.0.0.1:$PORT" --dir "$TMP/models" >/dev/null 2>"$TMP/e6"; rc=$?
+[ $rc -ne 0 ] && grep -q "not found" "$TMP/e6"
+check "pull of a missing file: clear error" $?
+kill "$HTTPD" 2>/dev/null; wait "$HTTPD" 2>/dev/null
+TOKENSERVE_MODELS="$TMP/empty" "$BIN" serve --no-auth >/dev/null 2>"$TMP/e7"; rc=$?
+[ $rc -eq 2 ] && grep -q "tokenserve pull" "$TMP/e7"
+check "serve without -m explains how to pull the default model" $?
+DEF_DIR="$TMP/models/Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+mkdir -p "$DEF_DIR" && cp "$M" "$DEF_DIR/qwen2.5-0.5b-instruct-q8_0.gguf"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+TOKENSERVE_MODELS="$TMP/models" "$BIN" serve --no-auth --port "$PORT" --ledger "$TMP/l.db" >/dev/null 2>&1 &
+SRV=$!
+ok=1
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && { ok=0; break; }; sleep 0.1; done
+kill -TERM "$SRV" 2>/dev/null; wait "$SRV"; rc=$?
+[ $ok -eq 0 ] && [ $rc -eq 0 ]
+check "serve without -m uses the pulled default model; SIGTERM exits 0" $?
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

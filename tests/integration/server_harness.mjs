@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import fs from 'node:fs';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -26,6 +27,11 @@ export function freePort() {
 export async function startServer(extraArgs = [], { model = storiesModel } = {}) {
   const port = await freePort();
   const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), ...extraArgs];
+  let tmpDir = null;
+  if (!extraArgs.includes('--ledger')) {  // keep test ledgers out of the working directory
+    tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-harness-'));
+    args.push('--ledger', path.join(tmpDir, 'ledger.db'));
+  }
   const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
@@ -50,6 +56,7 @@ export async function startServer(extraArgs = [], { model = storiesModel } = {})
       const t = setTimeout(() => proc.kill('SIGKILL'), 15000);
       const r = await exited;
       clearTimeout(t);
+      if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
       return r;
     },
   };
