@@ -9,6 +9,7 @@
 // the ledger is flushed, and the process exits 0. SIGHUP reloads the governance config (a bad
 // file keeps the old one). A bad model path, config file (file:line: reason), ledger/limits
 // URL or an occupied port is one clear line on stderr and exit 1.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -116,6 +117,20 @@ int cmd_serve(int argc, char** argv) {
   eo.max_batch_tokens = max_batch_tokens;
   eo.max_model_len = max_model_len;
   eo.num_threads = threads;
+  // Tier scheduling limits from the config file ([tiers.interactive] / [tiers.batch]).
+  for (int t = 0; t < engine::kNumTiers; ++t) {
+    const gateway::TierConfig& tc = (*gov)->config()->tiers[static_cast<size_t>(t)];
+    engine::TierOptions& to = t == static_cast<int>(engine::Tier::kInteractive) ? eo.interactive : eo.batch;
+    if (tc.max_running > 0) to.max_running = static_cast<int32_t>(tc.max_running);
+    if (tc.max_queued > 0) to.max_queued = static_cast<int32_t>(tc.max_queued);
+    if (tc.priority >= 0) to.priority = static_cast<int32_t>(tc.priority);
+    if (tc.latency_target_ms > 0) to.latency_target = std::chrono::milliseconds(tc.latency_target_ms);
+    if (tc.kv_share > 0) to.kv_share = static_cast<float>(tc.kv_share);
+    log::info(std::string("tier ") + engine::tier_name(static_cast<engine::Tier>(t)) + ": max_running " +
+              std::to_string(to.max_running) + ", kv_share " + std::to_string(to.kv_share) + ", priority " +
+              std::to_string(to.priority) + ", latency_target " + std::to_string(to.latency_target.count()) +
+              " ms, max_queued " + std::to_string(to.max_queued));
+  }
   auto engine = engine::Engine::create(**model, eo);
   if (!engine.ok()) return fail("serve", "cannot start the engine: " + engine.status().message());
 

@@ -116,10 +116,22 @@ class Parser {
           return error(k.source(), "unknown tier '" + std::string(k.str()) + "': expected interactive or batch");
         std::string where = "tiers." + std::string(k.str()) + ".";
         TS_ASSIGN_OR_RETURN(const toml::table* tt, table(v, "tiers." + std::string(k.str())));
-        TS_RETURN_IF_ERROR(only_keys(*tt, "[tiers." + std::string(k.str()) + "]", {"rpm", "tpm", "max_tokens"}));
+        TS_RETURN_IF_ERROR(only_keys(*tt, "[tiers." + std::string(k.str()) + "]",
+                                     {"rpm", "tpm", "max_tokens", "max_running", "max_queued", "priority",
+                                      "latency_target_ms", "kv_share"}));
         TierConfig& tc = c.tiers[size_t(*tier)];
         TS_RETURN_IF_ERROR(limits(*tt, where, &tc.rpm, &tc.tpm));
         TS_RETURN_IF_ERROR(count(*tt, where, "max_tokens", &tc.max_tokens));
+        TS_RETURN_IF_ERROR(count(*tt, where, "max_running", &tc.max_running));
+        TS_RETURN_IF_ERROR(count(*tt, where, "max_queued", &tc.max_queued));
+        TS_RETURN_IF_ERROR(count(*tt, where, "priority", &tc.priority));
+        TS_RETURN_IF_ERROR(count(*tt, where, "latency_target_ms", &tc.latency_target_ms));
+        if (const toml::node* ks = tt->get("kv_share")) {
+          std::optional<double> share = ks->value<double>();
+          if (!share || *share <= 0 || *share > 1)
+            return error(ks->source(), where + "kv_share must be a number in (0, 1]");
+          tc.kv_share = *share;
+        }
       }
     }
     if (const toml::node* n = root.get("tenants")) {

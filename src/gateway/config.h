@@ -66,6 +66,12 @@ struct TierConfig {
   int64_t rpm = 0;                     // per tenant, requests of this tier
   int64_t tpm = 0;                     // per tenant, tokens of this tier
   int64_t max_tokens = 0;              // cap on a request's max_tokens (0 = none)
+  // Engine scheduling limits of the tier (0 / negative = the engine's default).
+  int64_t max_running = 0;             // running sequences of this tier at most
+  int64_t max_queued = 0;              // queued requests of this tier at most (back-pressure)
+  int64_t priority = -1;               // higher is scheduled first and preempted last
+  int64_t latency_target_ms = 0;       // queue wait after which lower tiers stop being admitted
+  double kv_share = -1;                // share of KV blocks the tier may hold (0, 1]
 };
 
 // Prices in pico-units (1e-12 of the money unit) per token, which is the same number as

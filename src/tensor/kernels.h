@@ -75,12 +75,17 @@ struct Act {
   // Optional (Q8_0_R16, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
   // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
   // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:
-  //   [8 tok][32] int8 values, [8 tok] int32 -128 * block sum, [8 tok] float scale.
+  //   [8 tok][32] int8 values, [8 tok] int32 kActIlBias0 - 128 * block sum, [8 tok] float scale.
+  // kActIlBias0 (the bits of 1.5 * 2^23) lets the kernel turn its int32 sum S (|S| < 2^22 for
+  // 32 products of |w| <= 128, |x| <= 127) into float exactly with one vsubps: the bits of
+  // kActIlBias0 + S are the float 1.5 * 2^23 + S.
   // Slots of tokens >= n_tok in the last tile are unspecified (never read).
   const uint8_t* q8_il = nullptr;
 };
 
 constexpr int kActIlTile = 8;
+constexpr int32_t kActIlBias0 = 0x4B400000;
+constexpr float kActIlBias0F = 12582912.0f;  // 1.5 * 2^23, the float whose bits are kActIlBias0
 constexpr size_t kActIlBlockBytes = kActIlTile * (32 + 4 + 4);
 constexpr int64_t kActIlMinTokens = 4;
 inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {

@@ -121,6 +121,11 @@ void zgemm_float(const GemmArgs& g) {
 
 // ---- Q8_0_R16: one zmm = 4 k-values of 16 rows; vpdpbusd with a broadcast activation dword --
 
+// Software prefetch distance of the batched R16 kernels: every line of each block, this far
+// ahead in the group's stream (one line per block left most of the stream to the hardware
+// prefetcher, and a batch-8 matmul took ~1.5x the batch-1 time; with all lines ~1x).
+constexpr int kR16PrefetchBytes = 4096;
+
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
@@ -147,7 +152,14 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kRec;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * (kQ4 ? 256 : 512);
-    if constexpr (T >= 4) _mm_prefetch(reinterpret_cast<const char*>(vals) + 8192, _MM_HINT_T0);
+    if constexpr (T >= 4) {
+      // Every line of the block's values (the scales line with the first half), as in r16_il_tile.
+      constexpr int kLines = kQ4 ? 4 : 8;
+      const char* pf = reinterpret_cast<const char*>(vals) + kR16PrefetchBytes;
+#pragma GCC unroll 8
+      for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(rec) + kR16PrefetchBytes, _MM_HINT_T0);
+    }
     __m512i isum[kChains][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -194,10 +206,6 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
   }
 }
 
-// Software prefetch distance of the batched Q8_0_R16 kernel: every line of each block, this far
-// ahead in the group's stream (one line per block left most of the stream to the hardware
-// prefetcher, and a batch-8 matmul took ~1.5x the batch-1 time; with all lines ~1x).
-constexpr int kIlPrefetchBytes = 4096;
 // Q8_0_R16 x interleaved activations (Act::q8_il), tokens [t0, t0 + T) with t0 a multiple of
 // kActIlTile: one base pointer for the tile's activations, so every broadcast is an embedded
 // {1to16} operand of vpdpbusd, and the bias / scale terms are broadcast loads.
@@ -215,10 +223,10 @@ inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int la
     const uint8_t* vals = rec + 64 + half * 512;
     {
       // Every line of the block (8 value lines, and the scale line with the first half).
-      const char* pf = reinterpret_cast<const char*>(vals) + kIlPrefetchBytes;
+      const char* pf = reinterpret_cast<const char*>(vals) + kR16PrefetchBytes;
 #pragma GCC unroll 8
       for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(rec) + kIlPrefetchBytes, _MM_HINT_T0);
+      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(rec) + kR16PrefetchBytes, _MM_HINT_T0);
     }
     __m512i isum[T];
 #pragma GCC unroll 8
@@ -234,7 +242,10 @@ inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int la
     for (int t = 0; t < T; ++t) {
       float xd;
       __builtin_memcpy(&xd, xa + kActIlTile * 36 + 4 * t, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc[t]);
+      // isum = kActIlBias0 + S: as float 1.5 * 2^23 + S exactly; the subtraction gives S (what
+      // vcvtdq2ps would, but on either FMA port instead of only the one vpdpbusd also needs).
+      const __m512 sf = _mm512_sub_ps(_mm512_castsi512_ps(isum[t]), _mm512_set1_ps(kActIlBias0F));
+      acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc[t]);
     }
   }
   if (lane0 == 0 && lane1 == 16) {

@@ -315,7 +315,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       q8 = grow(scratch.q8, n);
       d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));
       s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb32));
-      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens && std::getenv("TS_NO_IL") == nullptr) {
+      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens) {
         il = grow(scratch.il, kern::act_il_bytes(n_tok, cols) + 64);
         il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
       }
@@ -337,7 +337,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
           const int slot = static_cast<int>(t % kern::kActIlTile);
           for (int64_t b = 0; b < nb32; ++b, rec += kern::kActIlBlockBytes) {
             std::memcpy(rec + slot * 32, q8 + t * cols + b * 32, 32);
-            const int32_t bias = -128 * s8[t * nb32 + b];
+            const int32_t bias = kern::kActIlBias0 - 128 * s8[t * nb32 + b];
             std::memcpy(rec + kern::kActIlTile * 32 + slot * 4, &bias, 4);
             std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + b], 4);
           }

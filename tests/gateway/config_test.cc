@@ -20,6 +20,15 @@ default_tpm = 100000
 rpm = 30
 tpm = 500000
 max_tokens = 4096
+max_running = 12
+max_queued = 300
+priority = 0
+latency_target_ms = 0
+kv_share = 0.6
+
+[tiers.interactive]
+priority = 2
+latency_target_ms = 750
 
 [tenants.acme]
 rpm = 600
@@ -52,7 +61,17 @@ TEST(Config, ParsesEverySection) {
   EXPECT_EQ(batch.rpm, 30);
   EXPECT_EQ(batch.tpm, 500000);
   EXPECT_EQ(batch.max_tokens, 4096);
+  EXPECT_EQ(batch.max_running, 12);
+  EXPECT_EQ(batch.max_queued, 300);
+  EXPECT_EQ(batch.priority, 0);
+  EXPECT_DOUBLE_EQ(batch.kv_share, 0.6);
   EXPECT_EQ(c->tiers[size_t(engine::Tier::kInteractive)].rpm, 0);
+  EXPECT_EQ(c->tiers[size_t(engine::Tier::kInteractive)].priority, 2);
+  EXPECT_EQ(c->tiers[size_t(engine::Tier::kInteractive)].latency_target_ms, 750);
+  EXPECT_DOUBLE_EQ(c->tiers[size_t(engine::Tier::kInteractive)].kv_share, -1);  // unset: engine default
+  auto bad = parse_config("[tiers.batch]\nkv_share = 1.5\n", "c.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "c.toml:2: tiers.batch.kv_share must be a number in (0, 1]");
   ASSERT_EQ(c->tenants.count("acme"), 1u);
   const TenantConfig& acme = c->tenants.at("acme");
   EXPECT_EQ(acme.rpm, 600);

@@ -107,5 +107,19 @@ kill -TERM "$SRV" 2>/dev/null; wait "$SRV"; rc=$?
 [ $ok -eq 0 ] && [ $rc -eq 0 ]
 check "serve without -m uses the pulled default model; SIGTERM exits 0" $?
 
+# Tier scheduling limits come from the config file.
+printf '[tiers.batch]\nmax_running = 3\nkv_share = 0.5\n\n[tiers.interactive]\nlatency_target_ms = 250\n' >"$TMP/tiers.toml"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN" serve -m "$M" --no-auth --port "$PORT" --ledger "$TMP/l2.db" --config "$TMP/tiers.toml" >/dev/null 2>"$TMP/tiers.log" &
+SRV=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+kill -TERM "$SRV" 2>/dev/null; wait "$SRV"
+grep -q "tier batch: max_running 3, kv_share 0.5" "$TMP/tiers.log" && grep -q "tier interactive: .*latency_target 250 ms" "$TMP/tiers.log"
+check "tier limits from the config file reach the engine" $?
+printf '[tiers.batch]\nkv_share = 2\n' >"$TMP/bad.toml"
+"$BIN" serve -m "$M" --no-auth --port "$PORT" --ledger "$TMP/l3.db" --config "$TMP/bad.toml" >/dev/null 2>"$TMP/e8"; rc=$?
+[ $rc -ne 0 ] && grep -q "bad.toml:2:" "$TMP/e8"
+check "bad config: line-precise error" $?
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

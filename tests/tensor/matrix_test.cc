@@ -188,7 +188,8 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
   ThreadPool pool(2);
   for (const Shape& s : shapes()) {
     auto w = make_weights(s.type, s.rows, s.cols, 21);
-    for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64}) {
+    // 37 (odd: on the pool) also covers the activation preparation split over threads (n_tok >= 16).
+    for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 37}) {
       auto x = random_floats(static_cast<size_t>(n_tok * s.cols), 200 + uint32_t(n_tok));
       set_isa(Isa::kScalar);
       auto ms = Matrix::create(s.type, w.data(), s.rows, s.cols);
