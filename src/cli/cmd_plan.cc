@@ -4,6 +4,9 @@
 #include <sstream>
 
 #include "cli/cli_util.h"
+#include "gateway/ledger.h"
+#include "gateway/report.h"
+#include "gateway/sql_db.h"
 #include "tools/plan.h"
 
 namespace ts::cli {
@@ -25,10 +28,16 @@ int cmd_plan(int argc, char** argv) {
   app.add_option("--memory", memory, "memory for weights + KV, e.g. 24GiB")->required();
   app.add_option("--kv-type", kv_type, "KV cache type: f16 (default), q8_0, f32");
   auto* lf = app.add_option("--lengths", lengths_file, "file of context lengths (one per line) or replay JSONL");
+  std::string ledger;
+  auto* lg = app.add_option("--ledger", ledger, "take the length distribution from a usage ledger (PATH.db or postgresql://...)");
+  lg->excludes(lf);
   auto* p50 = app.add_option("--p50", o.lengths.p50, "P50 context length (prompt + output tokens)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   auto* p95 = app.add_option("--p95", o.lengths.p95, "P95 context length")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   auto* p99 = app.add_option("--p99", o.lengths.p99, "P99 context length")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  for (auto* opt : {p50, p95, p99}) lf->excludes(opt);
+  for (auto* opt : {p50, p95, p99}) {
+    lf->excludes(opt);
+    lg->excludes(opt);
+  }
   app.add_option("--concurrency", o.concurrency, "check that this many concurrent requests fit")->check(CLI::Range(1, 1 << 24));
   app.add_option("--headroom", o.headroom, "fraction of memory kept free (default 0.2)")->check(CLI::Range(0.0, 0.99));
   app.add_option("--block-size", o.block_size, "KV block size in tokens (default 16)")->check(CLI::Range(1, 1 << 16));
@@ -58,6 +67,18 @@ int cmd_plan(int argc, char** argv) {
   auto kt = model::parse_kv_type(kv_type);
   if (!kt.ok()) return fail("plan", "bad --kv-type '" + kv_type + "' (f16, q8_0, f32)", 2);
   o.kv_type = *kt;
+  if (!ledger.empty()) {
+    // The ledger's rows as replay lines (prompt + completion tokens per request).
+    auto db = gateway::open_sql_db(ledger);
+    if (!db.ok()) return fail("plan", db.status().message());
+    auto store = gateway::make_sql_ledger(std::shared_ptr<gateway::SqlDb>(std::move(*db)));
+    std::ostringstream lines;
+    auto n = gateway::export_replay(*store, gateway::LedgerFilter{}, lines);
+    if (!n.ok()) return fail("plan", n.status().message());
+    auto d = tools::parse_lengths(lines.str());
+    if (!d.ok()) return fail("plan", "ledger " + ledger + ": " + d.status().message());
+    o.lengths = *d;
+  }
   if (!lengths_file.empty()) {
     std::ifstream f(lengths_file);
     if (!f) return fail("plan", "cannot read " + lengths_file);

@@ -75,9 +75,11 @@ Result<std::vector<RequestSpec>> parse_replay(std::string_view text) {
       if (integer && !it->is_number_integer()) return invalid_argument(where() + "'" + key + "' must be an integer");
       return it->get<double>();
     };
-    TS_ASSIGN_OR_RETURN(r.offset_s, num("offset", false));
+    // "arrival_s" is what `tokenserve usage --export-replay` writes; "offset" is accepted too.
+    TS_ASSIGN_OR_RETURN(r.offset_s, num(j.contains("arrival_s") ? "arrival_s" : "offset", false));
     TS_ASSIGN_OR_RETURN(double in, num("input_tokens", true));
     TS_ASSIGN_OR_RETURN(double outp, num("output_tokens", true));
+    if (outp == 0) outp = 1;  // a ledger row that generated nothing still costs one decode step
     if (r.offset_s < 0 || !std::isfinite(r.offset_s)) return invalid_argument(where() + "offset must be >= 0");
     if (in < 1 || outp < 1) return invalid_argument(where() + "token counts must be >= 1");
     r.input_tokens = static_cast<int64_t>(in);

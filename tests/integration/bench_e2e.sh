@@ -49,6 +49,20 @@ print("bench totals equal server usage:", b["tokens"])
 PY
 check "bench token counts equal the server's usage totals" $?
 
+# The ledger -> replay file -> bench replay and plan round trip (the server keeps writing its
+# ledger while running; rows are flushed within a second or two).
+sleep 2
+"$BIN" usage --ledger "$TMP/ledger.db" --export-replay "$TMP/replay.jsonl" >/dev/null 2>&1
+[ "$(wc -l <"$TMP/replay.jsonl")" -ge 16 ]
+check "usage --export-replay writes one line per request" $?
+"$BIN" bench --url "http://127.0.0.1:$PORT" --model "$MODEL" --scenario "replay:$TMP/replay.jsonl" --concurrency 4 \
+  --requests 8 --quiet --json "$TMP/replay.json" >/dev/null 2>&1
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); assert b["requests"]["ok"]==8, b["requests"]' "$TMP/replay.json"
+check "bench replays the exported ledger" $?
+"$BIN" plan -m "$M" --memory 1GiB --ledger "$TMP/ledger.db" --json >"$TMP/plan.json" 2>&1
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); s=json.dumps(p); assert "36" in s, s[:400]' "$TMP/plan.json"
+check "plan reads its length distribution from the ledger (24 + 12 = 36 tokens)" $?
+
 "$BIN" plan -m "$M" --memory 1GiB --p50 64 --p95 100 --p99 128 >"$TMP/plan.txt" 2>&1
 check "plan exit code" $?
 grep -q "640" "$TMP/plan.txt"; check "plan reports 640 KV bytes/token for stories260K" $?
