@@ -19,9 +19,14 @@ __attribute__((always_inline)) inline void load_page(const KvStorage& kv, int32_
       std::memcpy(out, src, sizeof(float) * n * hd);
       break;
     case KvType::kF16: {
+#if defined(__GNUC__) && !defined(__clang__)
       // _Float16 lets the compiler use vcvtph2ps in the x86-64-v3/v4 clones below.
       const _Float16* h = reinterpret_cast<const _Float16*>(src);
       for (int32_t i = 0; i < n * hd; ++i) out[i] = static_cast<float>(h[i]);
+#else
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+      for (int32_t i = 0; i < n * hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
+#endif
       break;
     }
     case KvType::kQ8_0: {
@@ -86,7 +91,9 @@ struct AttendCtx {
   int64_t max_ctx;
 };
 
+#if defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int thread) {
   const KvStorage& kv = c.kv;
   const int32_t layer = c.layer;
