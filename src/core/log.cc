@@ -23,19 +23,6 @@ const char* level_name(Level l) {
   return "?";
 }
 
-std::string timestamp() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
-
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
@@ -60,6 +47,19 @@ std::string json_escape(std::string_view s) {
 }
 }  // namespace
 
+std::string utc_timestamp() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
 void set_level(Level level) { g_level = level; }
 void set_format(Format format) { g_format = format; }
 Level level() { return g_level; }
@@ -78,10 +78,10 @@ void write(Level level, std::string_view message) {
   if (level < g_level.load(std::memory_order_relaxed) || level == Level::kOff) return;
   std::string line;
   if (g_format == Format::kJson) {
-    line = "{\"ts\":\"" + timestamp() + "\",\"level\":\"" + level_name(level) + "\",\"msg\":\"" +
+    line = "{\"ts\":\"" + utc_timestamp() + "\",\"level\":\"" + level_name(level) + "\",\"msg\":\"" +
            json_escape(message) + "\"}\n";
   } else {
-    line = timestamp() + " " + level_name(level) + " " + std::string(message) + "\n";
+    line = utc_timestamp() + " " + level_name(level) + " " + std::string(message) + "\n";
   }
   std::lock_guard<std::mutex> lock(g_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -21,6 +21,9 @@ inline void info(std::string_view m) { write(Level::kInfo, m); }
 inline void warn(std::string_view m) { write(Level::kWarn, m); }
 inline void error(std::string_view m) { write(Level::kError, m); }
 
+// Current UTC time as "2026-11-30T06:00:00.123Z" (the timestamp of every log line).
+std::string utc_timestamp();
+
 // Writes one pre-built JSON object as its own line (structured request logs), whatever the format.
 void write_json_line(std::string_view json_object);
 

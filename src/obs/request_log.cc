@@ -20,19 +20,6 @@ bool id_char(char c) {
   }
 }
 
-std::string utc_now() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
-
 bool is_set(engine::TimePoint t) { return t != engine::TimePoint{}; }
 
 nlohmann::json ms_between(engine::TimePoint a, engine::TimePoint b) {
@@ -69,7 +56,7 @@ std::string resolve_request_id(std::string_view incoming) {
 
 nlohmann::json request_log_json(std::string_view request_id, const RequestObservation& obs) {
   nlohmann::json j;
-  j["ts"] = utc_now();
+  j["ts"] = log::utc_timestamp();
   j["event"] = "request";
   j["request_id"] = request_id;
   j["tenant"] = obs.tenant;

@@ -22,6 +22,18 @@ std::optional<TypeTraits> type_traits(uint32_t id) {
     case DType::kQ5_K: return TypeTraits{"q5_k", 256, 176, false};
     case DType::kQ6_K: return TypeTraits{"q6_k", 256, 210, true};
     case DType::kQ8_K: return TypeTraits{"q8_k", 256, 292, false};
+    case DType::kIQ2_XXS: return TypeTraits{"iq2_xxs", 256, 66, false};
+    case DType::kIQ2_XS: return TypeTraits{"iq2_xs", 256, 74, false};
+    case DType::kIQ3_XXS: return TypeTraits{"iq3_xxs", 256, 98, false};
+    case DType::kIQ1_S: return TypeTraits{"iq1_s", 256, 50, false};
+    case DType::kIQ4_NL: return TypeTraits{"iq4_nl", 32, 18, false};
+    case DType::kIQ3_S: return TypeTraits{"iq3_s", 256, 110, false};
+    case DType::kIQ2_S: return TypeTraits{"iq2_s", 256, 82, false};
+    case DType::kIQ4_XS: return TypeTraits{"iq4_xs", 256, 136, false};
+    case DType::kIQ1_M: return TypeTraits{"iq1_m", 256, 56, false};
+    case DType::kTQ1_0: return TypeTraits{"tq1_0", 256, 54, false};
+    case DType::kTQ2_0: return TypeTraits{"tq2_0", 256, 66, false};
+    case DType::kMXFP4: return TypeTraits{"mxfp4", 32, 17, false};
     case DType::kI8: return TypeTraits{"i8", 1, 1, false};
     case DType::kI16: return TypeTraits{"i16", 1, 2, false};
     case DType::kI32: return TypeTraits{"i32", 1, 4, false};

@@ -25,12 +25,24 @@ enum class DType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,
   kI64 = 27,
   kF64 = 28,
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
 };
 
 struct TypeTraits {
@@ -83,7 +95,60 @@ struct BlockQ8_K {  // activation blocks for K-quants: float d, 256 int8, 16 sum
   int8_t qs[kQK_K];
   int16_t bsums[kQK_K / 16];
 };
+struct BlockQ4_1 {  // 20 bytes: fp16 d, fp16 m, 16 bytes of nibbles; x = d * q + m
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[32 / 2];
+};
+struct BlockQ5_0 {  // 22 bytes: fp16 d, 32 high bits, 16 bytes of low nibbles; x = d * (q - 16)
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[32 / 2];
+};
+struct BlockQ5_1 {  // 24 bytes: fp16 d, fp16 m, 32 high bits, 16 bytes of low nibbles; x = d * q + m
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[32 / 2];
+};
+struct BlockQ2_K {  // 84 bytes: 16 (4-bit scale | 4-bit min) bytes, 2-bit quants, fp16 d, fp16 dmin
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+struct BlockQ3_K {  // 110 bytes: high-bit mask, low 2 bits, 12 bytes of packed 6-bit scales, fp16 d
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+struct BlockQ5_K {  // 176 bytes
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+struct BlockIQ4_NL {  // 18 bytes: fp16 d, 16 bytes of nibbles indexing the non-linear table
+  uint16_t d;
+  uint8_t qs[32 / 2];
+};
+struct BlockIQ4_XS {  // 136 bytes: fp16 d, high 2 bits of 8 6-bit scales, low 4 bits, nibbles
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ6_K) == 210);

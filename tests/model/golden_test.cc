@@ -1,14 +1,21 @@
 // ../shared/golden: small random-weight models (qwen2 with QKV bias + NeoX RoPE, Llama-3 GQA
-// with a 128k BPE vocab, SentencePiece with an untied output; F16/Q8_0/Q4_0/Q4_K/Q6_K) with
-// llama.cpp's reference outputs. Every expected/ folder present is checked; models whose
-// expected outputs are held back are still loaded and run.
+// with a 128k BPE vocab, SentencePiece with an untied output; the second set: qwen3, qwen3moe,
+// gemma3, phi3 and every common llama-quantize preset) with llama.cpp's reference outputs.
+// One test per expected/ folder present, per ISA path this host can run (forced with
+// tensor::set_isa before the model is loaded, so each path's layouts and kernels are used);
+// models whose expected outputs are held back are still loaded and run.
+//
+// Greedy steps are compared with teacher forcing: the reference ids are fed back, so one near
+// tie cannot derail the rest of a comparison; every step's argmax must equal the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "model/model.h"
 #include "model_test_util.h"
+#include "tensor/matrix.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,7 +34,43 @@ std::string prompt_text(const std::string& path) {
   return s;
 }
 
-void check_golden(const std::string& stem) {
+std::vector<std::string> list_dir(const std::string& rel, bool dirs, const std::string& ext) {
+  std::vector<std::string> out;
+  std::string dir = ::ts::testing::shared_path(rel);
+  if (dir.empty() || !fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (dirs ? e.is_directory() : e.path().extension() == ext) out.push_back(e.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<tensor::Isa> host_isas() {
+  std::vector<tensor::Isa> v;
+  for (int i = 0; i <= static_cast<int>(tensor::detected_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
+  return v;
+}
+
+// Restores the process-wide ISA after a test forced one.
+struct IsaScope {
+  tensor::Isa saved = tensor::active_isa();
+  explicit IsaScope(tensor::Isa isa) { tensor::set_isa(isa); }
+  ~IsaScope() { tensor::set_isa(saved); }
+};
+
+using Param = std::tuple<std::string, tensor::Isa>;
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string s = std::get<0>(info.param) + "_" + tensor::isa_name(std::get<1>(info.param));
+  for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+class GoldenExpected : public ::testing::TestWithParam<Param> {};
+
+TEST_P(GoldenExpected, LogitsAndGreedyIds) {
+  const auto& [stem, isa] = GetParam();
+  IsaScope scope(isa);
   std::string dir = ::ts::testing::shared_path("golden/expected/" + stem);
   std::string model_path = ::ts::testing::shared_path("golden/models/" + stem + ".gguf");
   ASSERT_FALSE(model_path.empty()) << stem;
@@ -38,6 +81,7 @@ void check_golden(const std::string& stem) {
 
   auto prompt = model.tokenizer().encode(prompt_text(dir + "/prompt.txt"), true, true);
   EXPECT_EQ(prompt, read_ids(dir + "/prompt.ids")) << stem << ": prompt ids";
+  prompt = read_ids(dir + "/prompt.ids");  // compare the forward pass on the reference ids
 
   ThreadPool pool(2);
   SoloRunner run(model, KvType::kF32, 8);
@@ -57,39 +101,53 @@ void check_golden(const std::string& stem) {
   EXPECT_LE(max_diff, float_model ? 1e-2 : 0.05) << stem << " mean " << mean_diff;
   EXPECT_EQ(testing::argmax(logits.data(), V), testing::argmax(expect[0].data(), V));
 
-  SoloRunner run2(model, KvType::kF32, 8);
-  auto got = run2.greedy(prompt, 32, &pool);
-  EXPECT_EQ(got, read_ids(dir + "/greedy.ids")) << stem << ": greedy ids";
-  // The default F16 KV cache gives the same greedy ids (margins are wide).
-  SoloRunner run3(model, KvType::kF16, 8);
-  EXPECT_EQ(run3.greedy(prompt, 32, &pool), read_ids(dir + "/greedy.ids")) << stem << ": greedy ids, f16 KV";
-}
-
-TEST(Golden, EveryModelWithExpectedOutputs) {
-  TS_REQUIRE_SHARED(dir, "golden/expected");
-  int checked = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (!e.is_directory()) continue;
-    SCOPED_TRACE(e.path().filename().string());
-    check_golden(e.path().filename().string());
-    ++checked;
-  }
-  EXPECT_GE(checked, 3);
-}
-
-TEST(Golden, ModelsWithoutExpectedOutputsStillRun) {
-  TS_REQUIRE_SHARED(dir, "golden/models");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".gguf") continue;
-    auto m = Model::load(e.path().string());
-    ASSERT_TRUE(m.ok()) << e.path() << ": " << m.status().to_string();
-    auto prompt = (*m)->tokenizer().encode("Once upon a time, in a small village,", true, true);
-    ThreadPool pool(2);
-    SoloRunner run(**m, KvType::kF16, 8);
-    auto out = run.greedy(prompt, 8, &pool);
-    EXPECT_EQ(out.size(), 8u);
+  const auto ref = read_ids(dir + "/greedy.ids");
+  ASSERT_FALSE(ref.empty());
+  for (KvType kv : {KvType::kF32, KvType::kF16}) {
+    SoloRunner r(model, kv, 8);
+    auto lg = r.feed(prompt, 0, 1, &pool);
+    int32_t pos = static_cast<int32_t>(prompt.size());
+    int mismatches = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      int32_t got = testing::argmax(lg.data(), V);
+      if (got != ref[i]) {
+        ++mismatches;
+        ADD_FAILURE() << stem << " step " << i << (kv == KvType::kF32 ? " f32" : " f16") << " KV: got "
+                      << got << " want " << ref[i];
+      }
+      if (i + 1 < ref.size()) lg = r.feed({ref[i]}, pos++, 1, &pool);
+    }
+    EXPECT_EQ(mismatches, 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Shared, GoldenExpected,
+                         ::testing::Combine(::testing::ValuesIn(list_dir("golden/expected", true, "")),
+                                            ::testing::ValuesIn(host_isas())),
+                         param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GoldenExpected);
+
+class GoldenModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenModel, LoadsAndRuns) {
+  auto path = ::ts::testing::shared_path("golden/models/" + GetParam() + ".gguf");
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << path << ": " << m.status().to_string();
+  auto prompt = (*m)->tokenizer().encode("Once upon a time, in a small village,", true, true);
+  ThreadPool pool(2);
+  SoloRunner run(**m, KvType::kF16, 8);
+  auto out = run.greedy(prompt, 8, &pool);
+  EXPECT_EQ(out.size(), 8u);
+  for (int32_t id : out) EXPECT_TRUE(id >= 0 && id < (*m)->config().n_vocab);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, GoldenModel, ::testing::ValuesIn(list_dir("golden/models", false, ".gguf")),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GoldenModel);
 
 }  // namespace
 }  // namespace ts::model
