@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: tokenserve against llama.cpp on this host, in one run.
+#
+#   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
+#                             [--quick] [--skip-server] [--out DIR]
+#
+# llama.cpp is built from the source the npm package node-llama-cpp@3.22.1 carries
+# (llama/gitRelease.bundle, a git bundle; `npm pack` fetches it) into a cache outside the
+# repository ($TOKENSERVE_CACHE or ~/.cache/tokenserve), once. Then, for each model shape
+# (Q8_0 weights made by `tokenserve synth`, the same file for both engines):
+#   - measured read bandwidth (kernels_bench BM_Bandwidth, same minutes);
+#   - decode at batch 1: `llama-bench -p 0 -n 128` vs `tokenserve generate -n 128 --ignore-eos`;
+#   - prefill of 512 tokens: `llama-bench -p 512 -n 0` vs the prompt rate of `generate`;
+#   - the 8-sequence decode step vs the 1-sequence step (engine_bench --conc 1,8);
+#   - server load: 32 requests at concurrency 8 and 64 at concurrency 32 (128 prompt / 64 output
+#     tokens) by `tokenserve bench` against `llama-server -np 8` and `tokenserve serve`.
+# tokenserve figures are repeated for every ISA path the host can run (TOKENSERVE_ISA).
+# Not part of the test command. Everything listens on 127.0.0.1 and is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+TS=$ROOT/build/tokenserve
+MODELS="qwen smollm"
+THREADS=2
+QUICK=0
+SKIP_SERVER=0
+ISAS=""
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --models) MODELS=$2; shift 2 ;;
+    --isa) ISAS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --skip-server) SKIP_SERVER=1; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    *) echo "compare_llamacpp: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+CACHE=${TOKENSERVE_CACHE:-$HOME/.cache/tokenserve}
+LLAMA_SRC=$CACHE/llama.cpp-node-llama-cpp-3.22.1
+LLAMA_BUILD=$LLAMA_SRC/build
+OUT=${OUT:-$(mktemp -d /tmp/compare_llamacpp.XXXXXX)}
+mkdir -p "$CACHE" "$OUT"
+VOCAB=${TOKENSERVE_SHARED:-$ROOT/../shared}/models/llama.cpp-vocab
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+log() { echo "[compare] $*" >&2; }
+
+# ---- tools --------------------------------------------------------------------------------
+for c in cmake ninja git npm python3 curl; do
+  command -v $c >/dev/null || { echo "compare_llamacpp: needs $c (apt-get install it)" >&2; exit 2; }
+done
+[ -x "$TS" ] || { echo "compare_llamacpp: build tokenserve first (scripts/setup.sh)" >&2; exit 2; }
+
+if [ ! -x "$LLAMA_BUILD/bin/llama-bench" ] || [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
+  log "building llama.cpp from node-llama-cpp@3.22.1's git bundle into $LLAMA_SRC"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz package/llama/gitRelease.bundle)
+  rm -rf "$LLAMA_SRC"
+  git clone -q "$tmp/package/llama/gitRelease.bundle" "$LLAMA_SRC"
+  rm -rf "$tmp"
+  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >/dev/null
+  ninja -C "$LLAMA_BUILD" -j"$(nproc)" llama-bench llama-server >/dev/null
+fi
+LLAMA_REV=$(git -C "$LLAMA_SRC" describe --tags --always 2>/dev/null || git -C "$LLAMA_SRC" rev-parse --short HEAD)
+
+if [ -z "$ISAS" ]; then
+  ISAS="scalar avx2"
+  grep -qw avx512_vnni /proc/cpuinfo && ISAS="$ISAS avx512"
+  grep -qw amx_tile /proc/cpuinfo && ISAS="$ISAS amx"
+  grep -qw avx2 /proc/cpuinfo || ISAS="scalar"
+  [ $QUICK = 1 ] && ISAS=$(echo "$ISAS" | awk '{print $NF}')
+fi
+
+# ---- models -------------------------------------------------------------------------------
+model_file() {
+  case "$1" in
+    qwen) echo "$CACHE/qwen2.5-0.5b-shape-q8_0.gguf" ;;
+    smollm) echo "$CACHE/smollm2-135m-shape-q8_0.gguf" ;;
+    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm)" >&2; exit 2 ;;
+  esac
+}
+make_model() {
+  local f; f=$(model_file "$1")
+  [ -f "$f" ] && return 0
+  log "synthesizing $f"
+  case "$1" in
+    qwen) "$TS" synth --arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ffn 4864 --tied \
+            --rope-base 1000000 --vocab-from "$VOCAB/ggml-vocab-qwen2.gguf" --type q8_0 -o "$f" >/dev/null ;;
+    smollm) "$TS" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ffn 1536 --tied \
+            --vocab-from "$VOCAB/ggml-vocab-starcoder.gguf" --type q8_0 -o "$f" >/dev/null ;;
+  esac
+}
+
+# A prompt of about N tokens for MODEL (word-sized pieces; the exact count is read back from
+# each engine's own report).
+make_prompt() {
+  local model=$1 n=$2 words="" i
+  local base="the quick brown fox jumps over the lazy dog while a small bird sings in the old tree"
+  for i in $(seq 1 $(( n / 18 + 2 ))); do words="$words $base"; done
+  # Trim to n tokens by the model's own tokenizer.
+  python3 - "$TS" "$model" "$n" "$words" <<'EOF'
+import subprocess, sys
+ts, model, n, text = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+words = text.split()
+lo, hi = 1, len(words)
+def count(k):
+    out = subprocess.run([ts, "tokenize", "-m", model, "--ids", "--no-bos", " ".join(words[:k])],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return len(out)
+while lo < hi:
+    mid = (lo + hi + 1) // 2
+    if count(mid) <= n - 1: lo = mid
+    else: hi = mid - 1
+print(" ".join(words[:lo]))
+EOF
+}
+
+bandwidth() {  # "X GB/s (1 thread), Y GB/s (2 threads)", measured now by kernels_bench
+  "$ROOT/build/bench/kernels_bench" --benchmark_filter='^$' 2>/dev/null | grep -m1 -o 'bandwidth: .*' | sed 's/^bandwidth: //'
+}
+
+llama_bench() {  # MODEL -p P -n N -> tokens/s
+  "$LLAMA_BUILD/bin/llama-bench" -m "$1" -t "$THREADS" "${@:2}" -r 3 -o json 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(f"{d[0][\"avg_ts\"]:.1f}")'
+}
+
+ts_generate() {  # ISA MODEL PROMPT N -> "prompt_tps gen_tps"
+  local out
+  out=$(TOKENSERVE_ISA=$1 "$TS" generate -m "$2" -p "$3" -n "$4" --ignore-eos --temp 0 -t "$THREADS" 2>&1 >/dev/null | tail -n 3)
+  echo "$out" | python3 -c '
+import re, sys
+s = sys.stdin.read()
+m = re.search(r"prompt: (\d+) tokens, ([\d.]+) tokens/s; generation: (\d+) tokens, ([\d.]+) tokens/s", s)
+print(f"{m.group(2)} {m.group(4)} {m.group(1)}" if m else "nan nan 0")'
+}
+
+ts_step_ratio() {  # ISA MODEL -> "ms1 ms8 ratio"
+  TOKENSERVE_ISA=$1 "$ROOT/build/bench/engine_bench" "$2" --threads "$THREADS" --prompt 128 --gen 64 --conc 1,8 2>&1 |
+    python3 -c '
+import re, sys
+ms = {}
+for line in sys.stdin:
+    f = line.split()  # columns: conc, out tok/s, decode tok/s, step ms, ...
+    if len(f) >= 4 and f[0].isdigit():
+        ms[int(f[0])] = float(f[3])
+if 1 in ms and 8 in ms: print(f"{ms[1]:.1f} {ms[8]:.1f} {ms[8]/ms[1]:.2f}")
+else: print("nan nan nan")'
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() {  # URL PID
+  for _ in $(seq 1 600); do
+    curl -sf "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+
+server_load() {  # URL MODEL_NAME CONC REQUESTS JSON -> "out_tps ttft_p95 tpot_p50"
+  "$TS" bench --url "$1" --model "$2" --concurrency "$3" --requests "$4" --input-tokens 128 \
+    --output-tokens 64 --timeout 900 -q --json "$5" >/dev/null 2>&1 || true
+  python3 - "$5" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    print("nan nan nan"); sys.exit()
+def find(obj, *keys):
+    for k in keys:
+        if isinstance(obj, dict) and k in obj: obj = obj[k]
+        else: return float("nan")
+    return obj
+out = find(d, "throughput", "output_tokens_per_s")
+ttft = find(d, "ttft_ms", "p95") / 1000.0
+tpot = find(d, "tpot_ms", "p50") / 1000.0
+if find(d, "requests", "errors") not in (0, float("nan")): out = float("nan")  # errors void the figure
+print(f"{out:.1f} {ttft:.2f} {tpot*1000:.0f}")
+EOF
+}
+
+# ---- run ----------------------------------------------------------------------------------
+REPORT=$OUT/report.md
+{
+  echo "# tokenserve vs llama.cpp ($LLAMA_REV), $(date -u +%FT%TZ)"
+  echo
+  echo "Host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads $THREADS; ISA paths: $ISAS"
+  echo
+} >"$REPORT"
+
+GEN=128; PRE=512
+[ $QUICK = 1 ] && { GEN=32; PRE=128; }
+
+for name in $MODELS; do
+  make_model "$name"
+  M=$(model_file "$name")
+  wbytes=$(stat -c %s "$M")
+  bw=$(bandwidth)
+  log "$name: bandwidth $bw"
+  bw2=$(echo "$bw" | grep -o '[0-9.]* GB/s ([0-9]* threads)' | tail -n1 | cut -d' ' -f1)
+  bound=$(python3 -c "print(f'{${bw2:-0}*1e9/$wbytes:.1f}')")
+  prompt=$(make_prompt "$M" $PRE)
+  ll_dec=$(llama_bench "$M" -p 0 -n $GEN)
+  ll_pre=$(llama_bench "$M" -p $PRE -n 0)
+  {
+    echo "## $name ($(basename "$M"), $((wbytes / 1048576)) MiB file)"
+    echo
+    echo "Read bandwidth (kernels_bench, these minutes): $bw; batch-1 decode bound (bandwidth ÷ file bytes): $bound t/s"
+    echo
+    echo "| measure | llama.cpp | tokenserve ($ISAS) |"
+    echo "|---|---|---|"
+  } >>"$REPORT"
+  dec_row="| decode batch 1, t/s | $ll_dec |"
+  pre_row="| prefill $PRE tokens, t/s | $ll_pre |"
+  step_row="| 8-seq step / 1-seq step | — |"
+  for isa in $ISAS; do
+    read -r p_tps g_tps p_n <<<"$(ts_generate "$isa" "$M" "$prompt" $GEN)"
+    read -r ms1 ms8 ratio <<<"$(ts_step_ratio "$isa" "$M")"
+    dec_row="$dec_row $isa: $g_tps ($(python3 -c "print(f'{$g_tps/$ll_dec:.2f}× llama.cpp, {$g_tps/$bound:.2f} of bound')" 2>/dev/null || echo nan));"
+    pre_row="$pre_row $isa: $p_tps for $p_n tokens ($(python3 -c "print(f'{$p_tps/$ll_pre:.2f}')" 2>/dev/null || echo nan)×);"
+    step_row="$step_row $isa: $ms1 → $ms8 ms ($ratio×);"
+    log "$name/$isa: decode $g_tps, prefill $p_tps, step $ratio"
+  done
+  { echo "$dec_row"; echo "$pre_row"; echo "$step_row"; echo; } >>"$REPORT"
+
+  if [ $SKIP_SERVER = 0 ]; then
+    reqs8=32; reqs32=64; [ $QUICK = 1 ] && { reqs8=8; reqs32=16; }
+    port=$(free_port)
+    "$LLAMA_BUILD/bin/llama-server" -m "$M" -t "$THREADS" -np 8 -c $((8 * 512)) --host 127.0.0.1 --port "$port" \
+      >"$OUT/llama-server-$name.log" 2>&1 &
+    lpid=$!; PIDS+=("$lpid")
+    if wait_http "http://127.0.0.1:$port/health" "$lpid"; then
+      read -r l8o l8t l8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/llama-$name-c8.json")"
+      read -r l32o l32t l32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/llama-$name-c32.json")"
+    else
+      l8o=nan; l8t=nan; l8p=nan; l32o=nan; l32t=nan; l32p=nan
+    fi
+    kill "$lpid" 2>/dev/null || true; wait "$lpid" 2>/dev/null || true
+    {
+      echo "| server load (128 in / 64 out) | llama-server -np 8: out t/s, TTFT p95 s, TPOT p50 ms | tokenserve serve |"
+      echo "|---|---|---|"
+    } >>"$REPORT"
+    row8="| 32 req @ conc 8 | $l8o, $l8t, $l8p |"
+    row32="| 64 req @ conc 32 | $l32o, $l32t, $l32p |"
+    for isa in $ISAS; do
+      port=$(free_port)
+      TOKENSERVE_ISA=$isa "$TS" serve -m "$M" --no-auth --threads "$THREADS" --host 127.0.0.1 --port "$port" \
+        --model-name "$name" >"$OUT/tokenserve-$name-$isa.log" 2>&1 &
+      tpid=$!; PIDS+=("$tpid")
+      if wait_http "http://127.0.0.1:$port/health" "$tpid"; then
+        read -r t8o t8t t8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/ts-$name-$isa-c8.json")"
+        read -r t32o t32t t32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/ts-$name-$isa-c32.json")"
+      else
+        t8o=nan; t8t=nan; t8p=nan; t32o=nan; t32t=nan; t32p=nan
+      fi
+      kill -TERM "$tpid" 2>/dev/null || true; wait "$tpid" 2>/dev/null || true
+      r8=$(python3 -c "print(f'{$t8o/$l8o:.2f}')" 2>/dev/null || echo nan)
+      r32=$(python3 -c "print(f'{$t32o/$l32o:.2f}')" 2>/dev/null || echo nan)
+      row8="$row8 $isa: $t8o, $t8t, $t8p (out ×$r8);"
+      row32="$row32 $isa: $t32o, $t32t, $t32p (out ×$r32);"
+    done
+    { echo "$row8"; echo "$row32"; echo; } >>"$REPORT"
+  fi
+done
+cat "$REPORT"
+echo "(files in $OUT)" >&2
