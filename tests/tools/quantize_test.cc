@@ -1,0 +1,399 @@
+// tokenserve quantize: reference quantizers against llama.cpp's bytes, llama-quantize's
+// per-tensor rules, whole-file round trips per preset, and refusals of bad input.
+#include "tools/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "gguf/gguf.h"
+#include "tensor/quantizer.h"
+#include "test_util.h"
+#include "tools/quantize_eval.h"
+#include "tools/synth.h"
+
+namespace ts::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using tensor::DType;
+
+uint32_t id(DType t) { return static_cast<uint32_t>(t); }
+
+const std::vector<DType>& quant_types() {
+  static const std::vector<DType> k = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                                       DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                       DType::kIQ4_NL, DType::kIQ4_XS};
+  return k;
+}
+
+std::vector<float> normal_values(size_t n, uint64_t seed, float std = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, std);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+double rel_rms(const std::vector<float>& ref, const std::vector<float>& got) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    e += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+    r += static_cast<double>(ref[i]) * ref[i];
+  }
+  return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
+}
+
+// ---------------------------------------------------------------- reference quantizers
+
+// Dequantizing a llama-quantize tensor and quantizing it again: the round-to-nearest types
+// (Q4_1, Q5_0, Q5_1, Q8_0) must give back llama.cpp's exact bytes. The search-based types are
+// not fixed points of their own searches, so for them we require the share of identical blocks
+// measured with these quantizers. That is a check of block layout and packing (one misplaced
+// bit field breaks every block), not proof that each search matches llama.cpp's in every near
+// tie: the fixtures' F32 sources are not available to redo llama-quantize's exact inputs.
+TEST(QuantizerRef, RequantizingLlamaCppTensorsReproducesTheirBytes) {
+  TS_REQUIRE_SHARED(dir, "golden/models");
+  const std::map<DType, double> kMinShare = {
+      {DType::kQ4_0, 1.0}, {DType::kQ4_1, 1.0}, {DType::kQ5_0, 1.0}, {DType::kQ5_1, 1.0}, {DType::kQ8_0, 1.0},
+      {DType::kQ2_K, 0.98}, {DType::kQ3_K, 0.45}, {DType::kQ4_K, 0.99}, {DType::kQ5_K, 0.85},
+      {DType::kQ6_K, 0.75}, {DType::kIQ4_NL, 0.98}, {DType::kIQ4_XS, 0.90}};
+  std::map<DType, std::pair<int64_t, int64_t>> seen;  // identical blocks, blocks
+  for (const char* stem : {"tiny-quant-q4_1", "tiny-quant-q5_0", "tiny-quant-q5_1", "tiny-quant-q2_k",
+                           "tiny-quant-q3_k_m", "tiny-quant-q4_k_s", "tiny-quant-q5_k_m", "tiny-quant-iq4_nl",
+                           "tiny-quant-iq4_xs", "tiny-gemma3-q4_k_m", "tiny-qwen2-q4_k_m"}) {
+    auto f = gguf::GgufFile::open(dir + "/" + stem + ".gguf");
+    ASSERT_TRUE(f.ok()) << stem << ": " << f.status().to_string();
+    for (const auto& t : (*f)->tensors()) {
+      const auto traits = tensor::type_traits(t.type);
+      if (traits->block_size == 1) continue;
+      const int64_t cols = t.cols(), rows = t.num_elements / cols;
+      std::vector<float> x(static_cast<size_t>(t.num_elements));
+      ASSERT_TRUE(tensor::dequantize_rows(t.type, t.data, x.data(), rows, cols).ok());
+      std::vector<uint8_t> q(t.num_bytes);
+      ASSERT_TRUE(tensor::quantize_rows(t.type, x.data(), q.data(), rows, cols).ok());
+      auto& s = seen[static_cast<DType>(t.type)];
+      for (uint64_t b = 0; b < t.num_bytes / traits->type_size; ++b) {
+        s.first += !std::memcmp(q.data() + b * traits->type_size, t.data + b * traits->type_size, traits->type_size);
+        ++s.second;
+      }
+    }
+  }
+  for (DType t : quant_types()) {
+    if (t == DType::kQ4_0) continue;  // no llama-quantize Q4_0 tensor in the fixtures
+    ASSERT_TRUE(seen.count(t)) << tensor::type_name(id(t));
+    const auto [same, total] = seen[t];
+    const double share = static_cast<double>(same) / static_cast<double>(total);
+    std::printf("  %-7s %6lld / %6lld blocks identical (%.2f%%)\n", tensor::type_name(id(t)).c_str(),
+                static_cast<long long>(same), static_cast<long long>(total), 100 * share);
+    EXPECT_GE(share, kMinShare.at(t)) << tensor::type_name(id(t));
+  }
+}
+
+// Q4_0 has no llama-quantize fixture; its exactness follows from the RTN construction: values
+// already on a Q4_0 grid (what dequantization gives) must come back bit for bit.
+TEST(QuantizerRef, Q4_0IsAFixedPointOnItsGrid) {
+  auto x = normal_values(32 * 64, 5);
+  std::vector<tensor::BlockQ4_0> q(64), q2(64);
+  tensor::quantize_ref_q4_0(x.data(), q.data(), 32 * 64);
+  std::vector<float> y(32 * 64);
+  tensor::dequantize_ref_q4_0(q.data(), y.data(), 32 * 64);
+  tensor::quantize_ref_q4_0(y.data(), q2.data(), 32 * 64);
+  EXPECT_EQ(0, std::memcmp(q.data(), q2.data(), q.size() * sizeof(q[0])));
+}
+
+TEST(QuantizerRef, RoundTripErrorShrinksWithBits) {
+  const int64_t n = 256 * 64;
+  auto x = normal_values(static_cast<size_t>(n), 9);
+  // Upper bounds on relative RMS error for normal(0,1) data, ~1.3x what these quantizers give.
+  const std::map<DType, double> kMax = {
+      {DType::kQ8_0, 0.007}, {DType::kQ6_K, 0.024}, {DType::kQ5_0, 0.056}, {DType::kQ5_1, 0.05},
+      {DType::kQ5_K, 0.048}, {DType::kQ4_0, 0.112}, {DType::kQ4_1, 0.103}, {DType::kQ4_K, 0.094},
+      {DType::kIQ4_NL, 0.1}, {DType::kIQ4_XS, 0.1},   {DType::kQ3_K, 0.2},   {DType::kQ2_K, 0.39}};
+  std::map<DType, double> err;
+  for (DType t : quant_types()) {
+    const auto traits = tensor::type_traits(id(t));
+    std::vector<uint8_t> q(tensor::row_bytes(*traits, n));
+    ASSERT_TRUE(tensor::quantize_rows(id(t), x.data(), q.data(), 1, n).ok());
+    std::vector<float> y(static_cast<size_t>(n));
+    ASSERT_TRUE(tensor::dequantize_rows(id(t), q.data(), y.data(), 1, n).ok());
+    err[t] = rel_rms(x, y);
+    std::printf("  %-7s rel RMS %.4f\n", tensor::type_name(id(t)).c_str(), err[t]);
+    EXPECT_LT(err[t], kMax.at(t)) << tensor::type_name(id(t));
+    EXPECT_GT(err[t], 0.0) << tensor::type_name(id(t));
+  }
+  EXPECT_LT(err[DType::kQ8_0], err[DType::kQ6_K]);
+  EXPECT_LT(err[DType::kQ6_K], err[DType::kQ5_K]);
+  EXPECT_LT(err[DType::kQ5_K], err[DType::kQ4_K]);
+  EXPECT_LT(err[DType::kQ4_K], err[DType::kQ3_K]);
+  EXPECT_LT(err[DType::kQ3_K], err[DType::kQ2_K]);
+}
+
+TEST(QuantizerRef, ZeroAndConstantRows) {
+  for (DType t : quant_types()) {
+    const auto traits = tensor::type_traits(id(t));
+    for (float v : {0.f, 0.25f, -3.f}) {
+      std::vector<float> x(256, v), y(256, 1.f);
+      std::vector<uint8_t> q(tensor::row_bytes(*traits, 256));
+      ASSERT_TRUE(tensor::quantize_rows(id(t), x.data(), q.data(), 1, 256).ok());
+      ASSERT_TRUE(tensor::dequantize_rows(id(t), q.data(), y.data(), 1, 256).ok());
+      for (int i = 0; i < 256; ++i) {
+        ASSERT_NEAR(y[i], v, std::fabs(v) * 0.07 + 1e-7) << tensor::type_name(id(t)) << " value " << v;
+      }
+    }
+  }
+}
+
+TEST(QuantizerRef, RefusesUnsupportedTypesAndRowLengths) {
+  std::vector<float> x(512, 1.f);
+  std::vector<uint8_t> q(4096);
+  EXPECT_EQ(tensor::quantize_rows(id(DType::kIQ2_XXS), x.data(), q.data(), 1, 256).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(tensor::quantize_rows(id(DType::kQ4_K), x.data(), q.data(), 1, 96).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensor::quantize_rows(id(DType::kQ4_0), x.data(), q.data(), 1, 40).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensor::dequantize_rows(id(DType::kTQ1_0), q.data(), x.data(), 1, 256).code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(tensor::can_quantize_to(id(DType::kMXFP4)));
+  EXPECT_TRUE(tensor::can_dequantize_from(id(DType::kIQ4_XS)));
+}
+
+
+// ---------------------------------------------------------------- per-tensor rules
+
+std::vector<std::pair<std::string, std::string>> plan_types(const std::vector<TensorPlan>& plan) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& p : plan) v.emplace_back(p.name, tensor::type_name(p.to_type));
+  return v;
+}
+
+std::vector<std::pair<std::string, std::string>> file_types(const gguf::GgufFile& f) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& t : f.tensors()) v.emplace_back(t.name, tensor::type_name(t.type));
+  return v;
+}
+
+std::map<std::string, std::string> plan_map(const std::vector<TensorPlan>& plan) {
+  std::map<std::string, std::string> m;
+  for (const auto& p : plan) m[p.name] = tensor::type_name(p.to_type);
+  return m;
+}
+
+// llama-quantize's own files: the same tensor order and the same type for every tensor, for
+// every preset the fixtures cover (K-quant mixes, fallbacks of 64- and 96-wide rows, tied and
+// untied embeddings, fused attn_qkv).
+TEST(QuantizePlan, MatchesLlamaQuantizeOnItsOwnFiles) {
+  TS_REQUIRE_SHARED(dir, "golden/models");
+  struct Case { const char* source; const char* preset; const char* golden; };
+  const Case cases[] = {
+      {"tiny-quant-bf16", "Q4_1", "tiny-quant-q4_1"},     {"tiny-quant-bf16", "Q5_0", "tiny-quant-q5_0"},
+      {"tiny-quant-bf16", "Q5_1", "tiny-quant-q5_1"},     {"tiny-quant-bf16", "Q2_K", "tiny-quant-q2_k"},
+      {"tiny-quant-bf16", "Q3_K_S", "tiny-quant-q3_k_s"}, {"tiny-quant-bf16", "Q3_K_M", "tiny-quant-q3_k_m"},
+      {"tiny-quant-bf16", "Q4_K_S", "tiny-quant-q4_k_s"}, {"tiny-quant-bf16", "Q5_K_S", "tiny-quant-q5_k_s"},
+      {"tiny-quant-bf16", "Q5_K_M", "tiny-quant-q5_k_m"}, {"tiny-quant-bf16", "IQ4_NL", "tiny-quant-iq4_nl"},
+      {"tiny-quant-bf16", "IQ4_XS", "tiny-quant-iq4_xs"}, {"tiny-gemma3-f16", "Q4_K_M", "tiny-gemma3-q4_k_m"},
+      {"tiny-phi3-f16", "Q5_K_M", "tiny-phi3-q5_k_m"},    {"tiny-qwen2-f16", "Q4_K_M", "tiny-qwen2-q4_k_m"},
+  };
+  for (const Case& c : cases) {
+    auto src = gguf::GgufFile::open(dir + "/" + c.source + ".gguf");
+    auto gold = gguf::GgufFile::open(dir + "/" + c.golden + ".gguf");
+    ASSERT_TRUE(src.ok() && gold.ok()) << c.golden;
+    auto plan = plan_quantization(**src, *find_quant_preset(c.preset));
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    EXPECT_EQ(plan_types(*plan), file_types(**gold)) << c.source << " -> " << c.preset;
+    EXPECT_EQ((*gold)->get_int("general.file_type"), find_quant_preset(c.preset)->ftype) << c.golden;
+  }
+}
+
+// A GGUF with the given architecture metadata and tensors (F32, seeded normal values).
+struct FakeTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint32_t type = 0;  // F32 unless set; other types get zero bytes
+};
+std::string write_fake_model(const std::string& arch, const std::map<std::string, uint32_t>& ints,
+                             const std::vector<FakeTensor>& tensors) {
+  gguf::GgufWriter w;
+  if (!arch.empty()) w.set("general.architecture", gguf::Value::make_string(arch));
+  for (const auto& [k, v] : ints) w.set(arch + "." + k, gguf::Value::make_u32(v));
+  uint64_t seed = 1;
+  for (const auto& t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    std::vector<uint8_t> bytes;
+    if (t.type == 0) {
+      auto v = normal_values(static_cast<size_t>(n), seed++, 0.05f);
+      bytes.resize(v.size() * 4);
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+    } else {
+      auto tr = tensor::type_traits(t.type);
+      bytes.resize(static_cast<size_t>(n / tr->block_size) * tr->type_size);
+    }
+    EXPECT_TRUE(w.add_tensor(t.name, t.type, t.shape, std::move(bytes)).ok()) << t.name;
+  }
+  std::string path = ::ts::testing::temp_dir() + "/fake.gguf";
+  EXPECT_TRUE(w.write(path).ok());
+  return path;
+}
+
+// An 8-layer GQA-4 llama: 256-wide rows, so no fallbacks; checks the layer-dependent bumps.
+std::string eight_layer_llama() {
+  std::vector<FakeTensor> t = {{"token_embd.weight", {256, 64}}, {"output_norm.weight", {256}},
+                               {"output.weight", {256, 64}}};
+  for (int l = 0; l < 8; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* n : {"attn_q", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) t.push_back({p + n + ".weight", {256, 32}});
+    t.push_back({p + "attn_k.weight", {256, 16}});
+    t.push_back({p + "attn_v.weight", {256, 16}});
+    t.push_back({p + "attn_norm.weight", {256}});
+  }
+  return write_fake_model("llama", {{"block_count", 8}, {"attention.head_count", 8}, {"attention.head_count_kv", 2}}, t);
+}
+
+TEST(QuantizePlan, LayerMixesFollowLlamaQuantize) {
+  auto f = gguf::GgufFile::open(eight_layer_llama());
+  ASSERT_TRUE(f.ok());
+  auto types = [&](const char* preset, bool pure = false) {
+    auto p = plan_quantization(**f, *find_quant_preset(preset), {.pure = pure});
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    return plan_map(*p);
+  };
+  auto per_layer = [](std::map<std::string, std::string>& m, const char* tensor) {
+    std::string s;
+    for (int l = 0; l < 8; ++l) s += (l ? " " : "") + m["blk." + std::to_string(l) + "." + tensor + ".weight"];
+    return s;
+  };
+  auto q4km = types("Q4_K_M");
+  // use_more_bits(i, 8): the first and last eighth and every third layer in between (0, 3, 6, 7).
+  EXPECT_EQ(per_layer(q4km, "attn_v"), "q6_k q4_k q4_k q6_k q4_k q4_k q6_k q6_k");
+  EXPECT_EQ(per_layer(q4km, "ffn_down"), "q6_k q4_k q4_k q6_k q4_k q4_k q6_k q6_k");
+  EXPECT_EQ(per_layer(q4km, "attn_q"), "q4_k q4_k q4_k q4_k q4_k q4_k q4_k q4_k");
+  EXPECT_EQ(q4km["output.weight"], "q6_k");
+  EXPECT_EQ(q4km["token_embd.weight"], "q4_k");  // untied
+  EXPECT_EQ(q4km["blk.3.attn_norm.weight"], "f32");
+  auto q2k = types("Q2_K");
+  EXPECT_EQ(per_layer(q2k, "attn_v"), "q4_k q4_k q4_k q4_k q4_k q4_k q4_k q4_k");  // GQA >= 4
+  EXPECT_EQ(per_layer(q2k, "ffn_down"), "q3_k q3_k q3_k q3_k q3_k q3_k q3_k q3_k");
+  EXPECT_EQ(q2k["blk.5.attn_output.weight"], "q3_k");
+  EXPECT_EQ(q2k["blk.5.ffn_up.weight"], "q2_k");
+  auto q3km = types("Q3_K_M");
+  EXPECT_EQ(per_layer(q3km, "attn_v"), "q5_k q5_k q4_k q4_k q4_k q4_k q4_k q4_k");
+  EXPECT_EQ(per_layer(q3km, "ffn_down"), "q4_k q4_k q4_k q4_k q4_k q4_k q4_k q4_k");
+  EXPECT_EQ(q3km["blk.0.attn_output.weight"], "q4_k");
+  auto q3kl = types("Q3_K_L");
+  EXPECT_EQ(per_layer(q3kl, "attn_v"), "q5_k q5_k q5_k q5_k q5_k q5_k q5_k q5_k");
+  EXPECT_EQ(q3kl["blk.2.attn_output.weight"], "q5_k");
+  auto q4ks = types("Q4_K_S");
+  EXPECT_EQ(per_layer(q4ks, "attn_v"), "q5_k q5_k q5_k q5_k q4_k q4_k q4_k q4_k");
+  EXPECT_EQ(per_layer(q4ks, "ffn_down"), "q5_k q4_k q4_k q4_k q4_k q4_k q4_k q4_k");
+  auto iq4xs = types("IQ4_XS");
+  EXPECT_EQ(per_layer(iq4xs, "attn_v"), "q5_k q5_k q5_k q5_k q5_k q5_k q5_k q5_k");
+  EXPECT_EQ(per_layer(iq4xs, "ffn_down"), "q5_k iq4_xs iq4_xs iq4_xs iq4_xs iq4_xs iq4_xs iq4_xs");
+  auto q5ks = types("Q5_K_S");
+  EXPECT_EQ(per_layer(q5ks, "ffn_down"), "q5_k q5_k q5_k q5_k q5_k q5_k q5_k q5_k");
+  auto q8 = types("Q8_0");
+  EXPECT_EQ(q8["output.weight"], "q8_0");
+  EXPECT_EQ(q8["blk.0.attn_v.weight"], "q8_0");
+  auto pure = types("Q4_K_M", true);
+  EXPECT_EQ(pure["output.weight"], "q4_k");
+  EXPECT_EQ(per_layer(pure, "attn_v"), "q4_k q4_k q4_k q4_k q4_k q4_k q4_k q4_k");
+  auto f16 = types("F16");
+  EXPECT_EQ(f16["output.weight"], "f16");
+  EXPECT_EQ(f16["blk.0.attn_v.weight"], "f16");
+  EXPECT_EQ(f16["output_norm.weight"], "f32");
+}
+
+TEST(QuantizePlan, TiedEmbeddingsTakeTheOutputRule) {
+  std::vector<FakeTensor> t = {{"token_embd.weight", {256, 64}}, {"blk.0.attn_q.weight", {256, 32}}};
+  auto tied = gguf::GgufFile::open(write_fake_model("qwen2", {{"block_count", 1}}, t));
+  ASSERT_TRUE(tied.ok());
+  auto p = plan_quantization(**tied, *find_quant_preset("Q4_K_M"));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(plan_map(*p)["token_embd.weight"], "q6_k");
+  t[0].shape = {96, 64};  // rows that fit no K-quant: Q8_0, as llama-quantize does for outputs
+  t[1].shape = {96, 32};
+  auto odd = gguf::GgufFile::open(write_fake_model("qwen2", {{"block_count", 1}}, t));
+  p = plan_quantization(**odd, *find_quant_preset("Q4_K_M"));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(plan_map(*p)["token_embd.weight"], "q8_0");
+  EXPECT_EQ(plan_map(*p)["blk.0.attn_q.weight"], "q5_0");
+}
+
+TEST(QuantizePlan, RowsNotDivisibleBy256FallBack) {
+  std::vector<FakeTensor> t = {{"blk.0.attn_q.weight", {96, 8}}, {"blk.0.ffn_down.weight", {40, 8}},
+                               {"blk.0.attn_k.weight", {64, 8}}};
+  auto f = gguf::GgufFile::open(write_fake_model("llama", {{"block_count", 1}}, t));
+  ASSERT_TRUE(f.ok());
+  const std::map<std::string, std::string> kFallback = {{"Q2_K", "q4_0"}, {"Q3_K_S", "q4_0"}, {"Q4_K_S", "q5_0"},
+                                                        {"Q5_K_S", "q5_1"}, {"Q6_K", "q8_0"}, {"IQ4_XS", "iq4_nl"}};
+  for (const auto& [preset, legacy] : kFallback) {
+    auto p = plan_quantization(**f, *find_quant_preset(preset));
+    ASSERT_TRUE(p.ok());
+    auto m = plan_map(*p);
+    EXPECT_EQ(m["blk.0.attn_q.weight"], legacy) << preset;
+    EXPECT_EQ(m["blk.0.ffn_down.weight"], "f16") << preset << ": 40 is not a multiple of 32 either";
+    for (const auto& e : *p) EXPECT_TRUE(e.fallback) << preset << " " << e.name;
+  }
+  auto p = plan_quantization(**f, *find_quant_preset("Q4_0"));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(plan_map(*p)["blk.0.attn_q.weight"], "q4_0");
+  EXPECT_EQ(plan_map(*p)["blk.0.ffn_down.weight"], "f16");
+}
+
+TEST(QuantizePlan, MoeExpertsRouterAndEightExpertRules) {
+  std::vector<FakeTensor> t = {{"token_embd.weight", {256, 64}}, {"output.weight", {256, 64}}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t.push_back({p + "attn_q.weight", {256, 32}});
+    t.push_back({p + "attn_k.weight", {256, 16}});
+    t.push_back({p + "attn_v.weight", {256, 16}});
+    t.push_back({p + "attn_output.weight", {256, 32}});
+    t.push_back({p + "ffn_gate_inp.weight", {256, 8}});
+    t.push_back({p + "ffn_gate_exps.weight", {256, 16, 8}});
+    t.push_back({p + "ffn_up_exps.weight", {256, 16, 8}});
+    t.push_back({p + "ffn_down_exps.weight", {256, 16, 8}});
+  }
+  const std::map<std::string, uint32_t> meta = {{"block_count", 2}, {"attention.head_count", 4},
+                                                {"attention.head_count_kv", 2}, {"expert_count", 8}};
+  auto f = gguf::GgufFile::open(write_fake_model("qwen3moe", meta, t));
+  ASSERT_TRUE(f.ok());
+  auto p = plan_quantization(**f, *find_quant_preset("Q4_K_M"));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto m = plan_map(*p);
+  EXPECT_EQ(m["blk.0.ffn_gate_inp.weight"], "f32");  // the router stays F32
+  EXPECT_EQ(m["blk.1.attn_v.weight"], "q8_0");       // 8-expert models: attn_v and attn_k in Q8_0
+  EXPECT_EQ(m["blk.0.attn_k.weight"], "q8_0");
+  EXPECT_EQ(m["blk.0.attn_output.weight"], "q5_k");
+  EXPECT_EQ(m["blk.0.ffn_down_exps.weight"], "q4_k");  // layer from the name: use_more_bits(0, 2) is false
+  EXPECT_EQ(m["blk.1.ffn_down_exps.weight"], "q6_k");
+  EXPECT_EQ(m["blk.1.ffn_up_exps.weight"], "q4_k");
+  for (const auto& e : *p) {
+    if (e.name == "blk.1.ffn_up_exps.weight") {
+      EXPECT_EQ(e.shape, (std::vector<int64_t>{256, 16, 8}));
+    }
+  }
+  // A MoE tensor whose layer cannot be read from its name is refused, not guessed.
+  t.push_back({"extra.ffn_down.weight", {256, 16}});
+  auto bad = gguf::GgufFile::open(write_fake_model("qwen3moe", meta, t));
+  auto r = plan_quantization(**bad, *find_quant_preset("Q4_K_M"));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("extra.ffn_down.weight"), std::string::npos);
+}
+
+TEST(QuantizePlan, PresetNamesAndAliases) {
+  EXPECT_EQ(find_quant_preset("q4_k_m")->name, "Q4_K_M");
+  EXPECT_EQ(find_quant_preset("Q4_K")->name, "Q4_K_M");
+  EXPECT_EQ(find_quant_preset("q3_k")->name, "Q3_K_M");
+  EXPECT_EQ(find_quant_preset("Q5_K")->name, "Q5_K_M");
+  EXPECT_EQ(find_quant_preset("iq4_xs")->ftype, 30u);
+  EXPECT_EQ(find_quant_preset("BF16")->ftype, 32u);
+  EXPECT_EQ(find_quant_preset("Q8_0")->ftype, 7u);
+  EXPECT_FALSE(find_quant_preset("Q7_K"));
+  EXPECT_FALSE(find_quant_preset("IQ2_XXS"));
+  EXPECT_FALSE(find_quant_preset(""));
+  EXPECT_EQ(quant_presets().size(), 19u);
+}
+
+}  // namespace
+}  // namespace ts::tools
