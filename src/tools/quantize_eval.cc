@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "tensor/quantizer.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -81,6 +84,25 @@ Result<LogitComparison> compare_models(const std::string& ref_path, const std::s
   r.top1_agreement = static_cast<double>(agree) / static_cast<double>(r.num_positions);
   r.rel_rms_error = ref2 > 0 ? std::sqrt(err2 / ref2) : 0;
   return r;
+}
+
+Status write_decoded_copy(const std::string& in_path, const std::string& out_path) {
+  TS_ASSIGN_OR_RETURN(auto in, gguf::GgufFile::open(in_path));
+  gguf::GgufWriter w(in->alignment());
+  for (const auto& [key, value] : in->metadata()) w.set(key, value);
+  for (const auto& t : in->tensors()) {
+    if (tensor::type_traits(t.type)->compute) {
+      TS_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.num_bytes)));
+      continue;
+    }
+    std::vector<float> f(static_cast<size_t>(t.num_elements));
+    const int64_t cols = t.cols();
+    TS_RETURN_IF_ERROR(tensor::dequantize_rows(t.type, t.data, f.data(), t.num_elements / cols, cols));
+    std::vector<uint8_t> bytes(f.size() * sizeof(float));
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    TS_RETURN_IF_ERROR(w.add_tensor(t.name, 0, t.shape, std::move(bytes)));
+  }
+  return w.write(out_path);
 }
 
 Result<std::vector<int32_t>> tokenize_with_model(const std::string& model_path, const std::string& text) {

@@ -27,6 +27,13 @@ struct LogitComparison {
 Result<LogitComparison> compare_models(const std::string& ref_path, const std::string& test_path,
                                        const std::vector<int32_t>& tokens, int num_threads = 1);
 
+// Writes a copy of `in_path` whose tensors of types this build cannot compute with are decoded
+// to F32 (reference dequantizers), so the model runs with exactly the weights the quantized file
+// holds. This simulates a type before its kernels exist: it omits only the activation rounding
+// those kernels would add. Errors: read/write errors, kUnimplemented for a type quantize cannot
+// decode either.
+Status write_decoded_copy(const std::string& in_path, const std::string& out_path);
+
 // Tokenizes `text` with the model's tokenizer (BOS added when the vocabulary wants one).
 Result<std::vector<int32_t>> tokenize_with_model(const std::string& model_path, const std::string& text);
 
