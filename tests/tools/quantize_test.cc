@@ -535,5 +535,102 @@ TEST(QuantizeRoundTripScale, AnUnrelatedModelIsFarOff) {
   EXPECT_LT(c->top1_agreement, 0.2);
 }
 
+
+TEST(QuantizeFile, SameBytesForAnyThreadCountAndProgressPerTensor) {
+  const std::string d = ::ts::testing::temp_dir();
+  const QuantPreset p = *find_quant_preset("Q4_K_M");
+  std::vector<int64_t> seen;
+  QuantizeOptions one{.num_threads = 1};
+  one.progress = [&](int64_t done, int64_t total, uint64_t bytes, uint64_t total_bytes, const std::string& name) {
+    seen.push_back(done);
+    EXPECT_LE(bytes, total_bytes);
+    EXPECT_FALSE(name.empty());
+    EXPECT_GT(total, 0);
+  };
+  auto a = quantize_file(f32_source(), d + "/a.gguf", p, one);
+  auto b = quantize_file(f32_source(), d + "/b.gguf", p, {.num_threads = 3});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(::ts::testing::read_file(d + "/a.gguf"), ::ts::testing::read_file(d + "/b.gguf"));
+  ASSERT_EQ(seen.size(), a->tensors.size());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int64_t>(i + 1));
+  EXPECT_LT(a->output_bytes, a->input_bytes / 5);  // F32 -> ~4.9 bits per weight
+}
+
+TEST(QuantizeFile, SameTypeIsCopiedAndQuantizedInputIsRequantized) {
+  const std::string d = ::ts::testing::temp_dir();
+  // F32 -> Q8_0, then Q8_0 -> Q8_0 again: every tensor already has its target type, bytes copied.
+  auto q8 = quantize_file(f32_source(), d + "/q8.gguf", *find_quant_preset("Q8_0"));
+  ASSERT_TRUE(q8.ok());
+  auto again = quantize_file(d + "/q8.gguf", d + "/q8b.gguf", *find_quant_preset("Q8_0"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->num_requantized, 0);
+  auto x = gguf::GgufFile::open(d + "/q8.gguf"), y = gguf::GgufFile::open(d + "/q8b.gguf");
+  for (const auto& t : (*x)->tensors()) {
+    const auto* u = (*y)->find_tensor(t.name);
+    ASSERT_EQ(t.num_bytes, u->num_bytes);
+    EXPECT_EQ(0, std::memcmp(t.data, u->data, t.num_bytes)) << t.name;
+  }
+  // Q8_0 -> Q4_K_M: decoded and quantized again.
+  auto q4 = quantize_file(d + "/q8.gguf", d + "/q4.gguf", *find_quant_preset("Q4_K_M"));
+  ASSERT_TRUE(q4.ok()) << q4.status().to_string();
+  EXPECT_GT(q4->num_requantized, 0);
+  auto f = gguf::GgufFile::open(d + "/q4.gguf");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ((*f)->find_tensor("blk.0.attn_q.weight")->type, id(DType::kQ4_K));
+  EXPECT_EQ((*f)->find_tensor("output.weight")->type, id(DType::kQ6_K));
+}
+
+TEST(QuantizeFile, BadInputIsRefusedAndLeavesNothingBehind) {
+  const std::string d = ::ts::testing::temp_dir();
+  const QuantPreset p = *find_quant_preset("Q4_0");
+  auto nothing_left = [&](const std::string& out) {
+    EXPECT_FALSE(fs::exists(out)) << out;
+    EXPECT_FALSE(fs::exists(out + ".tmp")) << out;
+  };
+  auto r = quantize_file(d + "/missing.gguf", d + "/o1.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  nothing_left(d + "/o1.gguf");
+
+  { std::FILE* f = std::fopen((d + "/junk.gguf").c_str(), "wb"); std::fputs("not a gguf file at all", f); std::fclose(f); }
+  r = quantize_file(d + "/junk.gguf", d + "/o2.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  nothing_left(d + "/o2.gguf");
+
+  // A NaN weight.
+  {
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::make_string("llama"));
+    std::vector<float> v(64 * 4, 0.5f);
+    v[100] = std::nanf("");
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    ASSERT_TRUE(w.add_tensor("blk.0.attn_q.weight", 0, {64, 4}, bytes).ok());
+    ASSERT_TRUE(w.write(d + "/nan.gguf").ok());
+  }
+  r = quantize_file(d + "/nan.gguf", d + "/o3.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("blk.0.attn_q.weight"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("row 1"), std::string::npos) << r.status().message();
+  nothing_left(d + "/o3.gguf");
+
+  // A tensor type quantize cannot decode, which the preset would have to convert.
+  auto iq2 = write_fake_model("llama", {{"block_count", 1}}, {{"blk.0.attn_q.weight", {256, 4}, id(DType::kIQ2_XXS)}});
+  r = quantize_file(iq2, d + "/o4.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("iq2_xxs"), std::string::npos) << r.status().message();
+  nothing_left(d + "/o4.gguf");
+
+  // No architecture.
+  auto noarch = write_fake_model("", {}, {{"blk.0.attn_q.weight", {256, 4}}});
+  r = quantize_file(noarch, d + "/o5.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  nothing_left(d + "/o5.gguf");
+
+  // An output directory that does not exist.
+  r = quantize_file(f32_source(), d + "/no/such/dir/o6.gguf", p);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("o6.gguf"), std::string::npos) << r.status().message();
+}
+
 }  // namespace
 }  // namespace ts::tools
