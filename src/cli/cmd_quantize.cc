@@ -40,8 +40,9 @@ class ProgressBar {
     const int fill = pct * kWidth / 100;
     std::string bar(static_cast<size_t>(fill), '=');
     bar.resize(kWidth, ' ');
-    std::fprintf(stderr, "%squantize: [%s] %3d%% %lld/%lld %-40.40s%s", tty_ ? "\r" : "", bar.c_str(), pct,
-                 static_cast<long long>(done), static_cast<long long>(total), name.c_str(), tty_ ? "" : "\n");
+    // On a terminal the name is padded so a shorter one overwrites the previous line fully.
+    std::fprintf(stderr, tty_ ? "\rquantize: [%s] %3d%% %lld/%lld %-40.40s" : "quantize: [%s] %3d%% %lld/%lld %s\n",
+                 bar.c_str(), pct, static_cast<long long>(done), static_cast<long long>(total), name.c_str());
     if (tty_ && done == total) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
@@ -79,7 +80,7 @@ int cmd_quantize(int argc, char** argv) {
     for (const auto& p : *plan) {
       std::string shape;
       for (int64_t d : p.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
-      std::printf("%-40s %-18s %-7s -> %-7s%s\n", p.name.c_str(), shape.c_str(), tensor::type_name(p.from_type).c_str(),
+      std::printf("%-40s %-18s %-7s -> %s%s\n", p.name.c_str(), shape.c_str(), tensor::type_name(p.from_type).c_str(),
                   tensor::type_name(p.to_type).c_str(), p.fallback ? " (fallback)" : "");
     }
     return 0;
