@@ -33,6 +33,11 @@ Status quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, 
 // The inverse: nrows rows of `type` into floats. Same errors.
 Status dequantize_rows(uint32_t type, const void* src, float* dst, int64_t nrows, int64_t n_per_row);
 
+// llama.cpp's check of quantized data (ggml_validate_row_data): every fp16 scale / min, and every
+// F16 or BF16 value, must be finite. Returns the first row that fails, or -1. Weights too large
+// for fp16 scales (|x| beyond ~65504 times the type's level range) fail here.
+int64_t first_invalid_row(uint32_t type, const void* data, int64_t nrows, int64_t n_per_row);
+
 // Per-type reference quantizers (n: element count, a multiple of the block size).
 void quantize_ref_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 void quantize_ref_q4_1(const float* x, BlockQ4_1* y, int64_t n);

@@ -1,4 +1,6 @@
 // Reference dequantizers and the row-level dispatch of quantizer.h.
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "tensor/fp16.h"
@@ -293,6 +295,52 @@ Status dequantize_rows(uint32_t type, const void* src, float* dst, int64_t nrows
     default: break;
   }
   return ok_status();
+}
+
+int64_t first_invalid_row(uint32_t type, const void* data, int64_t nrows, int64_t n_per_row) {
+  auto t = type_traits(type);
+  if (!t || !in_supported_set(type) || n_per_row % t->block_size) return nrows > 0 ? 0 : -1;
+  // Byte offsets of the fp16 fields of one block (ggml's layouts, see dtype.h).
+  int offsets[2] = {-1, -1};
+  switch (static_cast<DType>(type)) {
+    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: case DType::kIQ4_NL: case DType::kIQ4_XS:
+      offsets[0] = 0;
+      break;
+    case DType::kQ4_1: case DType::kQ5_1: case DType::kQ4_K: case DType::kQ5_K:
+      offsets[0] = 0;
+      offsets[1] = 2;
+      break;
+    case DType::kQ2_K: offsets[0] = offsetof(BlockQ2_K, d); offsets[1] = offsetof(BlockQ2_K, dmin); break;
+    case DType::kQ3_K: offsets[0] = offsetof(BlockQ3_K, d); break;
+    case DType::kQ6_K: offsets[0] = offsetof(BlockQ6_K, d); break;
+    default: break;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const int64_t per_row = n_per_row / t->block_size;
+  for (int64_t r = 0; r < nrows; ++r) {
+    for (int64_t b = 0; b < per_row; ++b) {
+      const uint8_t* blk = bytes + (r * per_row + b) * static_cast<int64_t>(t->type_size);
+      bool ok = true;
+      if (type == static_cast<uint32_t>(DType::kF32)) {
+        float v;
+        std::memcpy(&v, blk, 4);
+        ok = std::isfinite(v);
+      } else if (type == static_cast<uint32_t>(DType::kF16) || type == static_cast<uint32_t>(DType::kBF16)) {
+        uint16_t h;
+        std::memcpy(&h, blk, 2);
+        ok = std::isfinite(type == static_cast<uint32_t>(DType::kF16) ? fp16_to_fp32(h) : bf16_to_fp32(h));
+      } else {
+        for (int o : offsets) {
+          if (o < 0) continue;
+          uint16_t h;
+          std::memcpy(&h, blk + o, 2);
+          ok = ok && std::isfinite(fp16_to_fp32(h));
+        }
+      }
+      if (!ok) return r;
+    }
+  }
+  return -1;
 }
 
 }  // namespace ts::tensor

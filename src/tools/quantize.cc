@@ -48,6 +48,12 @@ Status convert_tensor(const gguf::TensorInfo& t, uint32_t to, ThreadPool& pool, 
       }
       s = tensor::quantize_rows(to, scratch.data(), out.data() + r0 * out_row, r1 - r0, cols);
     }
+    if (s.ok()) {
+      if (int64_t r = tensor::first_invalid_row(to, out.data() + r0 * out_row, r1 - r0, cols); r >= 0) {
+        s = invalid_argument("row " + std::to_string(r0 + r) + " has weights too large for " +
+                             tensor::type_name(to) + " (its fp16 scales overflow)");
+      }
+    }
     if (!s.ok() && !failed.exchange(true)) error = s.message();
   });
   if (failed.load()) return invalid_argument("tensor '" + t.name + "': " + error);

@@ -613,6 +613,23 @@ TEST(QuantizeFile, BadInputIsRefusedAndLeavesNothingBehind) {
   EXPECT_NE(r.status().message().find("row 1"), std::string::npos) << r.status().message();
   nothing_left(d + "/o3.gguf");
 
+  // Weights beyond what fp16 scales can hold (llama.cpp's row validation refuses them too).
+  {
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::make_string("llama"));
+    std::vector<float> v(64 * 4, 0.5f);
+    v[200] = 1e9f;
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    ASSERT_TRUE(w.add_tensor("blk.0.attn_q.weight", 0, {64, 4}, bytes).ok());
+    ASSERT_TRUE(w.write(d + "/huge.gguf").ok());
+  }
+  r = quantize_file(d + "/huge.gguf", d + "/o7.gguf", p);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("row 3"), std::string::npos) << r.status().message();
+  nothing_left(d + "/o7.gguf");
+  EXPECT_TRUE(quantize_file(d + "/huge.gguf", d + "/o8.gguf", *find_quant_preset("F32")).ok());
+
   // A tensor type quantize cannot decode, which the preset would have to convert.
   auto iq2 = write_fake_model("llama", {{"block_count", 1}}, {{"blk.0.attn_q.weight", {256, 4}, id(DType::kIQ2_XXS)}});
   r = quantize_file(iq2, d + "/o4.gguf", p);
