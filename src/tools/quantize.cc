@@ -2,7 +2,9 @@
 // write through GgufWriter (temporary file + rename).
 #include "tools/quantize.h"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -16,8 +18,10 @@ namespace {
 
 // Converts one tensor (all its rows, experts included) from its type to `to`. Rows are handed
 // out in chunks of ~16K weights (as llama-quantize does); each chunk dequantizes its rows into a
-// per-thread scratch row block, checks them and quantizes them straight into `out`.
-Status convert_tensor(const gguf::TensorInfo& t, uint32_t to, ThreadPool& pool, std::vector<uint8_t>& out) {
+// per-thread scratch row block, checks them and quantizes them straight into `out`. Large
+// tensors go in up to 16 slices, with on_slice(share done) called on this thread after each.
+Status convert_tensor(const gguf::TensorInfo& t, uint32_t to, ThreadPool& pool, std::vector<uint8_t>& out,
+                      const std::function<void(double)>& on_slice) {
   if (!tensor::can_dequantize_from(t.type)) {
     return unimplemented("tensor '" + t.name + "' has type " + tensor::type_name(t.type) +
                          ", which quantize cannot read; pick a preset that keeps it or convert it elsewhere");
@@ -33,7 +37,7 @@ Status convert_tensor(const gguf::TensorInfo& t, uint32_t to, ThreadPool& pool, 
   std::atomic<int64_t> bad_row{-1};
   std::atomic<bool> failed{false};
   std::string error;  // written once, by the thread that sets `failed`
-  pool.parallel_chunks(rows, grain, [&](int64_t r0, int64_t r1) {
+  auto convert_rows = [&](int64_t r0, int64_t r1) {
     if (failed.load(std::memory_order_relaxed)) return;
     thread_local std::vector<float> scratch;
     scratch.resize(static_cast<size_t>((r1 - r0) * cols));
@@ -55,7 +59,13 @@ Status convert_tensor(const gguf::TensorInfo& t, uint32_t to, ThreadPool& pool, 
       }
     }
     if (!s.ok() && !failed.exchange(true)) error = s.message();
-  });
+  };
+  const int64_t slice = std::max<int64_t>(grain * 4 * pool.num_threads(), (rows + 15) / 16);
+  for (int64_t s0 = 0; s0 < rows && !failed.load() && bad_row.load() < 0; s0 += slice) {
+    const int64_t s1 = std::min(rows, s0 + slice);
+    pool.parallel_chunks(s1 - s0, grain, [&](int64_t a, int64_t b) { convert_rows(s0 + a, s0 + b); });
+    if (on_slice) on_slice(static_cast<double>(s1) / static_cast<double>(rows));
+  }
   if (failed.load()) return invalid_argument("tensor '" + t.name + "': " + error);
   if (bad_row.load() >= 0) {
     return invalid_argument("tensor '" + t.name + "' has a non-finite weight (NaN or Inf) in row " +
@@ -92,7 +102,13 @@ Result<QuantizeSummary> quantize_file(const std::string& in_path, const std::str
     if (p.to_type == p.from_type) {
       data.assign(t->data, t->data + t->num_bytes);
     } else {
-      TS_RETURN_IF_ERROR(convert_tensor(*t, p.to_type, pool, data));
+      auto on_slice = [&](double share) {
+        if (options.progress && share < 1) {
+          options.progress(index, num_tensors, done_in + static_cast<uint64_t>(share * static_cast<double>(t->num_bytes)),
+                           total_in, p.name);
+        }
+      };
+      TS_RETURN_IF_ERROR(convert_tensor(*t, p.to_type, pool, data, on_slice));
       if (tensor::type_traits(p.from_type)->block_size > 1) ++summary.num_requantized;
     }
     summary.num_fallbacks += p.fallback ? 1 : 0;

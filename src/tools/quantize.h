@@ -73,8 +73,9 @@ Result<std::vector<TensorPlan>> plan_quantization(const gguf::GgufFile& in, cons
 struct QuantizeOptions {
   PlanOptions plan;
   int num_threads = 0;          // <= 0: all hardware threads
-  // Called on the calling thread after each tensor: (tensors done, tensors total, bytes of
-  // input processed, total input bytes, name of the tensor just finished).
+  // Called on the calling thread after each tensor and during large ones: (tensors done,
+  // tensors total, bytes of input processed, total input bytes, name of the current tensor).
+  // Both counts only grow; the last call has done == total.
   std::function<void(int64_t, int64_t, uint64_t, uint64_t, const std::string&)> progress;
 };
 
