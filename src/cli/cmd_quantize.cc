@@ -2,11 +2,14 @@
 // per-tensor rules (see tools/quantize.h).
 #include <unistd.h>
 
+#include <cctype>
 #include <map>
+#include <optional>
 
 #include "cli/cli_util.h"
 #include "gguf/gguf.h"
 #include "tensor/dtype.h"
+#include "tensor/quantizer.h"
 #include "tools/quantize.h"
 
 namespace ts::cli {
@@ -52,6 +55,17 @@ class ProgressBar {
   int last_ = -10;
 };
 
+// A tensor type name (f16, q4_k, iq4_xs ...) that quantize can write.
+std::optional<tensor::DType> parse_tensor_type(const std::string& name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (uint32_t id = 0; id < 64; ++id) {
+    auto t = tensor::type_traits(id);
+    if (t && t->name == lower && tensor::can_quantize_to(id)) return static_cast<tensor::DType>(id);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
@@ -65,6 +79,9 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--pure", pure, "every quantizable tensor in the preset's type (no mixes, no output rule)");
   app.add_flag("--dry-run", dry_run, "print each tensor's chosen type and write nothing");
+  std::string output_type, embd_type;
+  app.add_option("--output-tensor-type", output_type, "type of output.weight (e.g. q8_0, f16), overriding the rules");
+  app.add_option("--token-embedding-type", embd_type, "type of token_embd.weight, overriding the rules");
   app.footer(preset_help());
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
@@ -72,6 +89,15 @@ int cmd_quantize(int argc, char** argv) {
   if (!preset) return fail("quantize", "unknown type '" + type + "' (one of: " + preset_list() + ")", 2);
 
   tools::QuantizeOptions opts{.plan = {.pure = pure}, .num_threads = threads};
+  const std::string kTypes = "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs";
+  if (!output_type.empty()) {
+    opts.plan.output_type = parse_tensor_type(output_type);
+    if (!opts.plan.output_type) return fail("quantize", "unknown --output-tensor-type '" + output_type + "' (" + kTypes + ")", 2);
+  }
+  if (!embd_type.empty()) {
+    opts.plan.token_embd_type = parse_tensor_type(embd_type);
+    if (!opts.plan.token_embd_type) return fail("quantize", "unknown --token-embedding-type '" + embd_type + "' (" + kTypes + ")", 2);
+  }
   if (dry_run) {
     auto f = gguf::GgufFile::open(in);
     if (!f.ok()) return fail("quantize", f.status().message());

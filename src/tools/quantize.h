@@ -63,10 +63,16 @@ struct PlanOptions {
   // llama-quantize --pure: every quantizable tensor gets the preset's default type (fallbacks
   // still apply), no output/embedding/mix rules.
   bool pure = false;
+  // llama-quantize --output-tensor-type / --token-embedding-type: the type of output.weight
+  // (and, when no token type is given, of a tied token_embd) / of token_embd.weight, overriding
+  // the rules. Must be a type quantize can write and fit the tensor's rows.
+  std::optional<tensor::DType> output_type;
+  std::optional<tensor::DType> token_embd_type;
 };
 
 // Chooses every tensor's output type, in output order. Errors: kInvalidArgument when the file
-// lacks general.architecture, or a MoE tensor's layer cannot be read from its name.
+// lacks general.architecture, a MoE tensor's layer cannot be read from its name, or an override
+// type does not fit its tensor.
 Result<std::vector<TensorPlan>> plan_quantization(const gguf::GgufFile& in, const QuantPreset& preset,
                                                   const PlanOptions& options = {});
 

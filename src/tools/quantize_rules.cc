@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <map>
 
 #include "gguf/gguf.h"
+#include "tensor/quantizer.h"
 #include "tools/quantize.h"
 
 namespace ts::tools {
@@ -114,11 +114,13 @@ Result<int> rule_layer(const State& s, int counter, const std::string& name) {
 }
 
 // llama-quantize's mix rules for one tensor (its llama_tensor_get_type_impl, for our ftypes).
-Result<DType> mix_type(State& s, DType t, const gguf::TensorInfo& info, Category cat) {
+Result<DType> mix_type(State& s, DType t, const gguf::TensorInfo& info, Category cat,
+                       std::optional<DType> output_type) {
   const Ftype f = s.ftype;
   const bool falcon = s.m.arch == "falcon";
   const std::string& name = info.name;
   if (cat == Category::kOutput || (s.tied && cat == Category::kTokenEmbd)) {
+    if (output_type) return *output_type;  // a tied embedding follows --output-tensor-type
     if (falcon || info.shape[0] % block_of(t) != 0) return DType::kQ8_0;
     return t != DType::kQ8_0 ? DType::kQ6_K : t;
   }
@@ -270,11 +272,21 @@ Result<std::vector<TensorPlan>> plan_quantization(const gguf::GgufFile& in, cons
   plan.reserve(order.size());
   for (const auto* t : order) {
     TensorPlan p{.name = t->name, .shape = t->shape, .from_type = t->type, .to_type = t->type};
-    if (allows_quantization(*t)) {
+    const Category cat = category_of(t->name);
+    const bool embd_override = options.token_embd_type && cat == Category::kTokenEmbd;
+    const bool output_override = options.output_type && cat == Category::kOutput;
+    if (allows_quantization(*t) && (embd_override || output_override)) {
+      const DType to = embd_override ? *options.token_embd_type : *options.output_type;
+      if (!tensor::can_quantize_to(static_cast<uint32_t>(to)) || t->shape[0] % block_of(to) != 0) {
+        return invalid_argument("cannot store '" + t->name + "' (rows of " + std::to_string(t->shape[0]) +
+                                ") as " + tensor::type_name(static_cast<uint32_t>(to)));
+      }
+      p.to_type = static_cast<uint32_t>(to);
+    } else if (allows_quantization(*t)) {
       DType to = preset.default_type;
       if (is_quantized(to)) {
         if (!options.pure) {
-          TS_ASSIGN_OR_RETURN(to, mix_type(s, to, *t, category_of(t->name)));
+          TS_ASSIGN_OR_RETURN(to, mix_type(s, to, *t, cat, options.output_type));
         }
         to = fallback_type(to, t->shape[0], &p.fallback);
       } else if (t->shape[0] % block_of(to) != 0) {

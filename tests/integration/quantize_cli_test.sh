@@ -46,6 +46,14 @@ check "dry-run keeps norms F32" $?
 [ ! -e "$TMP/dry.gguf" ]
 check "dry-run writes nothing" $?
 
+# llama-quantize's override flags.
+"$BIN" quantize --dry-run "$M" "$TMP/dry.gguf" Q8_0 --output-tensor-type f16 --token-embedding-type q4_0 >"$TMP/plan2" 2>&1
+grep -Eq '^output\.weight .* -> f16$' "$TMP/plan2" && grep -Eq '^token_embd\.weight .* -> q4_0$' "$TMP/plan2"
+check "--output-tensor-type / --token-embedding-type" $?
+"$BIN" quantize "$M" "$TMP/bad.gguf" Q8_0 --output-tensor-type q9_k >/dev/null 2>"$TMP/e0"
+[ $? -eq 2 ] && one_line "$TMP/e0" && grep -q "q9_k" "$TMP/e0"
+check "unknown override type refused" $?
+
 # Bad input: one line, non-zero exit, no output file.
 "$BIN" quantize "$M" "$TMP/bad.gguf" Q7_K >/dev/null 2>"$TMP/e1"
 [ $? -eq 2 ] && one_line "$TMP/e1" && grep -q "unknown type 'Q7_K'" "$TMP/e1" && [ ! -e "$TMP/bad.gguf" ]

@@ -381,6 +381,30 @@ TEST(QuantizePlan, MoeExpertsRouterAndEightExpertRules) {
   EXPECT_NE(r.status().message().find("extra.ffn_down.weight"), std::string::npos);
 }
 
+TEST(QuantizePlan, OutputAndEmbeddingTypeOverrides) {
+  auto f = gguf::GgufFile::open(eight_layer_llama());
+  ASSERT_TRUE(f.ok());
+  auto p = plan_quantization(**f, *find_quant_preset("Q4_K_M"),
+                             {.output_type = DType::kQ8_0, .token_embd_type = DType::kF16});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto m = plan_map(*p);
+  EXPECT_EQ(m["output.weight"], "q8_0");
+  EXPECT_EQ(m["token_embd.weight"], "f16");
+  EXPECT_EQ(m["blk.0.attn_v.weight"], "q6_k");  // the rest keeps the preset's rules
+  // Tied: the output type applies to token_embd.
+  std::vector<FakeTensor> t = {{"token_embd.weight", {256, 64}}, {"blk.0.attn_q.weight", {256, 32}}};
+  auto tied = gguf::GgufFile::open(write_fake_model("llama", {{"block_count", 1}}, t));
+  p = plan_quantization(**tied, *find_quant_preset("Q4_K_M"), {.output_type = DType::kQ5_K});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(plan_map(*p)["token_embd.weight"], "q5_k");
+  // An override that does not fit the rows is refused with the tensor named.
+  t[0].shape = {96, 64};
+  auto odd = gguf::GgufFile::open(write_fake_model("llama", {{"block_count", 1}}, t));
+  p = plan_quantization(**odd, *find_quant_preset("Q4_K_M"), {.token_embd_type = DType::kQ4_K});
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("token_embd.weight"), std::string::npos);
+}
+
 TEST(QuantizePlan, PresetNamesAndAliases) {
   EXPECT_EQ(find_quant_preset("q4_k_m")->name, "Q4_K_M");
   EXPECT_EQ(find_quant_preset("Q4_K")->name, "Q4_K_M");
