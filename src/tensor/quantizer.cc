@@ -11,7 +11,7 @@
 
 namespace ts::tensor {
 
-const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+const int8_t kIq4nlLevelsRef[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                  1,    13,   25,  38,  53,  69,  89,  113};
 
 namespace {
@@ -286,7 +286,7 @@ void quantize_iq4_block(int super_block_size, const float* x, uint16_t* dh, uint
                         uint16_t* scales_h, uint8_t* scales_l) {
   constexpr int kBlock = 32;
   constexpr int kTry = 7;
-  const int8_t* values = kIq4nlValues;
+  const int8_t* values = kIq4nlLevelsRef;
   float scales[kQK_K / kBlock];
   float weight[kBlock];
   uint8_t L[kQK_K];

@@ -67,6 +67,6 @@ void dequantize_ref_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
 void dequantize_ref_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
 
 // The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl).
-extern const int8_t kIq4nlValues[16];
+extern const int8_t kIq4nlLevelsRef[16];
 
 }  // namespace ts::tensor

@@ -181,8 +181,8 @@ void dequantize_ref_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / 32; ++i, y += 32) {
     const float d = fp16_to_fp32(x[i].d);
     for (int j = 0; j < 16; ++j) {
-      y[j] = d * static_cast<float>(kIq4nlValues[x[i].qs[j] & 0xF]);
-      y[j + 16] = d * static_cast<float>(kIq4nlValues[x[i].qs[j] >> 4]);
+      y[j] = d * static_cast<float>(kIq4nlLevelsRef[x[i].qs[j] & 0xF]);
+      y[j + 16] = d * static_cast<float>(kIq4nlLevelsRef[x[i].qs[j] >> 4]);
     }
   }
 }
@@ -195,8 +195,8 @@ void dequantize_ref_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
       const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
       const float dl = d * static_cast<float>(ls - 32);
       for (int j = 0; j < 16; ++j) {
-        y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
-        y[j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+        y[j] = dl * static_cast<float>(kIq4nlLevelsRef[qs[j] & 0xF]);
+        y[j + 16] = dl * static_cast<float>(kIq4nlLevelsRef[qs[j] >> 4]);
       }
     }
   }
