@@ -15,6 +15,7 @@ int cmd_plan(int argc, char** argv);
 int cmd_keys(int argc, char** argv);
 int cmd_usage(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
@@ -29,6 +30,7 @@ const Command kCommands[] = {
     {"usage", "usage reports from the ledger", cmd_usage},
     {"pull", "download a GGUF model from Hugging Face", cmd_pull},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
+    {"quantize", "quantize a GGUF model (llama-quantize presets and per-tensor rules)", cmd_quantize},
 };
 }  // namespace
 
