@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "model/model.h"
 #include "model_test_util.h"
@@ -103,21 +105,47 @@ TEST_P(GoldenExpected, LogitsAndGreedyIds) {
 
   const auto ref = read_ids(dir + "/greedy.ids");
   ASSERT_FALSE(ref.empty());
+  // Per-step top1-top2 gap of llama.cpp's default context (F16 K/V, flash attention), from
+  // greedy_top.txt ("step id:logit x5 gap=G").
+  std::vector<double> gap(ref.size(), 1e9);
+  {
+    std::istringstream in(::ts::testing::read_file(dir + "/greedy_top.txt"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      size_t step = std::stoul(line);
+      auto at = line.find("gap=");
+      if (step < gap.size() && at != std::string::npos) gap[step] = std::stod(line.substr(at + 4));
+    }
+  }
+  // F32 K/V mirrors ggml exactly: every step must match. With the F16 cache the README measures
+  // llama.cpp's own two configurations apart by up to 2.2 logits on quantized files (8-bit
+  // activation roundings flip on tiny upstream differences); the F16 path reproduces ggml's
+  // flash-attention arithmetic, so only a step whose reference gap is below kF16NearTie may
+  // differ there (reported, not silently skipped).
+  constexpr double kF16NearTie = 0.5;
   for (KvType kv : {KvType::kF32, KvType::kF16}) {
     SoloRunner r(model, kv, 8);
     auto lg = r.feed(prompt, 0, 1, &pool);
     int32_t pos = static_cast<int32_t>(prompt.size());
-    int mismatches = 0;
+    int mismatches = 0, near_tie_flips = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
       int32_t got = testing::argmax(lg.data(), V);
       if (got != ref[i]) {
-        ++mismatches;
-        ADD_FAILURE() << stem << " step " << i << (kv == KvType::kF32 ? " f32" : " f16") << " KV: got "
-                      << got << " want " << ref[i];
+        if (kv == KvType::kF16 && gap[i] < kF16NearTie) {
+          ++near_tie_flips;
+          std::printf("[ note ] %s step %zu f16 KV: got %d want %d at a reference gap of %.3f\n", stem.c_str(), i, got,
+                      ref[i], gap[i]);
+        } else {
+          ++mismatches;
+          ADD_FAILURE() << stem << " step " << i << (kv == KvType::kF32 ? " f32" : " f16") << " KV: got " << got
+                        << " want " << ref[i] << " (reference gap " << gap[i] << ")";
+        }
       }
       if (i + 1 < ref.size()) lg = r.feed({ref[i]}, pos++, 1, &pool);
     }
     EXPECT_EQ(mismatches, 0);
+    EXPECT_LE(near_tie_flips, 2) << stem << ": too many F16 near-tie flips";
   }
 }
 
