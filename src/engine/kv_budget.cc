@@ -34,7 +34,9 @@ Result<KvBudget> default_kv_budget(const KvBudgetInputs& in) {
   // Tokens the engine can ever hold at once; saturate instead of overflowing.
   const double useful = static_cast<double>(in.max_seqs) * static_cast<double>(in.max_model_len) *
                         static_cast<double>(in.kv_bytes_per_token);
-  const double cap = std::min(useful, static_cast<double>(std::numeric_limits<int64_t>::max() / 2));
+  const double one_seq = static_cast<double>(in.max_model_len) * static_cast<double>(in.kv_bytes_per_token);
+  const double ceiling = std::max(static_cast<double>(in.ceiling_bytes), one_seq);
+  const double cap = std::min({useful, ceiling, static_cast<double>(std::numeric_limits<int64_t>::max() / 2)});
   KvBudget out;
   out.capped_by_use = cap < share;
   out.bytes = static_cast<int64_t>(std::min(share, cap));
@@ -43,9 +45,11 @@ Result<KvBudget> default_kv_budget(const KvBudgetInputs& in) {
   out.explanation = std::string(util) + " x (MemAvailable " + format_bytes(in.mem_available_bytes) +
                     " - weights " + format_bytes(in.weight_bytes) + ") = " +
                     format_bytes(static_cast<int64_t>(share));
-  if (out.capped_by_use) {
+  if (out.capped_by_use && useful <= ceiling) {
     out.explanation += ", capped at " + std::to_string(in.max_seqs) + " sequences x " +
                        std::to_string(in.max_model_len) + " tokens = " + format_bytes(out.bytes);
+  } else if (out.capped_by_use) {
+    out.explanation += ", capped at " + format_bytes(out.bytes);
   }
   return out;
 }

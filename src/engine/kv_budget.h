@@ -1,6 +1,8 @@
 // The default KV cache budget, sized from the machine the way vLLM's gpu_memory_utilization
 // sizes GPU memory: a share of the memory available after the weights, capped at what the
-// engine can ever use (max_seqs sequences of max_model_len tokens). `tokenserve serve` reads
+// engine can ever use (max_seqs sequences of max_model_len tokens) and, because host memory is
+// shared with everything else on the machine and the pool is allocated (zeroed) up front, at
+// `ceiling_bytes` unless one full-context sequence needs more. `tokenserve serve` reads
 // MemAvailable from /proc/meminfo before loading the model and prints the result;
 // --kv-cache-memory overrides it. Pure functions; thread-safe.
 #pragma once
@@ -20,16 +22,19 @@ struct KvBudgetInputs {
   int64_t max_seqs = 0;             // running sequences at most
   int64_t max_model_len = 0;        // tokens per sequence at most (the model's context)
   double utilization = 0.9;         // share of the memory left after the weights, (0, 1]
+  int64_t ceiling_bytes = int64_t{8} << 30;  // default ceiling, raised to one full sequence
 };
 
 struct KvBudget {
   int64_t bytes = 0;                // the budget (0 when nothing is left after the weights)
-  bool capped_by_use = false;       // lowered to max_seqs * max_model_len tokens of KV
+  bool capped_by_use = false;       // lowered to max_seqs * max_model_len tokens of KV, or to
+                                    // the ceiling
   std::string explanation;          // one line for the start-up log, e.g.
                                     // "0.9 x (MemAvailable 20.1 GiB - weights 0.5 GiB) = 17.6 GiB"
 };
 
-// budget = min(utilization * max(0, mem_available - weights), max_seqs * max_model_len * per-token).
+// budget = min(utilization * max(0, mem_available - weights), max_seqs * max_model_len * per-token,
+//              max(ceiling_bytes, max_model_len * per-token)).
 // Error kInvalidArgument for non-positive per-token bytes, sequence counts or lengths, or a
 // utilization outside (0, 1].
 Result<KvBudget> default_kv_budget(const KvBudgetInputs& in);

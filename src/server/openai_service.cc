@@ -172,8 +172,8 @@ api::ApiResult<int32_t> OpenAIService::fit_context(int64_t prompt_tokens, std::o
                 " in the completion). Please reduce the length of the " + param + " or completion. " +
                 (prompt_tokens < ctx ? "With this " + std::string(param) + ", max_tokens can be at most " +
                                            std::to_string(ctx - prompt_tokens) + "."
-                                     : "At most " + std::to_string(ctx - 1) + " " + param +
-                                           " tokens fit, leaving one for the completion.");
+                                     : "At most " + std::to_string(ctx - 1) + " tokens fit in the " + param +
+                                           ", leaving one for the completion.");
     return e;
   }
   return static_cast<int32_t>(want);

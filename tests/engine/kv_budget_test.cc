@@ -10,12 +10,12 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 
 TEST(KvBudget, ShareOfMemoryLeftAfterTheWeights) {
   // Qwen2.5-0.5B-shaped: 12 KiB of f16 KV per token, 32k context, 64 sequences would want 24 GiB.
-  auto b = default_kv_budget({.mem_available_bytes = 10 * kGiB, .weight_bytes = 1 * kGiB,
+  auto b = default_kv_budget({.mem_available_bytes = 5 * kGiB, .weight_bytes = 1 * kGiB,
                               .kv_bytes_per_token = 12 * 1024, .max_seqs = 64, .max_model_len = 32768});
   ASSERT_TRUE(b.ok()) << b.status().to_string();
-  EXPECT_EQ(b->bytes, static_cast<int64_t>(0.9 * 9 * kGiB));
+  EXPECT_EQ(b->bytes, static_cast<int64_t>(0.9 * 4 * kGiB));
   EXPECT_FALSE(b->capped_by_use);
-  EXPECT_NE(b->explanation.find("MemAvailable 10.0 GiB - weights 1.0 GiB"), std::string::npos) << b->explanation;
+  EXPECT_NE(b->explanation.find("MemAvailable 5.0 GiB - weights 1.0 GiB"), std::string::npos) << b->explanation;
   // It holds the whole 32k context of one sequence (384 MiB), unlike the old fixed 256 MiB.
   EXPECT_GE(b->bytes, 32768 * 12 * 1024);
 }
@@ -28,6 +28,21 @@ TEST(KvBudget, CappedAtWhatTheEngineCanUse) {
   EXPECT_EQ(b->bytes, 64 * 128 * 640);
   EXPECT_TRUE(b->capped_by_use);
   EXPECT_NE(b->explanation.find("capped at 64 sequences x 128 tokens"), std::string::npos) << b->explanation;
+}
+
+TEST(KvBudget, CeilingUnlessOneSequenceNeedsMore) {
+  // 64 x 32k x 12 KiB = 24 GiB could be used, 45 GiB are free: the 8 GiB ceiling applies.
+  auto b = default_kv_budget({.mem_available_bytes = 51 * kGiB, .weight_bytes = kGiB,
+                              .kv_bytes_per_token = 12 * 1024, .max_seqs = 64, .max_model_len = 32768});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->bytes, 8 * kGiB);
+  EXPECT_TRUE(b->capped_by_use);
+  EXPECT_NE(b->explanation.find("capped at 8.0 GiB"), std::string::npos) << b->explanation;
+  // A 128k context of 96 KiB per token needs 12 GiB for one sequence: the ceiling rises to it.
+  auto big = default_kv_budget({.mem_available_bytes = 51 * kGiB, .weight_bytes = kGiB,
+                                .kv_bytes_per_token = 96 * 1024, .max_seqs = 64, .max_model_len = 131072});
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->bytes, 12 * kGiB);
 }
 
 TEST(KvBudget, NothingLeftAfterTheWeightsGivesZero) {
