@@ -10,7 +10,8 @@
 // file keeps the old one). A bad model path, config file (file:line: reason), ledger/limits
 // URL or an occupied port is one clear line on stderr and exit 1.
 // Without --kv-cache-memory the KV budget is sized from the machine (engine/kv_budget.h: 0.9 of
-// MemAvailable after the weights, capped at max-seqs full-context sequences) and printed.
+// MemAvailable after the weights, capped at max-seqs full-context sequences and at 8 GiB unless
+// one sequence needs more) and printed.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -51,7 +52,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
-                 "capped at max-seqs sequences of the full context)");
+                 "capped at max-seqs full-context sequences and 8GiB)");
   app.add_option("--max-seqs", max_seqs, "running sequences at most (default 64)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-batch-tokens", max_batch_tokens, "tokens per engine step at most (default 512)")
       ->check(CLI::Range(1, 1 << 24));

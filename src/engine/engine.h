@@ -31,7 +31,8 @@ namespace ts::engine {
 
 struct EngineOptions {
   int32_t block_size = 16;           // tokens per KV block
-  size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget (--kv-cache-memory)
+  size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget; `serve` sizes it from the machine
+                                              // (engine/kv_budget.h) unless --kv-cache-memory
   int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests)
   model::KvType kv_type = model::KvType::kF16;  // KV element type
   int32_t max_seqs = 64;             // running sequences at most (--max-seqs)
