@@ -24,7 +24,8 @@
 // Deliberate differences from llama.cpp, all outside its test vectors: SentencePiece merging
 // never forms control/unknown pieces from plain text, and a byte that does not start a
 // well-formed UTF-8 character is a symbol of its own (so invalid UTF-8 round-trips through
-// byte tokens); the unknown token decodes to its text, not "▅".
+// byte tokens); the unknown token decodes to its text, not "▅". Likewise in gemma4 text a byte
+// that is not well-formed UTF-8 becomes its <0xNN> token (llama.cpp first replaces it by U+FFFD).
 //
 // Leading space (SentencePiece, add_space_prefix): encode() prefixes " " to a text fragment
 // that starts the text or follows a special token. decode() undoes this for the start of the
