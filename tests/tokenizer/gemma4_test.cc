@@ -94,6 +94,8 @@ TEST(Gemma4Tokenizer, UnknownCharactersFallBackToByteTokens) {
     EXPECT_EQ(ids[i], id_of(*tok, name));
   }
   EXPECT_EQ(tok->decode(ids), s);
+  // A byte that is not UTF-8 is its own byte token (and round-trips).
+  EXPECT_EQ(tok->encode("a\xFF", false, false), (Ids{id_of(*tok, "a"), id_of(*tok, "<0xFF>")}));
   // 🦙 has no piece either: its bytes F0 9F A6 99 are byte tokens too.
   const Ids llama = tok->encode("\xF0\x9F\xA6\x99", false, false);
   EXPECT_EQ(llama, (Ids{id_of(*tok, "<0xF0>"), id_of(*tok, "<0x9F>"), id_of(*tok, "<0xA6>"),
