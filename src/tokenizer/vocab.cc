@@ -186,7 +186,7 @@ Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_sp
   }
   for (const FimKind& k : fim_kinds()) {
     int32_t id = read_id(f, "tokenizer.ggml." + std::string(k.key), nv, -1);
-    if (id < 0 && !f.get_int("tokenizer.ggml." + std::string(k.key))) {
+    if (id < 0) {  // absent, or out of range (llama.cpp then falls back to the text too)
       for (std::string_view text : k.texts) {
         if (auto found = v->find(text)) {
           id = *found;
