@@ -142,5 +142,21 @@ TEST(SpecialTokenRule, Phi3EndOfSentenceIsPlainTextUnlessParseSpecial) {
   EXPECT_TRUE(tok->is_control(2));
 }
 
+TEST(SpecialTokenRule, FillInTheMiddleTokensArePromotedToControl) {
+  // DeepSeek-Coder stores its FIM markers as user-defined; llama.cpp finds them by text and
+  // makes them control, so they are plain text unless parse_special.
+  TS_LOAD_TOKENIZER(tok, "models/llama.cpp-vocab/ggml-vocab-deepseek-coder.gguf");
+  const std::string begin = "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>";  // <｜fim▁begin｜>
+  const int32_t id = id_of(*tok, begin);
+  EXPECT_EQ(id, 32016);
+  EXPECT_TRUE(tok->is_control(id));
+  EXPECT_NE(tok->encode(begin, false, false), Ids{id});
+  EXPECT_EQ(tok->encode(begin, false, true), Ids{id});
+  // FIM pad/repo/separator tokens also end generation (StarCoder's <fim_pad>).
+  TS_LOAD_TOKENIZER(star, "models/llama.cpp-vocab/ggml-vocab-starcoder.gguf");
+  EXPECT_TRUE(star->is_eog(id_of(*star, "<fim_pad>")));
+  EXPECT_FALSE(star->is_eog(id_of(*star, "<fim_prefix>")));
+}
+
 }  // namespace
 }  // namespace ts::tokenizer
