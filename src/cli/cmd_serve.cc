@@ -9,17 +9,24 @@
 // the ledger is flushed, and the process exits 0. SIGHUP reloads the governance config (a bad
 // file keeps the old one). A bad model path, config file (file:line: reason), ledger/limits
 // URL or an occupied port is one clear line on stderr and exit 1.
+// Without --kv-cache-memory the KV budget is sized from the machine (engine/kv_budget.h: 0.9 of
+// MemAvailable after the weights, capped at max-seqs full-context sequences and at 8 GiB unless
+// one sequence needs more) and printed.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <pthread.h>
+#include <sstream>
 
 #include "cli/cli_util.h"
 #include "tools/pull.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/kv_budget.h"
 #include "gateway/governor.h"
 #include "gguf/gguf.h"
 #include "http/server.h"
@@ -33,7 +40,7 @@ namespace ts::cli {
 
 int cmd_serve(int argc, char** argv) {
   CLI::App app("Serve a GGUF model over an OpenAI-compatible HTTP API", "serve");
-  std::string model_path, host = "127.0.0.1", kv_memory = "256MiB", model_name, max_body = "8MiB";
+  std::string model_path, host = "127.0.0.1", kv_memory, model_name, max_body = "8MiB";
   int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
   double drain_timeout_s = 30.0;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
@@ -43,7 +50,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
   app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
-  app.add_option("--kv-cache-memory", kv_memory, "KV cache budget, e.g. 2GiB (default 256MiB)");
+  app.add_option("--kv-cache-memory", kv_memory,
+                 "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
+                 "capped at max-seqs full-context sequences and 8GiB)");
   app.add_option("--max-seqs", max_seqs, "running sequences at most (default 64)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-batch-tokens", max_batch_tokens, "tokens per engine step at most (default 512)")
       ->check(CLI::Range(1, 1 << 24));
@@ -74,8 +83,11 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!std::filesystem::is_regular_file(model_path, ec))
     return fail("serve", "model file not found: " + model_path);
-  auto kv_bytes = parse_bytes(kv_memory);
-  if (!kv_bytes || *kv_bytes == 0) return fail("serve", "bad --kv-cache-memory '" + kv_memory + "'", 2);
+  std::optional<uint64_t> kv_bytes;
+  if (!kv_memory.empty()) {
+    kv_bytes = parse_bytes(kv_memory);
+    if (!kv_bytes || *kv_bytes == 0) return fail("serve", "bad --kv-cache-memory '" + kv_memory + "'", 2);
+  }
   auto body_bytes = parse_bytes(max_body);
   if (!body_bytes || *body_bytes == 0) return fail("serve", "bad --max-body '" + max_body + "'", 2);
 
@@ -109,10 +121,44 @@ int cmd_serve(int argc, char** argv) {
   if (!no_auth && (*gov)->config()->admin_key_sha256.empty())
     log::info("admin API disabled (no [admin] key_sha256 in the governance config)");
 
+  // MemAvailable before the weights are mapped (their pages count as available until touched).
+  Result<int64_t> mem_available = not_found("no /proc/meminfo");
+  if (!kv_bytes) {
+    std::ifstream meminfo("/proc/meminfo");
+    if (meminfo) {
+      std::stringstream text;
+      text << meminfo.rdbuf();
+      mem_available = engine::parse_mem_available(text.str());
+    }
+  }
   auto model = model::Model::load(model_path);
   if (!model.ok()) return fail("serve", "cannot load " + model_path + ": " + model.status().message());
   engine::EngineOptions eo;
-  eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);
+  if (kv_bytes) {
+    eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);
+    log::info("kv cache budget: " + engine::format_bytes(static_cast<int64_t>(*kv_bytes)) + " (--kv-cache-memory)");
+  } else if (!mem_available.ok()) {
+    log::warn("kv cache budget: " + engine::format_bytes(static_cast<int64_t>(eo.kv_cache_bytes)) +
+              " (fixed default: " + mem_available.status().message() + "); set --kv-cache-memory");
+  } else {
+    const model::ModelConfig& cfg = (*model)->config();
+    const int64_t ctx = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : (1 << 20);
+    auto budget = engine::default_kv_budget(
+        {.mem_available_bytes = *mem_available,
+         .weight_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path, ec)),
+         .kv_bytes_per_token = static_cast<int64_t>(
+             model::KvStorage::bytes_per_block(cfg, eo.kv_type, eo.block_size) / static_cast<size_t>(eo.block_size)),
+         .max_seqs = max_seqs,
+         .max_model_len = max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx});
+    if (!budget.ok()) return fail("serve", "cannot size the KV cache: " + budget.status().message());
+    if (budget->bytes <= 0) {
+      return fail("serve", "no memory left for the KV cache after the weights (" + budget->explanation +
+                               "); pass --kv-cache-memory");
+    }
+    eo.kv_cache_bytes = static_cast<size_t>(budget->bytes);
+    log::info("kv cache budget: " + engine::format_bytes(budget->bytes) + " (" + budget->explanation +
+              "; --kv-cache-memory overrides)");
+  }
   eo.max_seqs = max_seqs;
   eo.max_batch_tokens = max_batch_tokens;
   eo.max_model_len = max_model_len;
@@ -161,7 +207,8 @@ int cmd_serve(int argc, char** argv) {
   if (Status st = http.start(); !st.ok()) return fail("serve", st.message());
 
   log::info("serving model '" + so.model_id + "' on http://" + host + ":" + std::to_string(http.port()) +
-            " (context " + std::to_string((*engine)->max_model_len()) + ", kv " + kv_memory + ", max seqs " +
+            " (context " + std::to_string((*engine)->max_model_len()) + ", kv " +
+            engine::format_bytes(static_cast<int64_t>(eo.kv_cache_bytes)) + ", max seqs " +
             std::to_string(max_seqs) + ", io threads " + std::to_string(io_threads) + ")");
 
   int sig = 0;

@@ -204,6 +204,17 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   std::unique_ptr<Engine> e(new Engine(model, opts));
   e->max_model_len_ = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : (1 << 20);
   if (opts.max_model_len > 0) e->max_model_len_ = std::min(e->max_model_len_, opts.max_model_len);
+  // One sequence must always fit the pool alone: then admission never reserves up front (blocks
+  // are allocated as a sequence grows) and a shortage is solved by preemption, never refusal.
+  const int64_t pool_tokens = static_cast<int64_t>(num_blocks) * opts.block_size;
+  if (e->max_model_len_ > pool_tokens) {
+    log::info("engine: max_model_len capped from " + std::to_string(e->max_model_len_) + " to " +
+              std::to_string(pool_tokens) + " tokens: the KV cache (" + std::to_string(num_blocks) +
+              " blocks of " + std::to_string(opts.block_size) +
+              " tokens) holds no longer sequence; raise --kv-cache-memory for the full context");
+    e->max_model_len_ = static_cast<int32_t>(pool_tokens);
+    e->kv_capped_ = true;
+  }
   SchedulerOptions so;
   so.max_seqs = opts.max_seqs;
   so.max_batch_tokens = opts.max_batch_tokens;
@@ -304,17 +315,16 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(Request req) {
     if (!std::isfinite(bias)) return invalid_argument("logit_bias values must be finite");
   }
   const int64_t prompt_len = static_cast<int64_t>(req.prompt_tokens.size());
+  // max_model_len never exceeds what the KV pool holds for one sequence (see create()), so this
+  // is the only size check: nothing is reserved here, blocks come as the sequence grows.
   if (prompt_len + p.max_tokens > max_model_len_) {
-    return invalid_argument("prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
-                            std::to_string(p.max_tokens) + ") exceeds the context length (" +
-                            std::to_string(max_model_len_) + " tokens)");
-  }
-  const int64_t bs = opts_.block_size;
-  const int64_t need = (prompt_len + p.max_tokens + bs - 1) / bs;
-  if (need > im.blocks.num_blocks()) {
-    return resource_exhausted("request needs " + std::to_string(need) + " KV blocks but the pool has only " +
-                              std::to_string(im.blocks.num_blocks()) + " (prompt " + std::to_string(prompt_len) +
-                              " + max_tokens " + std::to_string(p.max_tokens) + " tokens)");
+    const int64_t room = max_model_len_ - prompt_len;
+    return invalid_argument(
+        "prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" + std::to_string(p.max_tokens) +
+        ") exceeds the context length (" + std::to_string(max_model_len_) + " tokens" +
+        (kv_capped_ ? ", capped by the KV cache size" : "") + "); " +
+        (room >= 1 ? "max_tokens can be at most " + std::to_string(room) + " for this prompt"
+                   : "at most " + std::to_string(max_model_len_ - 1) + " prompt tokens fit"));
   }
   const int ti = static_cast<int>(req.tier);
   const TierOptions& to = ti == 0 ? opts_.interactive : opts_.batch;
@@ -375,7 +385,8 @@ void Engine::Impl::take_inbox(TimePoint now) {
       q.priority = (ti == 0 ? opts.interactive : opts.batch).priority;
       q.cache_namespace = r->req.cache_namespace;
       q.tokens = r->req.prompt_tokens;
-      q.tokens.reserve(r->req.prompt_tokens.size() + static_cast<size_t>(p.max_tokens));
+      // max_tokens may be the whole context (the default): reserve a modest tail only.
+      q.tokens.reserve(r->req.prompt_tokens.size() + static_cast<size_t>(std::min(p.max_tokens, 1024)));
       q.num_prompt_tokens = static_cast<int32_t>(r->req.prompt_tokens.size());
       q.arrival = r->timings.arrival;
       const uint64_t base = p.seed ? *p.seed : (seed_state = seed_state * 6364136223846793005ull + 1442695040888963407ull);

@@ -31,7 +31,8 @@ namespace ts::engine {
 
 struct EngineOptions {
   int32_t block_size = 16;           // tokens per KV block
-  size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget (--kv-cache-memory)
+  size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget; `serve` sizes it from the machine
+                                              // (engine/kv_budget.h) unless --kv-cache-memory
   int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests)
   model::KvType kv_type = model::KvType::kF16;  // KV element type
   int32_t max_seqs = 64;             // running sequences at most (--max-seqs)
@@ -73,7 +74,8 @@ namespace detail { struct HandleState; struct Waker; }
 class Engine {
  public:
   // Sizes the KV pool (num_kv_blocks or kv_cache_bytes), allocates it, and starts the loop
-  // thread when opts.start_thread. `model` must outlive the engine, and only one engine may
+  // thread when opts.start_thread. max_model_len is the model's context (or opts.max_model_len
+  // if smaller), capped to the tokens the pool holds (num_blocks * block_size) with one log line. `model` must outlive the engine, and only one engine may
   // drive a Model at a time (Model::forward uses per-model scratch).
   // Errors: kInvalidArgument (bad options), kResourceExhausted (KV allocation failed or the
   // budget holds no block).
@@ -85,9 +87,12 @@ class Engine {
 
   // Queues a request. Errors, with nothing queued:
   //  kInvalidArgument: empty prompt, token id out of range, bad sampling values, or
-  //                    prompt + max_tokens above max_model_len (message gives the counts);
-  //  kResourceExhausted: the request cannot fit in the KV pool even alone;
+  //                    prompt + max_tokens above max_model_len (message gives the counts and
+  //                    how much would fit);
   //  kUnavailable: the tier's queue is full, or the engine stopped accepting.
+  // Nothing is reserved for max_tokens: KV blocks are allocated as the sequence grows, and when
+  // the pool runs short the scheduler preempts (recompute) instead of refusing. Since
+  // max_model_len is capped to the pool, every accepted request fits the pool alone.
   Result<std::shared_ptr<RequestHandle>> submit(Request req);
 
   // Runs one scheduling step (start_thread = false only). Returns false when there was no work.
@@ -102,6 +107,8 @@ class Engine {
   model::Model& model() { return model_; }
   // Max prompt + completion tokens per request.
   int32_t max_model_len() const { return max_model_len_; }
+  // True when max_model_len was lowered to what the KV pool holds for one sequence.
+  bool max_model_len_capped_by_kv() const { return kv_capped_; }
 
  private:
   struct Impl;
@@ -111,6 +118,7 @@ class Engine {
   model::Model& model_;
   EngineOptions opts_;
   int32_t max_model_len_ = 0;
+  bool kv_capped_ = false;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
 };

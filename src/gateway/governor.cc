@@ -141,14 +141,22 @@ AdmitResult Governor::admit(const AdmitRequest& req) {
     }
   }
   const TierConfig& tier_cfg = cfg->tiers[size_t(req.tier)];
-  if (tier_cfg.max_tokens > 0 && req.max_tokens > tier_cfg.max_tokens) {
+  const bool estimated = req.completion_estimate > 0;
+  if (!estimated && tier_cfg.max_tokens > 0 && req.max_tokens > tier_cfg.max_tokens) {
     out.status = invalid_argument("max_tokens " + std::to_string(req.max_tokens) + " exceeds the " +
                                   engine::tier_name(req.tier) + " tier's limit of " +
                                   std::to_string(tier_cfg.max_tokens));
     out.error_code = "max_tokens_too_large";
     return out;
   }
-  int64_t reserve = std::max<int64_t>(0, req.prompt_tokens) + std::max<int64_t>(0, req.max_tokens);
+  const int64_t completion_reserve =
+      estimated ? std::min(req.completion_estimate, std::max<int64_t>(0, req.max_tokens))
+                : std::max<int64_t>(0, req.max_tokens);
+  int64_t reserve = std::max<int64_t>(0, req.prompt_tokens) + completion_reserve;
+  const std::string reserve_parts =
+      "prompt " + std::to_string(req.prompt_tokens) +
+      (estimated ? " + an estimated " + std::to_string(completion_reserve) + " completion tokens, no max_tokens given"
+                 : " + max_tokens " + std::to_string(req.max_tokens));
 
   // 2. Rate limits: every applicable RPM and TPM bucket, all or nothing.
   std::vector<BucketSpec> buckets;
@@ -183,9 +191,8 @@ AdmitResult Governor::admit(const AdmitRequest& req) {
       out.status = refusal(StatusCode::kResourceExhausted,
                            "Request too large: the tokens per minute (tpm) limit of " +
                                labels[i].owner + " is " + std::to_string(buckets[i].capacity) +
-                               ", and this request reserves " + std::to_string(reserve) +
-                               " (prompt " + std::to_string(req.prompt_tokens) + " + max_tokens " +
-                               std::to_string(req.max_tokens) + "). Lower max_tokens or the prompt.");
+                               ", and this request reserves " + std::to_string(reserve) + " (" +
+                               reserve_parts + "). Lower max_tokens or the prompt.");
       out.error_code = "rate_limit_exceeded";
       ++num_refused_rate_;
       return out;
@@ -319,7 +326,8 @@ void Governor::settle(Admission& a, UsageRecord r) {
   int64_t actual = billable_tokens(r);
   int64_t unused = a.reserved_tokens - actual;
   WallTime now = parts_.clock->now();
-  if (unused > 0) {
+  if (unused != 0) {
+    // unused < 0 (admitted on an estimate, used more): a negative give debits the excess.
     for (BucketSpec b : a.token_buckets) {
       b.cost = unused;
       if (!parts_.limits->give(b, now).ok()) ++num_limit_errors_;

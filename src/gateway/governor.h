@@ -16,12 +16,14 @@
 //                                     ledger spool
 //
 // Admission, step by step: authenticate the bearer key (KeyStore cache) -> authorize model and
-// tier -> tier max_tokens cap -> reserve = prompt_tokens + max_tokens -> take from the rate
+// tier -> tier max_tokens cap -> reserve = prompt_tokens + max_tokens (or + completion_estimate
+// when the client gave no max_tokens) -> take from the rate
 // buckets (key, app, tenant, tenant×tier; RPM cost 1, TPM cost = reserve) all-or-nothing ->
 // reserve `reserve` tokens on the quota counters (tenant, app) all-or-nothing; if the quota
 // refuses, the rate-limit take is given back. A quota counter holds committed usage plus the
 // reservations in flight, so usage can exceed a budget only if a request consumes more than
-// it reserved (it cannot: completion <= max_tokens).
+// it reserved: only a request admitted on an estimate can, and settle() then charges the
+// excess to the quota and the TPM buckets (which may go below zero and refill from there).
 //
 // With no_auth, every request is admitted as tenant "anonymous", app "default" (tenant limits
 // from the config still apply) and a warning is logged at open().
@@ -59,7 +61,14 @@ struct AdmitRequest {
   engine::Tier tier = engine::Tier::kInteractive;
   int64_t prompt_tokens = 0;           // after tokenization
   int64_t max_tokens = 0;              // completion tokens the request may produce (all choices)
+  // > 0: the client gave no max_tokens, so max_tokens is whatever the context leaves; reserve
+  // this bounded estimate (all choices) instead, skip the tier max_tokens cap (the caller has
+  // already clamped to it), and settle() charges the actual count, above the reservation too.
+  int64_t completion_estimate = 0;
 };
+
+// Completion tokens per choice reserved for a request without max_tokens (at most what fits).
+inline constexpr int64_t kDefaultCompletionEstimate = 1024;
 
 // A quota counter touched by one admission.
 struct QuotaHold {
@@ -73,7 +82,7 @@ struct Admission {
   std::string model;
   engine::Tier tier = engine::Tier::kInteractive;
   WallTime admitted_at{};              // becomes UsageRecord::time
-  int64_t reserved_tokens = 0;         // prompt_tokens + max_tokens
+  int64_t reserved_tokens = 0;         // prompt_tokens + max_tokens (or + completion_estimate)
   std::vector<BucketSpec> token_buckets;  // TPM buckets charged `reserved_tokens`
   std::vector<QuotaHold> quotas;       // counters holding the reservation
   Headers headers;                     // x-ratelimit-* and x-quota-* to send with the response

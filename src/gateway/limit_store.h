@@ -70,6 +70,7 @@ class LimitStore {
   virtual std::string describe() const = 0;
   virtual Result<TakeResult> take(std::span<const BucketSpec> buckets, WallTime now) = 0;
   // Returns bucket.cost units (never above capacity). A missing bucket is already full.
+  // A negative cost debits (settling usage above a reservation): the level may go below zero.
   virtual Status give(const BucketSpec& bucket, WallTime now) = 0;
   virtual Result<QuotaTake> quota_reserve(std::span<const QuotaSpec> quotas) = 0;
   // Creates the counter with `used` if it does not exist; otherwise leaves it alone.

@@ -1,5 +1,6 @@
 #include "server/openai_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -152,9 +153,14 @@ std::string OpenAIService::next_id(const char* prefix) {
 }
 
 api::ApiResult<int32_t> OpenAIService::fit_context(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                                   const char* param) const {
+                                                   const char* param, engine::Tier tier) const {
   int64_t ctx = backend_.max_model_len();
   int64_t want = max_tokens ? *max_tokens : ctx - prompt_tokens;
+  if (!max_tokens && opts_.governor != nullptr) {
+    // The default output length respects the tier's cap instead of being refused by it.
+    const int64_t cap = opts_.governor->config()->tiers[static_cast<size_t>(tier)].max_tokens;
+    if (cap > 0 && want > cap) want = cap;
+  }
   if (prompt_tokens >= ctx || prompt_tokens + want > ctx) {
     api::ApiError e;
     e.param = param;
@@ -163,7 +169,11 @@ api::ApiResult<int32_t> OpenAIService::fit_context(int64_t prompt_tokens, std::o
                 std::to_string(prompt_tokens + std::max<int64_t>(want, 1)) + " tokens (" +
                 std::to_string(prompt_tokens) + " in the " + (std::string(param) == "messages" ? "messages" : "prompt") +
                 ", " + std::to_string(std::max<int64_t>(want, 1)) +
-                " in the completion). Please reduce the length of the " + param + " or completion.";
+                " in the completion). Please reduce the length of the " + param + " or completion. " +
+                (prompt_tokens < ctx ? "With this " + std::string(param) + ", max_tokens can be at most " +
+                                           std::to_string(ctx - prompt_tokens) + "."
+                                     : "At most " + std::to_string(ctx - 1) + " tokens fit in the " + param +
+                                           ", leaving one for the completion.");
     return e;
   }
   return static_cast<int32_t>(want);
@@ -209,11 +219,13 @@ void OpenAIService::start_job(JobSpec spec, const http::ExchangePtr& ex,
 
 void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
                                    std::vector<engine::Request> reqs, const std::string& model,
-                                   engine::Tier tier) {
-  int64_t prompt_tokens = 0, max_tokens = 0;
+                                   engine::Tier tier, bool max_tokens_default) {
+  int64_t prompt_tokens = 0, max_tokens = 0, estimate = 0;
   for (const auto& r : reqs) {
+    const int64_t n = std::max<int32_t>(1, r.sampling.n);
     prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
-    max_tokens += static_cast<int64_t>(r.sampling.max_tokens) * std::max<int32_t>(1, r.sampling.n);
+    max_tokens += static_cast<int64_t>(r.sampling.max_tokens) * n;
+    estimate += std::min<int64_t>(r.sampling.max_tokens, gateway::kDefaultCompletionEstimate) * n;
   }
   http::HeaderList headers = {{"X-Request-Id", call.request_id}};
   std::shared_ptr<gateway::Admission> admission;
@@ -222,7 +234,8 @@ void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call
                                           .model = model,
                                           .tier = tier,
                                           .prompt_tokens = prompt_tokens,
-                                          .max_tokens = max_tokens});
+                                          .max_tokens = max_tokens,
+                                          .completion_estimate = max_tokens_default ? estimate : 0});
     for (const auto& h : ar.headers) headers.push_back(h);
     if (!ar.ok()) {
       api::ApiError e = api::error_from_status(ar.status, "", ar.error_code);
@@ -352,7 +365,7 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
   auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);
-  auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages");
+  auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages", req.sampling.tier);
   if (!budget.ok()) return respond_error(ex, budget.error(), call);
 
   JobSpec spec;
@@ -365,7 +378,8 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
-  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
+  const bool max_tokens_default = !req.sampling.max_tokens.has_value();
+  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier, max_tokens_default);
 }
 
 void OpenAIService::handle_models(const http::ExchangePtr& ex) {

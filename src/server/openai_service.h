@@ -102,8 +102,10 @@ class OpenAIService {
   // With require_auth: checks the key; answers 401 (returns false) when it is not valid.
   bool authorized(const http::ExchangePtr& ex, const Call& call);
   // Admits (governor), submits and starts the job; answers the refusal or error otherwise.
+  // max_tokens_default: the client gave no max_tokens (reserve an estimate, settle on usage).
   void run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
-                      std::vector<engine::Request> reqs, const std::string& model, engine::Tier tier);
+                      std::vector<engine::Request> reqs, const std::string& model, engine::Tier tier,
+                      bool max_tokens_default = false);
   // Ledger row, metrics and log line for a request that reached admission.
   void record_finished(const Call& call, const std::string& response_id,
                        const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
@@ -115,8 +117,10 @@ class OpenAIService {
   void respond_error(const http::ExchangePtr& ex, const api::ApiError& e, const Call& call,
                      const http::HeaderList& headers = {});
   // Resolves max_tokens against the context; 400 with the counts when it does not fit.
+  // Without max_tokens: what the context leaves (at most the tier's max_tokens cap when the
+  // governance config sets one). The 400 says how much would fit.
   api::ApiResult<int32_t> fit_context(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                      const char* param) const;
+                                      const char* param, engine::Tier tier = engine::Tier::kInteractive) const;
   // Submits one engine request per prompt; on failure cancels what was submitted.
   api::ApiResult<std::vector<std::shared_ptr<engine::RequestHandle>>> submit_all(
       std::vector<engine::Request> reqs);

@@ -1,7 +1,9 @@
 #include "tokenizer/bpe.h"
 
+#include <algorithm>
 #include <queue>
 
+#include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
 
 namespace ts::tokenizer::internal {
@@ -31,6 +33,40 @@ struct BigramGreater {
   }
 };
 
+// Merges adjacent symbols by rank until no pair has one; `symbols` is a linked list from 0.
+void merge_symbols(const PairMap& merges, std::vector<Symbol>& symbols) {
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
+  auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const int32_t a = symbols[static_cast<size_t>(left)].id;
+    const int32_t b = symbols[static_cast<size_t>(right)].id;
+    if (a < 0 || b < 0) return;
+    const PairMap::Value* m = merges.find(a, b);
+    if (m == nullptr) return;
+    queue.push(Bigram{m->rank, left, right, a, b, m->result});
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) {
+    try_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
+  }
+  while (!queue.empty()) {
+    const Bigram bg = queue.top();
+    queue.pop();
+    Symbol& l = symbols[static_cast<size_t>(bg.left)];
+    Symbol& r = symbols[static_cast<size_t>(bg.right)];
+    // Stale: one side merged since, or changed (its id differs).
+    if (l.n == 0 || r.n == 0 || l.next != bg.right || l.id != bg.left_id || r.id != bg.right_id) {
+      continue;
+    }
+    l.n += r.n;
+    l.id = bg.result;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bg.left;
+    try_add(l.prev, bg.left);
+    try_add(bg.left, l.next);
+  }
+}
+
 }  // namespace
 
 int32_t BpeModel::symbol_id(std::string_view text) const {
@@ -57,6 +93,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(const Vocab& v,
   std::unique_ptr<BpeModel> m(new BpeModel(v));
   TS_ASSIGN_OR_RETURN(m->pre_, PreTokenizer::create(pre.patterns));
   m->ignore_merges_ = pre.ignore_merges;
+  m->spm_style_ = pre.spm_style;
   m->merges_.reserve(merges.size());
   std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -77,16 +114,58 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(const Vocab& v,
     // The first (lowest-rank) occurrence of a pair wins.
     m->merges_.insert_if_absent(ia, ib, PairMap::Value{static_cast<int32_t>(rank), ir});
   }
+  static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     m->byte_symbol_[b] = m->symbol_id(byte_to_unicode_utf8(static_cast<uint8_t>(b)));
+    const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    m->byte_token_[b] = v.find(std::string_view(name, sizeof(name))).value_or(-1);
   }
   return m;
 }
 
 void BpeModel::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<std::pair<size_t, size_t>> words;
+  if (spm_style_) {
+    const std::string escaped = escape_whitespace(text);
+    pre_->split(escaped, &words);
+    for (const auto& [off, len] : words) {
+      encode_word_spm(std::string_view(escaped).substr(off, len), out);
+    }
+    return;
+  }
   pre_->split(text, &words);
   for (const auto& [off, len] : words) encode_word(text.substr(off, len), out);
+}
+
+void BpeModel::encode_word_spm(std::string_view word, std::vector<int32_t>* out) const {
+  if (word.empty()) return;
+  if (word.find_first_not_of('\n') == std::string_view::npos) {
+    if (auto id = vocab_.find(word)) {
+      out->push_back(*id);
+      return;
+    }
+  }
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (size_t off = 0; off < word.size();) {
+    const size_t n = std::min(word.size() - off, utf8_seq_len(static_cast<uint8_t>(word[off])));
+    const auto idx = static_cast<int32_t>(symbols.size());
+    symbols.push_back(Symbol{idx - 1, off + n == word.size() ? -1 : idx + 1,
+                             symbol_id(word.substr(off, n)), off, n});
+    off += n;
+  }
+  merge_symbols(merges_, symbols);
+  for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
+    const Symbol& s = symbols[static_cast<size_t>(i)];
+    if (s.id >= 0 && s.id < vocab_.size()) {
+      out->push_back(s.id);
+      continue;
+    }
+    for (char c : word.substr(s.offset, s.n)) {  // byte fallback; bytes without a token vanish
+      const int32_t id = byte_token_[static_cast<uint8_t>(c)];
+      if (id >= 0) out->push_back(id);
+    }
+  }
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>* out) const {
@@ -108,36 +187,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>* out) con
                              byte_symbol_[static_cast<uint8_t>(word[i])], i, 1});
   }
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
-  auto try_add = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const int32_t a = symbols[static_cast<size_t>(left)].id;
-    const int32_t b = symbols[static_cast<size_t>(right)].id;
-    if (a < 0 || b < 0) return;
-    const PairMap::Value* m = merges_.find(a, b);
-    if (m == nullptr) return;
-    queue.push(Bigram{m->rank, left, right, a, b, m->result});
-  };
-  for (size_t i = 1; i < symbols.size(); ++i) {
-    try_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
-  }
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& l = symbols[static_cast<size_t>(bg.left)];
-    Symbol& r = symbols[static_cast<size_t>(bg.right)];
-    // Stale: one side merged since, or changed (its id differs).
-    if (l.n == 0 || r.n == 0 || l.next != bg.right || l.id != bg.left_id || r.id != bg.right_id) {
-      continue;
-    }
-    l.n += r.n;
-    l.id = bg.result;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bg.left;
-    try_add(l.prev, bg.left);
-    try_add(bg.left, l.next);
-  }
+  merge_symbols(merges_, symbols);
 
   for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
     const Symbol& s = symbols[static_cast<size_t>(i)];

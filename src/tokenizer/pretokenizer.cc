@@ -52,6 +52,7 @@ struct PreEntry {
   std::vector<std::string> patterns;
   bool ignore_merges;
   bool add_bos;
+  bool spm_style = false;
 };
 
 const std::vector<PreEntry>& pre_table() {
@@ -94,6 +95,9 @@ const std::vector<PreEntry>& pre_table() {
       {{"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2", "hunyuan"}, "qwen2", {kQwen2}, false,
        false},
       {{"qwen35"}, "qwen35", {kQwen35}, false, false},
+      // Merges run over whole lines: only newline runs are split off (llama.cpp's merge lookup
+      // never sees a newline inside a piece).
+      {{"gemma4", "granite-embed-multi-311m"}, "gemma4", {"[^\\n]+|[\\n]+"}, false, true, true},
   };
   return table;
 }
@@ -105,14 +109,14 @@ Result<PreConfig> pre_config(std::string_view pre) {
   for (const PreEntry& e : pre_table()) {
     for (std::string_view name : e.names) {
       if (!name.empty() && name == pre) {
-        return PreConfig{e.canonical, e.patterns, e.ignore_merges, e.add_bos};
+        return PreConfig{e.canonical, e.patterns, e.ignore_merges, e.add_bos, e.spm_style};
       }
     }
   }
   return unimplemented("unsupported tokenizer.ggml.pre \"" + std::string(pre) +
                        "\" (known: default, gpt-2, llama-bpe/llama3, qwen2, qwen35, "
                        "deepseek-llm, deepseek-coder, falcon, starcoder, refact, mpt, smollm, "
-                       "dbrx, command-r, olmo, ...)");
+                       "dbrx, command-r, olmo, gemma4, ...)");
 }
 
 struct PreTokenizer::Compiled {

@@ -23,6 +23,10 @@ struct PreConfig {
   std::vector<std::string> patterns;  // applied in sequence
   bool ignore_merges = false;         // a word already in the vocab is taken whole (llama3)
   bool add_bos = false;               // default add_bos when the GGUF has no key
+  // SentencePiece-style BPE (Gemma 4): ' ' is written as U+2581 before merging, symbols are
+  // raw UTF-8 characters (no GPT-2 byte mapping), pieces missing from the vocabulary fall back
+  // to <0xNN> byte tokens, and add_bos is forced on (as llama.cpp does).
+  bool spm_style = false;
 };
 
 // The configuration for a tokenizer.ggml.pre value ("" or "default" = llama.cpp's default

@@ -15,17 +15,18 @@ struct Tokenizer::Impl {
   internal::Vocab vocab;
   std::unique_ptr<internal::SpecialSplitter> special;
   std::unique_ptr<internal::SpmModel> spm;  // model "llama"
-  std::unique_ptr<internal::BpeModel> bpe;  // model "gpt2"
+  std::unique_ptr<internal::BpeModel> bpe;  // models "gpt2" and "gemma4"
   std::unique_ptr<internal::WpmModel> wpm;  // model "bert"
   std::vector<std::string> bytes;           // [n_vocab] token_bytes, precomputed
   std::string pre_canonical;
+  bool spm_style = false;                   // SentencePiece-style BPE (gemma4)
 };
 
 namespace {
 
-// `spm`: SentencePiece byte tokens; `escaped`: '▁' stands for ' ' (SentencePiece, WordPiece).
-std::string render_token(const internal::Vocab& v, const internal::SpmModel* spm, bool escaped,
-                         int32_t id) {
+// `hex_bytes`: byte tokens are <0xNN> (SentencePiece, SentencePiece-style BPE); `escaped`: '▁'
+// stands for ' ' (SentencePiece, SentencePiece-style BPE, WordPiece).
+std::string render_token(const internal::Vocab& v, bool hex_bytes, bool escaped, int32_t id) {
   const std::string& text = v.pieces[static_cast<size_t>(id)];
   switch (v.type(id)) {
     case TokenType::kControl:
@@ -35,7 +36,7 @@ std::string render_token(const internal::Vocab& v, const internal::SpmModel* spm
     case TokenType::kUnused:
       return "";
     case TokenType::kByte:
-      if (spm != nullptr && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
+      if (hex_bytes && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
         return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
       }
       return text;
@@ -77,13 +78,17 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f)
                                             /*default_space_prefix=*/true, &v));
     impl->spm = std::make_unique<internal::SpmModel>(v);
     impl->pre_canonical = "default";
-  } else if (v.model == "gpt2") {
+  } else if (v.model == "gpt2" || v.model == "gemma4") {
+    // llama.cpp ignores the file's pre-tokenizer name for gemma4 vocabularies.
+    if (v.model == "gemma4") v.pre = "gemma4";
     TS_ASSIGN_OR_RETURN(internal::PreConfig pre, internal::pre_config(v.pre));
     TS_RETURN_IF_ERROR(internal::load_vocab(f, pre.add_bos, /*default_space_prefix=*/false, &v));
+    if (pre.spm_style) v.add_bos = true;  // llama.cpp overrides a false add_bos_token here
     const std::vector<std::string>* merges = f.get_string_array("tokenizer.ggml.merges");
-    if (merges == nullptr) return data_loss("gpt2 tokenizer without tokenizer.ggml.merges");
+    if (merges == nullptr) return data_loss(v.model + " tokenizer without tokenizer.ggml.merges");
     TS_ASSIGN_OR_RETURN(impl->bpe, internal::BpeModel::create(v, *merges, pre));
     impl->pre_canonical = pre.canonical;
+    impl->spm_style = pre.spm_style;
   } else if (v.model == "bert") {
     TS_RETURN_IF_ERROR(internal::load_vocab(f, /*default_add_bos=*/true,
                                             /*default_space_prefix=*/true, &v));
@@ -92,13 +97,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& f)
   } else {
     return unimplemented("unsupported tokenizer.ggml.model \"" + v.model +
                          "\" (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
-                         "bert (WordPiece))");
+                         "gemma4 (SentencePiece-style BPE), bert (WordPiece))");
   }
   impl->special = std::make_unique<internal::SpecialSplitter>(v);
   impl->bytes.reserve(v.pieces.size());
   for (int32_t id = 0; id < v.size(); ++id) {
-    impl->bytes.push_back(
-        render_token(v, impl->spm.get(), impl->spm != nullptr || impl->wpm != nullptr, id));
+    const bool spm_like = impl->spm != nullptr || impl->spm_style;
+    impl->bytes.push_back(render_token(v, spm_like, spm_like || impl->wpm != nullptr, id));
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }

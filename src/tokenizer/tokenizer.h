@@ -5,21 +5,27 @@
 //     '▁' whitespace escaping and add_space_prefix.
 //   - "gpt2": byte-level BPE with ranked merges and a pre-tokenizer chosen by
 //     `tokenizer.ggml.pre` (PCRE2 regexes, see pretokenizer.h for the names understood).
+//   - "gemma4": SentencePiece-style BPE (Gemma 4): ranked merges over raw UTF-8 characters of
+//     each line, ' ' written as '▁', <0xNN> byte fallback, BOS always added with add_special.
 //   - "bert": WordPiece (lowercasing, accent-stripping; lossy). With add_special the text is
 //     wrapped in [CLS] ... [SEP].
-// Anything else ("gemma4", "t5", "rwkv", ...) or an unknown pre-tokenizer name is refused
+// Anything else ("t5", "rwkv", ...) or an unknown pre-tokenizer name is refused
 // by from_gguf with kUnimplemented and a message naming the value.
 //
 // Special tokens: control (token_type 3), user-defined (4) and unknown (2) tokens are matched in
 // the text before the model runs (longest first, as llama.cpp does). Control and unknown tokens
 // are only matched when parse_special is true; user-defined tokens are always matched (as
-// llama.cpp and Hugging Face's added tokens do). As in llama.cpp, Phi-3's special tokens also
-// swallow the whitespace after them (rstrip, chosen by general.name).
+// llama.cpp and Hugging Face's added tokens do). Like llama.cpp, tokens that end generation or
+// mark fill-in-the-middle by their text ("</s>", "<|end|>", "<|tool_response>", "<|fim_pad|>",
+// ...) are promoted to control first, so e.g. Phi-3's user-defined "</s>" is plain text unless
+// parse_special. As in llama.cpp, Phi-3's special tokens also swallow the whitespace after them
+// (rstrip, chosen by general.name).
 //
 // Deliberate differences from llama.cpp, all outside its test vectors: SentencePiece merging
 // never forms control/unknown pieces from plain text, and a byte that does not start a
 // well-formed UTF-8 character is a symbol of its own (so invalid UTF-8 round-trips through
-// byte tokens); the unknown token decodes to its text, not "▅".
+// byte tokens); the unknown token decodes to its text, not "▅". Likewise in gemma4 text a byte
+// that is not well-formed UTF-8 becomes its <0xNN> token (llama.cpp first replaces it by U+FFFD).
 //
 // Leading space (SentencePiece, add_space_prefix): encode() prefixes " " to a text fragment
 // that starts the text or follows a special token. decode() undoes this for the start of the

@@ -3,16 +3,63 @@
 #include <array>
 #include <cctype>
 #include <initializer_list>
+#include <string>
+#include <vector>
 
 namespace ts::tokenizer::internal {
 namespace {
 
 // Token texts llama.cpp treats as end of generation (and promotes to control).
-constexpr std::array<std::string_view, 12> kEogTexts = {
-    "<|eot_id|>",    "<|im_end|>", "<|end|>",  "<|return|>",     "<|call|>",
-    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>",
+constexpr std::array<std::string_view, 22> kEogTexts = {
+    "<|eot_id|>",      "<|im_end|>",         "<|end|>",     "<|return|>",
+    "<|call|>",        "<|flush|>",          "<|calls|>",   "<end_of_turn>",
+    "<|endoftext|>",   "</s>",               "<|eom_id|>",  "<EOT>",
+    "_<EOT>",          "[EOT]",              "[EOS]",       "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>",           "<turn|>",     "<|tool_response>",
+    "<｜end▁of▁sentence｜>",  // DeepSeek
+    "[e~[",
 };
+
+// Texts llama.cpp picks the EOT token from when the GGUF names none (promoted to control).
+constexpr std::array<std::string_view, 11> kEotTexts = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+};
+
+// Fill-in-the-middle token texts, per kind (each kind found by text only when its GGUF key is
+// absent); llama.cpp promotes the one it picks to control, and pad/rep/sep also end generation.
+struct FimKind {
+  std::string_view key;  // tokenizer.ggml.<key>
+  std::vector<std::string_view> texts;
+  bool eog;
+};
+const std::vector<FimKind>& fim_kinds() {
+  static const std::vector<FimKind> kinds = {
+      {"fim_pre_token_id",
+       {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+        "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+        "<|code_prefix|>", "<|prefix|>"},
+       false},
+      {"fim_suf_token_id",
+       {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+        "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+        "<|code_suffix|>", "<|suffix|>"},
+       false},
+      {"fim_mid_token_id",
+       {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+        "<｜fim▁end｜>", "<MID>", "▁<MID>",
+        "<|code_middle|>", "<|middle|>"},
+       false},
+      {"fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}, true},
+      {"fim_rep_token_id",
+       {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+       true},
+      {"fim_sep_token_id", {"<|file_sep|>"}, true},
+  };
+  return kinds;
+}
 
 int32_t read_id(const gguf::GgufFile& f, std::string_view key, int32_t n_vocab,
                 int32_t fallback) {
@@ -123,20 +170,59 @@ Status load_vocab(const gguf::GgufFile& f, bool default_add_bos, bool default_sp
   v->add_space_prefix =
       f.get_bool("tokenizer.ggml.add_space_prefix").value_or(default_space_prefix);
 
-  // End of generation, as llama.cpp detects it: the eos/eot/eom ids and well-known texts.
+  // End of generation and control promotion, as llama.cpp's vocabulary loader does it (same
+  // order: EOT/FIM by text, the EOG text list, the eos/eot/eom ids, then two workarounds).
+  // A promoted token becomes kControl, so it is plain text unless parse_special is on.
   v->eog.assign(n, 0);
+  auto promote = [&](int32_t id) { v->types[static_cast<size_t>(id)] = TokenType::kControl; };
+  if (v->eot < 0) {
+    for (std::string_view text : kEotTexts) {
+      if (auto id = v->find(text)) {
+        v->eot = *id;
+        promote(*id);
+        break;
+      }
+    }
+  }
+  for (const FimKind& k : fim_kinds()) {
+    int32_t id = read_id(f, "tokenizer.ggml." + std::string(k.key), nv, -1);
+    if (id < 0) {  // absent, or out of range (llama.cpp then falls back to the text too)
+      for (std::string_view text : k.texts) {
+        if (auto found = v->find(text)) {
+          id = *found;
+          promote(id);
+          break;
+        }
+      }
+    }
+    if (id >= 0 && k.eog) v->eog[static_cast<size_t>(id)] = 1;
+  }
   for (std::string_view text : kEogTexts) {
-    auto id = v->find(text);
-    if (!id) continue;
-    v->eog[static_cast<size_t>(*id)] = 1;
-    v->types[static_cast<size_t>(*id)] = TokenType::kControl;
-    if (v->eot < 0 && text != "<|return|>" && text != "<|call|>" && text != "<|eom_id|>" &&
-        text != "<|end_of_text|>") {
-      v->eot = *id;
+    if (auto id = v->find(text)) {
+      v->eog[static_cast<size_t>(*id)] = 1;
+      promote(*id);
     }
   }
   for (int32_t id : {v->eos, v->eot, v->eom}) {
     if (id >= 0) v->eog[static_cast<size_t>(id)] = 1;
+  }
+  auto eog_id = [&](std::string_view text) -> int32_t {
+    auto id = v->find(text);
+    return id && v->eog[static_cast<size_t>(*id)] ? *id : -1;
+  };
+  // Harmony-style vocabularies (gpt-oss, solar-open): "<|end|>" separates messages, it does not
+  // end generation, and it is matched as a user-defined token.
+  const int32_t end_id = eog_id("<|end|>");
+  const bool has_call = eog_id("<|call|>") >= 0 || eog_id("<|calls|>") >= 0;
+  if (end_id >= 0 && has_call && (eog_id("<|return|>") >= 0 || eog_id("<|flush|>") >= 0)) {
+    v->eog[static_cast<size_t>(end_id)] = 0;
+    v->types[static_cast<size_t>(end_id)] = TokenType::kUserDefined;
+  }
+  // Gemma 4: "</s>" is ordinary text next to "<|tool_response>".
+  const int32_t s_id = eog_id("</s>");
+  if (s_id >= 0 && eog_id("<|tool_response>") >= 0) {
+    v->eog[static_cast<size_t>(s_id)] = 0;
+    v->types[static_cast<size_t>(s_id)] = TokenType::kNormal;
   }
   set_strip_attributes(f, v);
   return ok_status();

@@ -329,6 +329,40 @@ TEST_F(GovernorTest, OpenBuildsEverythingFromOptions) {
   EXPECT_EQ(*(*gov)->ledger()->count(), 1);
 }
 
+// A request without max_tokens (max_tokens = what the context leaves, e.g. 32k) reserves a
+// bounded estimate, is not refused by the TPM limit or the tier cap for the context size, and
+// settles on the actual count, above the reservation too (issue 11).
+TEST_F(GovernorTest, RequestsWithoutMaxTokensReserveAnEstimateAndSettleOnUsage) {
+  start("[tenants.acme]\nquota = { tokens = 100000, period = \"day\" }\n"
+        "[tiers.interactive]\nmax_tokens = 4096\n");
+  std::string key = new_key({.tenant = "acme", .app = "bot", .tpm = 5000});
+  auto explicit_big = admit(key, 20, 32748);  // as if the client asked for the whole context
+  EXPECT_FALSE(explicit_big.ok());
+  EXPECT_EQ(explicit_big.error_code, "max_tokens_too_large");
+  auto r = stack_->gov.admit({.authorization = key, .model = "llama", .prompt_tokens = 20,
+                              .max_tokens = 32748, .completion_estimate = kDefaultCompletionEstimate});
+  ASSERT_TRUE(r.ok()) << r.status.to_string();
+  EXPECT_EQ(r.admission->reserved_tokens, 20 + kDefaultCompletionEstimate);
+  EXPECT_EQ(header(r.headers, "x-ratelimit-remaining-tokens"), std::to_string(5000 - 20 - kDefaultCompletionEstimate));
+  EXPECT_EQ(header(r.headers, "x-quota-remaining-tokens"), std::to_string(100000 - 20 - kDefaultCompletionEstimate));
+  settle(r, 20, 3000);  // used 3020, reserved 1044: the excess is charged
+  auto me = stack_->gov.usage_me(key);
+  ASSERT_TRUE(me.ok());
+  EXPECT_EQ(me->quotas[0].used, 3020);
+  auto next = admit(key, 10, 10);  // 5000 - 3020 = 1980 TPM left (no time passed)
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(header(next.headers, "x-ratelimit-remaining-tokens"), "1960");
+  settle(next, 10, 10);
+  // An estimate never exceeds max_tokens, and a smaller real use is refunded as usual.
+  auto small = stack_->gov.admit({.authorization = key, .model = "llama", .prompt_tokens = 5,
+                                  .max_tokens = 100, .completion_estimate = kDefaultCompletionEstimate});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small.admission->reserved_tokens, 105);
+  settle(small, 5, 40);
+  auto after = stack_->gov.usage_me(key);
+  EXPECT_EQ(after->quotas[0].used, 3020 + 20 + 45);
+}
+
 // Two "server processes" (separate Redis connections, key caches and writers) share limits.
 TEST(GovernorRedis, TwoProcessesEnforceOneLimitAndOneQuota) {
   TS_REQUIRE_REDIS(redis);

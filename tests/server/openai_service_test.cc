@@ -539,5 +539,24 @@ TEST_F(GovernedServiceTest, NoKeyIs401BeforeParsing) {
   EXPECT_TRUE(ledger_rows().empty());
 }
 
+// Without max_tokens the default output length is clamped to the tier's max_tokens cap instead
+// of being refused by it; an explicit max_tokens above the cap is still refused (issue 11).
+TEST_F(GovernedServiceTest, DefaultMaxTokensRespectsTheTierCap) {
+  std::ofstream(dir_ / "gov.toml") << "[tenants.acme]\nquota = { tokens = 1000, period = \"day\" }\n"
+                                   << "[tiers.interactive]\nmax_tokens = 10\n";
+  ASSERT_TRUE(gov_->reload_config().ok());
+  auto r = client_.request("POST", "/v1/chat/completions",
+                           R"({"model":"stories","messages":[{"role":"user","content":"Hi"}]})", auth_);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_EQ(backend_->submitted.size(), 1u);
+  EXPECT_EQ(backend_->submitted[0].sampling.max_tokens, 10);
+  auto big = client_.request("POST", "/v1/chat/completions",
+                             R"({"model":"stories","messages":[{"role":"user","content":"Hi"}],"max_tokens":20})",
+                             auth_);
+  ASSERT_TRUE(big.ok());
+  expect_error(*big, 400, "max_tokens", "max_tokens_too_large");
+}
+
 }  // namespace
 }  // namespace ts::server
