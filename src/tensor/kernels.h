@@ -26,6 +26,15 @@ enum class Layout : int {
   kQ4_K_R16,  // 16 rows interleaved, see below
   kQ6_K_R16,  // 16 rows interleaved, see below
   kQ4_0_R16,  // 16 rows interleaved, see below
+  // Plain GGUF layouts of the other common ggml types (no repacked layout yet).
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ5_K,
+  kIQ4_NL,
+  kIQ4_XS,
   kCount,
 };
 
@@ -68,10 +77,11 @@ struct Act {
   int64_t n_tok = 0;
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
-  const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (for Q8_0/Q4_0 weights)
+  const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
-  const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q4_K/Q6_K weights)
+  const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
+  const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q2_K..Q6_K, IQ4_XS weights)
   // Optional (Q8_0_R16, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
   // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
   // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:

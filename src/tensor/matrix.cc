@@ -110,6 +110,14 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::kQ4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n); return;
     case DType::kQ4_K: dequantize_row_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); return;
     case DType::kQ6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); return;
+    case DType::kQ4_1: dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n); return;
+    case DType::kQ5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n); return;
+    case DType::kQ5_1: dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); return;
+    case DType::kQ2_K: dequantize_row_q2_k(static_cast<const BlockQ2_K*>(src), dst, n); return;
+    case DType::kQ3_K: dequantize_row_q3_k(static_cast<const BlockQ3_K*>(src), dst, n); return;
+    case DType::kQ5_K: dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); return;
+    case DType::kIQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); return;
+    case DType::kIQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); return;
     default: break;
   }
   TS_CHECK(false, "dequantize_row: type without kernels");
@@ -171,6 +179,14 @@ kern::Layout plain_layout(DType t) {
     case DType::kQ4_0: return kern::Layout::kQ4_0;
     case DType::kQ4_K: return kern::Layout::kQ4_K;
     case DType::kQ6_K: return kern::Layout::kQ6_K;
+    case DType::kQ4_1: return kern::Layout::kQ4_1;
+    case DType::kQ5_0: return kern::Layout::kQ5_0;
+    case DType::kQ5_1: return kern::Layout::kQ5_1;
+    case DType::kQ2_K: return kern::Layout::kQ2_K;
+    case DType::kQ3_K: return kern::Layout::kQ3_K;
+    case DType::kQ5_K: return kern::Layout::kQ5_K;
+    case DType::kIQ4_NL: return kern::Layout::kIQ4_NL;
+    case DType::kIQ4_XS: return kern::Layout::kIQ4_XS;
     default: return kern::Layout::kCount;
   }
 }
@@ -182,6 +198,7 @@ struct ActScratch {
   std::vector<int8_t> q8;
   std::vector<float> d8;
   std::vector<int32_t> s8;
+  std::vector<float> s1;
   std::vector<BlockQ8_K> qk;
   std::vector<uint8_t> il;
 };
@@ -302,14 +319,21 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   int8_t* q8 = nullptr;
   float* d8 = nullptr;
   int32_t* s8 = nullptr;
+  float* s1 = nullptr;
   BlockQ8_K* qk = nullptr;
   uint8_t* il = nullptr;
   switch (im.layout) {
     case kern::Layout::kF32: break;
     case kern::Layout::kF16:
     case kern::Layout::kBF16: xf = grow(scratch.xf, n); break;
+    case kern::Layout::kQ4_1:
+    case kern::Layout::kQ5_1:
+      s1 = grow(scratch.s1, static_cast<size_t>(n_tok * nb32));
+      [[fallthrough]];
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
+    case kern::Layout::kQ5_0:
+    case kern::Layout::kIQ4_NL:
     case kern::Layout::kQ4_0_R16:
     case kern::Layout::kQ8_0_R16:
       q8 = grow(scratch.q8, n);
@@ -320,6 +344,10 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
         il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
       }
       break;
+    case kern::Layout::kQ2_K:
+    case kern::Layout::kQ3_K:
+    case kern::Layout::kQ5_K:
+    case kern::Layout::kIQ4_XS:
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
     case kern::Layout::kQ6_K_R16:
@@ -331,6 +359,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       const float* xt = x + t * cols;
       if (q8 != nullptr) {
         kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
+        if (s1 != nullptr) quantize_act_q8_1_sums(xt, cols, s8 + t * nb32, s1 + t * nb32);
         if (il != nullptr) {
           // Token t's slot in its tile's block records (Act::q8_il).
           uint8_t* rec = il + static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
@@ -362,6 +391,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   act.q8 = q8;
   act.d8 = d8;
   act.s8 = s8;
+  act.s1 = s1;
   act.qk = qk;
   act.q8_il = il;
 
