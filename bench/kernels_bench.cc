@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_isa.h"
 #include "core/thread_pool.h"
 #include "tensor/matrix.h"
 
@@ -226,6 +227,7 @@ BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;
   benchmark::Initialize(&argc, argv);
   g_bandwidth[1] = measure_bandwidth(1);
   g_bandwidth[2] = measure_bandwidth(2);

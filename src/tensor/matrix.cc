@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -81,8 +82,44 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "amx";
   }
   return "unknown";
+}
+
+Result<IsaChoice> resolve_isa(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const Isa best = detected_isa();
+  if (lower.empty()) return IsaChoice{best, ""};
+  Isa want = Isa::kScalar;
+  bool found = false;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (lower == isa_name(i)) {
+      want = i;
+      found = true;
+    }
+  }
+  if (!found) {
+    return invalid_argument("unknown ISA '" + std::string(name) + "' (expected scalar, avx2, avx512 or amx)");
+  }
+  if (static_cast<int>(want) <= static_cast<int>(best)) return IsaChoice{want, ""};
+  std::string why;
+  if (want == Isa::kAmx && cpu_features().amx_int8 && cpu_features().amx_tile) {
+    why = "this build has no AMX kernels yet";
+  } else {
+    why = std::string("this CPU has no ") + isa_name(want) + " tier";
+  }
+  return IsaChoice{best, std::string("ISA ") + isa_name(want) + " requested but " + why + "; using " + isa_name(best)};
+}
+
+std::string isa_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string cpu = f.avx512_tier() ? "avx512 vnni" : (f.avx2_tier() ? "avx2" : "no avx2");
+  if (f.avx_vnni) cpu += ", avx-vnni";
+  if (f.avx512bf16) cpu += ", avx512 bf16";
+  cpu += f.amx_int8 && f.amx_tile ? ", amx" : ", no amx";
+  return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")";
 }
 
 // ---------------------------------------------------------------------------------------------

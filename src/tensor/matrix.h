@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -30,13 +32,28 @@
 
 namespace ts::tensor {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Kernel tiers. kAmx is only a request: there are no AMX kernels yet, so detected_isa() is at
+// most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 // Best ISA this CPU supports (cached), and an override for tests/benchmarks (clamped to what
-// the CPU has). set_isa affects matmuls started afterwards, process-wide.
+// the CPU has). set_isa affects matmuls and Matrix::create calls started afterwards,
+// process-wide (so force it before loading a model: layouts are chosen per ISA at load).
 Isa detected_isa();
 Isa active_isa();
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
+
+// What a requested tier resolves to on this CPU. Pure (no environment access: the caller reads
+// --isa / TOKENSERVE_ISA once at start-up and applies `isa` with set_isa).
+struct IsaChoice {
+  Isa isa = Isa::kScalar;  // the tier to use (never above detected_isa())
+  std::string warning;     // non-empty when the request was clamped down, saying why
+};
+// name: "scalar", "avx2", "avx512", "amx" (case-insensitive), or empty for the best tier.
+// Errors: kInvalidArgument naming the accepted values.
+Result<IsaChoice> resolve_isa(std::string_view name);
+// One line for start-up logs: "kernels: avx512 (CPU: avx512 vnni, no amx)".
+std::string isa_summary();
 
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
