@@ -160,6 +160,19 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   TS_CHECK(false, "dequantize_row: type without kernels");
 }
 
+bool has_row_quantizer(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   auto* p = static_cast<uint8_t*>(dst);
   switch (type) {

@@ -105,8 +105,10 @@ class Matrix {
 // Row-level helpers over raw GGUF bytes (reference semantics; used by tests, the writer and
 // quantize). n must be a multiple of the type's block size.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
-// Quantizes n floats into `type` (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K). Q4_K/Q6_K use a simple
+// Quantizes n floats into `type`; only for types where has_row_quantizer() is true
+// (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K; other types are a broken invariant). Q4_K/Q6_K use a simple
 // round-to-nearest search, not necessarily bit-identical to llama-quantize.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
+bool has_row_quantizer(DType type);
 
 }  // namespace ts::tensor
