@@ -195,6 +195,11 @@ std::vector<float> activations(int64_t n_tok, int64_t cols, uint32_t seed) {
   return x;
 }
 
+// Types whose every kernel follows ggml's x86 8-lane float order (kernels_scalar.cc hsum8).
+bool ggml_order(DType t) {
+  return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL;
+}
+
 struct Case {
   DType type;
   int64_t cols;
@@ -243,6 +248,9 @@ TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
         }
         if (isa == Isa::kScalar && !repack) {
           scalar_y = y;
+        } else if (ggml_order(c.type)) {
+          // Same float operations in the same order as the scalar reference (and ggml).
+          ASSERT_EQ(0, std::memcmp(y.data(), scalar_y.data(), y.size() * 4)) << what << ": not bit-identical to scalar";
         } else {
           for (size_t i = 0; i < y.size(); ++i) {
             ASSERT_NEAR(y[i], scalar_y[i], 1e-5 * mag[i] + 1e-6) << what << " vs scalar, i " << i;
