@@ -1,6 +1,7 @@
 #include "tensor/matrix.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -220,6 +221,16 @@ Arena make_arena(size_t bytes) {
   return Arena(static_cast<uint8_t*>(p), ArenaFree{bytes});
 }
 
+// Releases the whole pages inside [p, p + n) (a read-only file mapping); returns the bytes.
+size_t release_pages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (e <= b) return 0;
+  if (madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED) != 0) return 0;
+  return e - b;
+}
+
 kern::Layout plain_layout(DType t) {
   switch (t) {
     case DType::kF32: return kern::Layout::kF32;
@@ -276,6 +287,8 @@ struct Matrix::Impl {
   size_t stride = 0;              // bytes per row (plain) or per group (R16)
   size_t row_bytes = 0;           // bytes per row in the GGUF layout
   Arena arena{nullptr, ArenaFree{0}};
+  size_t arena_bytes = 0;
+  size_t released = 0;  // source bytes released with MADV_DONTNEED
 };
 
 Matrix::Matrix() = default;
@@ -323,6 +336,8 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
       im.stride = gbytes;
       im.layout = r16;
       im.arena = std::move(arena);
+      im.arena_bytes = total;
+      if (options.release_source) im.released = release_pages(data, im.row_bytes * static_cast<size_t>(rows));
     }
   }
   return m;
@@ -333,6 +348,8 @@ int64_t Matrix::rows() const { return impl_->rows; }
 int64_t Matrix::cols() const { return impl_->cols; }
 size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
 bool Matrix::repacked() const { return kern::is_r16(impl_->layout); }
+size_t Matrix::resident_bytes() const { return repacked() ? impl_->arena_bytes : weight_bytes(); }
+size_t Matrix::released_source_bytes() const { return impl_->released; }
 
 void Matrix::dequantize_row(int64_t r, float* out) const {
   const Impl& im = *impl_;

@@ -60,6 +60,12 @@ struct MatrixOptions {
   // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_K/Q6_K when the active ISA is AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
+  // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
+  // afterwards: once the rows are repacked into the owned arena, the whole pages inside the
+  // tensor's bytes are released with madvise(MADV_DONTNEED), so no second copy of the weights
+  // stays resident (they would fault back in from the file if touched). No effect when the
+  // matrix is not repacked. Never set it for heap or anonymous memory: DONTNEED zeroes that.
+  bool release_source = false;
 };
 
 class Matrix {
@@ -96,6 +102,11 @@ class Matrix {
 
   // True when create() repacked the weights into an owned interleaved layout.
   bool repacked() const;
+  // Bytes of weights this matrix keeps resident: the owned arena when repacked, else the rows
+  // in the caller's memory (weight_bytes()).
+  size_t resident_bytes() const;
+  // Bytes of the caller's memory given back with MatrixOptions::release_source (whole pages).
+  size_t released_source_bytes() const;
 
  private:
   struct Impl;
