@@ -35,6 +35,8 @@ enum class Layout : int {
   kQ5_K,
   kIQ4_NL,
   kIQ4_XS,
+  kIQ4_NL_R16,  // 16 rows interleaved: the Q4_0_R16 bytes (same block shape), table values
+  kQ5_0_R16,    // 16 rows interleaved, see below
   kCount,
 };
 
@@ -67,8 +69,17 @@ constexpr size_t kR16Q4PairBytes = 64 + 2 * 256;
 inline size_t r16_q4_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q4PairBytes;
 }
+// Q5_0_R16: like Q4_0_R16 with pair records of kR16Q5PairBytes: [2][16] fp16 scales,
+// [2 blocks][4 m][16 rows][4] u8 = GGUF qs bytes 4m .. 4m+3 (low nibbles: values 4m..,
+// high nibbles: 16 + 4m..), then [2 blocks][16 rows] u32 qh (bit j = 5th bit of value j);
+// weight = (nibble | 16 * bit) - 16.
+constexpr size_t kR16Q5PairBytes = 64 + 2 * 256 + 2 * 64;
+inline size_t r16_q5_group_bytes(int64_t cols) {
+  return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q5PairBytes;
+}
 inline bool is_r16(Layout l) {
-  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16;
+  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16 ||
+         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

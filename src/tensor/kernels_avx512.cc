@@ -810,11 +810,13 @@ void gemm_signed32_panels(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; r += 16) {
     const int lanes = static_cast<int>(g.num_rows - r < 16 ? g.num_rows - r : 16);
     decode_signed32_panel<W>(g, r, lanes, g.scratch);
-    r16_ggml_group(g, g.scratch, lanes, r);
+    r16_ggml_group<DecPanelS8>(g, g.scratch, 0, lanes, r);
   }
 }
 void gemm_q5_0(const GemmArgs& g) { gemm_signed32_panels<WQ5_0>(g); }
 void gemm_iq4_nl(const GemmArgs& g) { gemm_signed32_panels<WIQ4_NL>(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml<DecIQ4NLR16>(g); }
+void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_0R16>(g); }
 
 void gemm_f32(const GemmArgs& g) { zgemm_float<Z32>(g); }
 void gemm_f16(const GemmArgs& g) { zgemm_float<Z16>(g); }
@@ -839,7 +841,8 @@ namespace ts::tensor::kern {
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
-       gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs},
+       gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
+       gemm_iq4_nl_r16, gemm_q5_0_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

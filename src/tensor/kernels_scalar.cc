@@ -330,6 +330,31 @@ void gemm_signed32(const GemmArgs& g, Val val) {
   });
 }
 
+// IQ4_NL_R16 / Q5_0_R16 (repacked signed 32-blocks), in the same order as gemm_signed32.
+template <Layout kL>
+void gemm_signed32_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const int8_t* xq = a.q8 + t * a.cols;
+      float acc[8] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t isum = 0;
+          for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
+          acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
+        }
+      }
+      g.y[t * g.ldy + i] = hsum8(acc);
+    }
+  }
+}
+
 // Unsigned 32-value blocks with a min x Q8_1 activations (ggml's q4_1/q5_1 x q8_1 dot):
 // s = sum_b (d_w * d_x * sum_j u_j x_j) + m_w * s_x.
 template <typename Block, typename Val>
@@ -476,6 +501,8 @@ const KernelTable& scalar_kernels() {
       gemm_q5_k,
       gemm_iq4_nl,
       gemm_iq4_xs,
+      gemm_signed32_r16<Layout::kIQ4_NL_R16>,
+      gemm_signed32_r16<Layout::kQ5_0_R16>,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

@@ -6,10 +6,10 @@
 // pragmas, so each ISA gets its own copy (AVX2: vpmaddubsw/vpmaddwd; AVX-512: the same code
 // with VNNI vpdpbusd/vpdpwssd through mul_sum_us8/madd_acc16).
 //
-// Partial (see the report of the kernels work): these are per-row kernels over token tiles of
-// up to 4 (each weight block decoded once per tile); there is no repacked (R16) layout or
-// decoded-panel GEMM for these types yet, so their batched/prefill throughput is below the
-// Q8_0/Q4_0/Q4_K/Q6_K paths.
+// Partial: these are per-row kernels over token tiles of up to 4 (each weight block decoded
+// once per tile). On AVX-512, Q5_0 and IQ4_NL have R16 layouts and batched panels
+// (kernels_avx512_panels.h); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS have no repacked layout or
+// decoded-panel GEMM yet on any ISA, so their batched/prefill throughput is below the others.
 
 // 32 bits at p -> 32 bytes, byte j = 0xFF when bit j is set, else 0.
 inline __m256i bits_to_bytes(const uint8_t* p) {

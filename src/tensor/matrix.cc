@@ -54,6 +54,8 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ4_K: return kern::Layout::kQ4_K_R16;
     case DType::kQ6_K: return kern::Layout::kQ6_K_R16;
     case DType::kQ4_0: return kern::Layout::kQ4_0_R16;
+    case DType::kIQ4_NL: return kern::Layout::kIQ4_NL_R16;
+    case DType::kQ5_0: return kern::Layout::kQ5_0_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -401,6 +403,8 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:
     case kern::Layout::kIQ4_NL:
+    case kern::Layout::kIQ4_NL_R16:
+    case kern::Layout::kQ5_0_R16:
     case kern::Layout::kQ4_0_R16:
     case kern::Layout::kQ8_0_R16:
       q8 = grow(scratch.q8, n);

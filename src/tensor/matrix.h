@@ -4,15 +4,19 @@
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
-// AVX-512, Q8_0, Q4_0, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K +1-3%), and the
-// Matrix no longer reads `data` after create(); repacked() tells which.
+// AVX-512, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
+// +1-3%), and the Matrix no longer reads `data` after create(); repacked() tells which. The other
+// types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS) run plain per-row SIMD kernels on every ISA.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
 // rounded the way ggml's CPU backend does, so results match llama.cpp closely:
 //   F32 weights: x used as is;  F16 weights: x rounded to fp16;  BF16: x rounded to bf16;
-//   Q8_0 / Q4_0 weights: x quantized to Q8_0 blocks (32 values, fp16 scale), integer dots;
-//   Q4_K / Q6_K weights: x quantized to Q8_K blocks (256 values, float scale), integer dots.
+//   Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights: x quantized to Q8_0 blocks (32 values, fp16 scale);
+//   Q4_1 / Q5_1 weights: Q8_1 blocks (the Q8_0 values plus fp16 d*sum for the block minimum);
+//   Q2_K..Q6_K / IQ4_XS weights: x quantized to Q8_K blocks (256 values, float scale).
+// Q4_1, Q5_0, Q5_1 and IQ4_NL also sum in ggml's x86 float order on every ISA (bit-identical
+// across ISAs): the quantized golden models are sensitive to last-bit differences.
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
 // path gives the same result up to float summation order.
 //
@@ -57,7 +61,8 @@ std::string isa_summary();
 
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
-  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_K/Q6_K when the active ISA is AVX-512).
+  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q5_0/IQ4_NL/Q4_K/Q6_K when the active
+  // ISA is AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
   // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
