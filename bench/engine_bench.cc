@@ -1,7 +1,7 @@
 // Engine-level benchmark (no HTTP): output tokens/s and per-step time at several concurrencies.
 //
 //   engine_bench MODEL.gguf [--threads 2] [--prompt 128] [--gen 128] [--conc 1,4,8,16]
-//                           [--max-batch-tokens 512] [--kv f16|q8_0|f32]
+//                           [--max-batch-tokens 512] [--kv f16|q8_0|f32] [--isa avx2]
 //
 // For each concurrency c: c requests with distinct random prompts (prefix cache off) are
 // submitted at once to an engine driven step by step on this thread; every request generates
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_isa.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -34,13 +35,14 @@ double ms_since(Clock::time_point t0) {
 int usage() {
   std::fprintf(stderr,
                "usage: engine_bench MODEL.gguf [--threads N] [--prompt N] [--gen N] [--conc 1,4,8,16] "
-               "[--max-batch-tokens N] [--kv f16|q8_0|f32]\n");
+               "[--max-batch-tokens N] [--kv f16|q8_0|f32] [--isa scalar|avx2|avx512|amx]\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;
   if (argc < 2) return usage();
   std::string path = argv[1];
   int threads = 2, prompt_len = 128, gen = 128, max_batch_tokens = 512;

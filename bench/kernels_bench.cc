@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_isa.h"
 #include "core/thread_pool.h"
 #include "tensor/matrix.h"
 
@@ -137,12 +138,15 @@ void BM_PoolChunks(benchmark::State& state) {
 }
 BENCHMARK(BM_PoolChunks)->Arg(1)->Arg(2)->UseRealTime();
 
-const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kF16};
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,   DType::kQ6_K, DType::kF16,
+                        DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,   DType::kQ2_K, DType::kQ3_K,
+                        DType::kQ5_K, DType::kIQ4_NL, DType::kIQ4_XS};
+constexpr int kNumTypes = static_cast<int>(sizeof(kTypes) / sizeof(kTypes[0]));
 const int64_t kShapes[][2] = {{4864, 896}, {896, 4864}};
 
 int64_t cols_for(DType type, int shape) {
   const int64_t cols = kShapes[shape][1];
-  const bool k_quant = type == DType::kQ4_K || type == DType::kQ6_K;
+  const bool k_quant = ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256;
   return k_quant && cols % 256 != 0 ? (cols + 255) / 256 * 256 : cols;
 }
 
@@ -166,9 +170,18 @@ WeightSet& weights(DType type, int shape) {
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    ts::tensor::quantize_row(type, row.data(), base.data() + rb * static_cast<size_t>(r), cols);
+  if (ts::tensor::has_row_quantizer(type)) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = dist(rng);
+      ts::tensor::quantize_row(type, row.data(), base.data() + rb * static_cast<size_t>(r), cols);
+    }
+  } else {
+    // No quantizer for this type here: random blocks (speed does not depend on the values).
+    // Every 16-bit word is a small fp16 (exponent forced low), so scales stay finite.
+    for (size_t i = 0; i + 1 < base.size(); i += 2) {
+      const uint16_t h = static_cast<uint16_t>((rng() & 0x83FF) | 0x2000);
+      std::memcpy(base.data() + i, &h, 2);
+    }
   }
   const size_t copies = std::max<size_t>(2, kWorkingSetBytes / base.size() + 1);
   for (size_t c = 0; c < copies; ++c) {
@@ -216,7 +229,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
-  for (int t = 0; t < 5; ++t)
+  for (int t = 0; t < kNumTypes; ++t)
     for (int s = 0; s < 2; ++s)
       for (int n : {1, 8, 64})
         for (int th : {1, 2}) b->Args({t, s, n, th});
@@ -226,6 +239,7 @@ BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;
   benchmark::Initialize(&argc, argv);
   g_bandwidth[1] = measure_bandwidth(1);
   g_bandwidth[2] = measure_bandwidth(2);

@@ -2,6 +2,10 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+
+#include "core/log.h"
+#include "tensor/matrix.h"
 
 namespace ts::cli {
 
@@ -40,6 +44,23 @@ std::optional<uint64_t> parse_bytes(const std::string& s) {
   double bytes = v * mult;
   if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return std::nullopt;
   return static_cast<uint64_t>(bytes);
+}
+
+int apply_isa(const char* cmd, const std::string& flag) {
+  std::string name = flag;
+  std::string source = "--isa";
+  if (name.empty()) {
+    const char* env = std::getenv("TOKENSERVE_ISA");
+    if (env != nullptr && *env != '\0') {
+      name = env;
+      source = "TOKENSERVE_ISA";
+    }
+  }
+  auto choice = tensor::resolve_isa(name);
+  if (!choice.ok()) return fail(cmd, source + ": " + choice.status().message(), 2);
+  if (!choice->warning.empty()) log::warn(choice->warning);
+  tensor::set_isa(choice->isa);
+  return -1;
 }
 
 int fail(const char* cmd, const std::string& message, int code) {

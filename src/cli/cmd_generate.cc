@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "cli/cli_util.h"
+#include "tensor/matrix.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -34,7 +35,10 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not add BOS");
   app.add_flag("--special", special, "parse special-token text in the prompt");
   app.add_flag("-v,--verbose", verbose, "log engine start-up details");
+  std::string isa;
+  app.add_option("--isa", isa, kIsaHelp);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  if (int rc = apply_isa("generate", isa); rc >= 0) return rc;
 
   if (!verbose) log::set_level(log::Level::kWarn);
   auto kvt = model::parse_kv_type(kv_type);
@@ -42,6 +46,7 @@ int cmd_generate(int argc, char** argv) {
   auto m = model::Model::load(model_path);
   if (!m.ok()) return fail("generate", m.status().message());
   model::Model& model = **m;
+  std::fprintf(stderr, "%s\n", tensor::isa_summary().c_str());
   std::vector<int32_t> ids = model.tokenizer().encode(prompt, !no_bos, special);
   if (ids.empty()) return fail("generate", "the prompt tokenized to nothing", 2);
   const int64_t need = static_cast<int64_t>(ids.size()) + n;

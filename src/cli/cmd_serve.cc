@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "cli/cli_util.h"
+#include "tensor/matrix.h"
 #include "tools/pull.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -67,6 +68,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--no-auth", no_auth, "serve without API keys (every request is tenant 'anonymous')");
   app.add_option("--log-format", log_format, "log lines as text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
+  std::string isa;
+  app.add_option("--isa", isa, kIsaHelp);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
 
   std::error_code ec;
@@ -92,6 +95,8 @@ int cmd_serve(int argc, char** argv) {
   if (!body_bytes || *body_bytes == 0) return fail("serve", "bad --max-body '" + max_body + "'", 2);
 
   log::set_format(log_format == "json" ? log::Format::kJson : log::Format::kText);
+  if (int rc = apply_isa("serve", isa); rc >= 0) return rc;
+  log::info(tensor::isa_summary());
 
   // Signals are taken by sigwait() below; every thread started from here on inherits the mask.
   sigset_t sigs;

@@ -309,7 +309,8 @@ Status GgufFile::parse(const OpenOptions& opts) {
     }
     if (opts.require_compute_types && !traits->compute) {
       return unimplemented("tensor '" + ti.name + "' has type " + std::string(traits->name) +
-                           ", which this build cannot compute with (supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+                           ", which this build cannot compute with (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                           "q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs)");
     }
     if (ti.shape[0] % traits->block_size != 0) {
       return data_loss("tensor '" + ti.name + "': row length " + std::to_string(ti.shape[0]) +

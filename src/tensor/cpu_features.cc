@@ -33,6 +33,8 @@ CpuFeatures detect() {
     f.avx512bw = (b >> 30) & 1;
     f.avx512vl = (b >> 31) & 1;
     f.avx512vnni = (c >> 11) & 1;
+    f.amx_tile = (d >> 24) & 1;
+    f.amx_int8 = (d >> 25) & 1;
     __cpuid_count(7, 1, a, b, c, d);
     f.avx_vnni = (a >> 4) & 1;
     f.avx512bf16 = (a >> 5) & 1;

@@ -14,6 +14,8 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
+  bool amx_tile = false;
+  bool amx_int8 = false;
   bool os_ymm = false;  // OS saves YMM state
   bool os_zmm = false;  // OS saves ZMM/opmask state
 

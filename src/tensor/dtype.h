@@ -56,7 +56,8 @@ struct TypeTraits {
 std::optional<TypeTraits> type_traits(uint32_t type_id);
 // Name for messages: "q8_0", or "type#N" when unknown.
 std::string type_name(uint32_t type_id);
-// Parses "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k" (case-insensitive) to a computable type.
+// Parses the name of a computable type (case-insensitive): f32, f16, bf16, q8_0, q4_0, q4_1,
+// q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs.
 std::optional<DType> parse_dtype(std::string_view name);
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).

@@ -26,6 +26,17 @@ enum class Layout : int {
   kQ4_K_R16,  // 16 rows interleaved, see below
   kQ6_K_R16,  // 16 rows interleaved, see below
   kQ4_0_R16,  // 16 rows interleaved, see below
+  // Plain GGUF layouts of the other common ggml types (no repacked layout yet).
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ5_K,
+  kIQ4_NL,
+  kIQ4_XS,
+  kIQ4_NL_R16,  // 16 rows interleaved: the Q4_0_R16 bytes (same block shape), table values
+  kQ5_0_R16,    // 16 rows interleaved, see below
   kCount,
 };
 
@@ -58,8 +69,17 @@ constexpr size_t kR16Q4PairBytes = 64 + 2 * 256;
 inline size_t r16_q4_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q4PairBytes;
 }
+// Q5_0_R16: like Q4_0_R16 with pair records of kR16Q5PairBytes: [2][16] fp16 scales,
+// [2 blocks][4 m][16 rows][4] u8 = GGUF qs bytes 4m .. 4m+3 (low nibbles: values 4m..,
+// high nibbles: 16 + 4m..), then [2 blocks][16 rows] u32 qh (bit j = 5th bit of value j);
+// weight = (nibble | 16 * bit) - 16.
+constexpr size_t kR16Q5PairBytes = 64 + 2 * 256 + 2 * 64;
+inline size_t r16_q5_group_bytes(int64_t cols) {
+  return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q5PairBytes;
+}
 inline bool is_r16(Layout l) {
-  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16;
+  return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16 ||
+         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs
@@ -68,10 +88,11 @@ struct Act {
   int64_t n_tok = 0;
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
-  const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (for Q8_0/Q4_0 weights)
+  const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
-  const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q4_K/Q6_K weights)
+  const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
+  const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q2_K..Q6_K, IQ4_XS weights)
   // Optional (Q8_0_R16, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
   // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
   // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:

@@ -27,6 +27,7 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
 }
 
 #include "tensor/kernels_x86_impl.h"
+#include "tensor/kernels_x86_more.h"
 
 void gemm_f32(const GemmArgs& g) { gemm_f32_256(g); }
 void gemm_f16(const GemmArgs& g) { gemm_f16_256(g); }
@@ -40,6 +41,14 @@ void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
 void act_q8_k(const float* x, int64_t n, BlockQ8_K* y) { quantize_q8_k_256(x, n, y); }
+void gemm_q4_1(const GemmArgs& g) { gemm_q4_1_256(g); }
+void gemm_q5_0(const GemmArgs& g) { gemm_q5_0_256(g); }
+void gemm_q5_1(const GemmArgs& g) { gemm_q5_1_256(g); }
+void gemm_q2_k(const GemmArgs& g) { gemm_q2_k_256(g); }
+void gemm_q3_k(const GemmArgs& g) { gemm_q3_k_256(g); }
+void gemm_q5_k(const GemmArgs& g) { gemm_q5_k_256(g); }
+void gemm_iq4_nl(const GemmArgs& g) { gemm_iq4_nl_256(g); }
+void gemm_iq4_xs(const GemmArgs& g) { gemm_iq4_xs_256(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -50,7 +59,9 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx2_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, nullptr, nullptr, nullptr},
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, nullptr, nullptr, nullptr,
+       gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
+       nullptr, nullptr},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

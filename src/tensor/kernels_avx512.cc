@@ -30,6 +30,7 @@ inline __m256i mul_sum_us8(__m256i u8, __m256i s8) {
 inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
 
 #include "tensor/kernels_x86_impl.h"
+#include "tensor/kernels_x86_more.h"
 
 inline __m512i bcast_dword(const void* p) {
   int32_t v;
@@ -687,12 +688,14 @@ void decode_q6_k_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
 
 inline __m512i load_panel(const uint8_t* p) { return _mm512_load_si512(reinterpret_cast<const __m512i*>(p)); }
 
-// kQ6: Q6_K (16 sub-blocks of 16, -32 offset) else Q4_K (8 sub-blocks of 32, mins).
-template <bool kQ6, int T>
+// kSub: sub-blocks per 256-value block (16 of 16 values, or 8 of 32). kShift > 0: the panel
+// values are stored + 2^kShift (Q6_K 32, Q3_K 4, IQ4_XS 128) and the pairs hold the sub-block
+// scales; kShift == 0: Q4_K-style mins in the pairs, scaled by the dmin row.
+template <int kSub, int kShift, int T>
 inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
-  constexpr int kSub = kQ6 ? 16 : 8;       // sub-blocks per block
+  constexpr bool kQ6 = kSub == 16;         // 16-value sub-blocks: one bsum per sub-block
   constexpr int kK4 = kQ6 ? 4 : 8;         // 4-value groups per sub-block
   const KPanel p{const_cast<uint8_t*>(panel)};
   __m512 acc[T];
@@ -744,8 +747,8 @@ inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int6
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(xb[t]->d);
-      if constexpr (kQ6) {
-        const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side[t], 5));
+      if constexpr (kShift > 0) {
+        const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side[t], kShift));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dv, dx), acc[t]);
       } else {
         const __m512 dm = _mm512_load_ps(reinterpret_cast<const float*>(pb + KPanel::kDmin));
@@ -757,22 +760,26 @@ inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int6
   for (int t = 0; t < T; ++t) store_lanes(g, acc[t], t0 + t, r, lanes);
 }
 
-template <bool kQ6>
+#include "tensor/kernels_avx512_panels.h"
+
+template <KKind kKind>
 void gemm_kquant_panels(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
+  constexpr int kSub = kKind == KKind::kQ6_K ? 16 : 8;
+  constexpr int kShift = kKind == KKind::kQ6_K ? 5 : 0;
   for (int64_t r = 0; r < g.num_rows; r += 16) {
     const int lanes = static_cast<int>(g.num_rows - r < 16 ? g.num_rows - r : 16);
-    if constexpr (kQ6) {
+    if constexpr (kKind == KKind::kQ6_K) {
       decode_q6_k_panel(g, r, lanes, g.scratch);
     } else {
       decode_q4_k_panel(g, r, lanes, g.scratch);
     }
     int64_t t0 = 0;
-    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kQ6, 4>(g, g.scratch, lanes, r, t0);
+    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kSub, kShift, 4>(g, g.scratch, lanes, r, t0);
     switch (n_tok - t0) {
-      case 3: kpanel_tile<kQ6, 3>(g, g.scratch, lanes, r, t0); break;
-      case 2: kpanel_tile<kQ6, 2>(g, g.scratch, lanes, r, t0); break;
-      case 1: kpanel_tile<kQ6, 1>(g, g.scratch, lanes, r, t0); break;
+      case 3: kpanel_tile<kSub, kShift, 3>(g, g.scratch, lanes, r, t0); break;
+      case 2: kpanel_tile<kSub, kShift, 2>(g, g.scratch, lanes, r, t0); break;
+      case 1: kpanel_tile<kSub, kShift, 1>(g, g.scratch, lanes, r, t0); break;
       default: break;
     }
   }
@@ -780,13 +787,15 @@ void gemm_kquant_panels(const GemmArgs& g) {
 
 void gemm_q4_k(const GemmArgs& g) {
   if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_256(g);
-  gemm_kquant_panels<false>(g);
+  gemm_kquant_panels<KKind::kQ4_K>(g);
 }
 
 void gemm_q6_k(const GemmArgs& g) {
   if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_256(g);
-  gemm_kquant_panels<true>(g);
+  gemm_kquant_panels<KKind::kQ6_K>(g);
 }
+
+#include "tensor/kernels_avx512_more.h"
 
 void gemm_f32(const GemmArgs& g) { zgemm_float<Z32>(g); }
 void gemm_f16(const GemmArgs& g) { zgemm_float<Z16>(g); }
@@ -796,6 +805,9 @@ void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
 void act_q8_k(const float* x, int64_t n, BlockQ8_K* y) { quantize_q8_k_256(x, n, y); }
+void gemm_q4_1(const GemmArgs& g) { gemm_q4_1_256(g); }
+void gemm_q5_1(const GemmArgs& g) { gemm_q5_1_256(g); }
+void gemm_q2_k(const GemmArgs& g) { gemm_q2_k_256(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -807,7 +819,9 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16},
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
+       gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
+       gemm_iq4_nl_r16, gemm_q5_0_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

@@ -1,4 +1,5 @@
 // Scalar reference kernels: the definition of what every SIMD kernel must compute.
+#include <cmath>
 #include <cstring>
 
 #include "tensor/fp16.h"
@@ -284,6 +285,191 @@ void gemm_q4_k_r16(const GemmArgs& g) {
   }
 }
 
+// ---- The other ggml types (plain GGUF layouts) ----------------------------------------------
+// Weight values are decoded per element index (not by ggml's loop structure), so these are an
+// independent statement of each format; tests also compare them with dequantize_row.
+
+// Value j (0..31) of a 32-block's nibbles (low nibbles hold values 0..15).
+inline int nibble32(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+inline int bit32(const uint8_t* qh, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return static_cast<int>((h >> j) & 1);
+}
+
+// ggml's x86 order of float sums for 32-blocks: 8 lanes (lane i: values 4i..4i+3 of every
+// block, scaled per block with an FMA), then (0..3 + 4..7), (0+2, 1+3), (0 + 1). The quantized
+// models are sensitive to last-bit differences (they flip later activation roundings), so the
+// reference follows llama.cpp's order; the SIMD kernels use the same lanes.
+inline float hsum8(const float* acc) {
+  float h[4];
+  for (int i = 0; i < 4; ++i) h[i] = acc[i] + acc[i + 4];
+  const float a0 = h[0] + h[2], a1 = h[1] + h[3];
+  return a0 + a1;
+}
+
+// Signed 32-value blocks x Q8_0 activations: s = sum_b d_w * d_x * sum_j w_j x_j.
+template <typename Block, typename Val>
+void gemm_signed32(const GemmArgs& g, Val val) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const int8_t* xq = a.q8 + t * a.cols;
+    float acc[8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block blk = load<Block>(w + b * sizeof(Block));
+      const float d = fp16_to_fp32(blk.d) * a.d8[t * nb + b];
+      for (int i = 0; i < 8; ++i) {
+        int32_t isum = 0;
+        for (int j = 4 * i; j < 4 * i + 4; ++j) isum += val(blk, j) * xq[b * 32 + j];
+        acc[i] = std::fma(static_cast<float>(isum), d, acc[i]);
+      }
+    }
+    return hsum8(acc);
+  });
+}
+
+// IQ4_NL_R16 / Q5_0_R16 (repacked signed 32-blocks), in the same order as gemm_signed32.
+template <Layout kL>
+void gemm_signed32_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const int8_t* xq = a.q8 + t * a.cols;
+      float acc[8] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t isum = 0;
+          for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
+          acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
+        }
+      }
+      g.y[t * g.ldy + i] = hsum8(acc);
+    }
+  }
+}
+
+// Unsigned 32-value blocks with a min x Q8_1 activations (ggml's q4_1/q5_1 x q8_1 dot):
+// s = sum_b (d_w * d_x * sum_j u_j x_j) + m_w * s_x.
+template <typename Block, typename Val>
+void gemm_affine32(const GemmArgs& g, Val val) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const int8_t* xq = a.q8 + t * a.cols;
+    float acc[8] = {}, summ = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block blk = load<Block>(w + b * sizeof(Block));
+      const float d = fp16_to_fp32(blk.d) * a.d8[t * nb + b];
+      for (int i = 0; i < 8; ++i) {
+        int32_t isum = 0;
+        for (int j = 4 * i; j < 4 * i + 4; ++j) isum += val(blk, j) * xq[b * 32 + j];
+        acc[i] = std::fma(static_cast<float>(isum), d, acc[i]);
+      }
+      summ += fp16_to_fp32(blk.m) * a.s1[t * nb + b];
+    }
+    return hsum8(acc) + summ;
+  });
+}
+
+void gemm_q4_1(const GemmArgs& g) {
+  gemm_affine32<BlockQ4_1>(g, [](const BlockQ4_1& b, int j) { return nibble32(b.qs, j); });
+}
+void gemm_q5_1(const GemmArgs& g) {
+  gemm_affine32<BlockQ5_1>(g, [](const BlockQ5_1& b, int j) { return nibble32(b.qs, j) | (bit32(b.qh, j) << 4); });
+}
+void gemm_q5_0(const GemmArgs& g) {
+  gemm_signed32<BlockQ5_0>(g, [](const BlockQ5_0& b, int j) { return (nibble32(b.qs, j) | (bit32(b.qh, j) << 4)) - 16; });
+}
+void gemm_iq4_nl(const GemmArgs& g) {
+  gemm_signed32<BlockIQ4_NL>(g, [](const BlockIQ4_NL& b, int j) { return int{kIQ4NLValues[nibble32(b.qs, j)]}; });
+}
+
+// K-type blocks x Q8_K: dot(blk, xb) returns the block's contribution / (d_x), given d_w terms.
+template <typename Block, typename Dot>
+void gemm_k(const GemmArgs& g, Dot dot) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const BlockQ8_K* xk = a.qk + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) s += dot(load<Block>(w + b * sizeof(Block)), xk[b]);
+    return s;
+  });
+}
+
+// Q2_K / Q3_K value e (0..255): 2 low bits at byte 32*(e/128) + e%32, shift 2*((e%128)/32).
+inline int q2_bits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+void gemm_q2_k(const GemmArgs& g) {
+  gemm_k<BlockQ2_K>(g, [](const BlockQ2_K& blk, const BlockQ8_K& xb) {
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t dot = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) dot += q2_bits(blk.qs, e) * xb.qs[e];
+      sumi += (blk.scales[j] & 0xF) * dot;
+      summ += (blk.scales[j] >> 4) * xb.bsums[j];
+    }
+    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
+  });
+}
+
+void gemm_q3_k(const GemmArgs& g) {
+  gemm_k<BlockQ3_K>(g, [](const BlockQ3_K& blk, const BlockQ8_K& xb) {
+    int8_t sc[16];
+    q3k_scales(blk.scales, sc);
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t dot = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int hbit = (blk.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
+        dot += (q2_bits(blk.qs, e) - (hbit ? 0 : 4)) * xb.qs[e];
+      }
+      sumi += sc[j] * dot;
+    }
+    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+  });
+}
+
+void gemm_q5_k(const GemmArgs& g) {
+  gemm_k<BlockQ5_K>(g, [](const BlockQ5_K& blk, const BlockQ8_K& xb) {
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      q4k_scale_min(j, blk.scales, &sc, &m);
+      int32_t dot = 0;
+      for (int e = 32 * j; e < 32 * j + 32; ++e) {
+        const int c = e / 64, h = (e % 64) / 32, l = e % 32;
+        const int lo = h ? blk.qs[32 * c + l] >> 4 : blk.qs[32 * c + l] & 0xF;
+        dot += (lo | (((blk.qh[l] >> (2 * c + h)) & 1) << 4)) * xb.qs[e];
+      }
+      sumi += sc * dot;
+      summ += m * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+    }
+    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
+  });
+}
+
+void gemm_iq4_xs(const GemmArgs& g) {
+  gemm_k<BlockIQ4_XS>(g, [](const BlockIQ4_XS& blk, const BlockQ8_K& xb) {
+    int32_t sumi = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      int32_t dot = 0;
+      for (int j = 0; j < 32; ++j) dot += kIQ4NLValues[nibble32(blk.qs + 16 * ib, j)] * xb.qs[32 * ib + j];
+      sumi += iq4xs_scale(blk, ib) * dot;
+    }
+    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+  });
+}
+
 void round_f16_row(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = round_fp16(x[i]);
 }
@@ -307,6 +493,16 @@ const KernelTable& scalar_kernels() {
       gemm_q4_k_r16,
       gemm_q6_k_r16,
       gemm_q4_0_r16,
+      gemm_q4_1,
+      gemm_q5_0,
+      gemm_q5_1,
+      gemm_q2_k,
+      gemm_q3_k,
+      gemm_q5_k,
+      gemm_iq4_nl,
+      gemm_iq4_xs,
+      gemm_signed32_r16<Layout::kIQ4_NL_R16>,
+      gemm_signed32_r16<Layout::kQ5_0_R16>,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

@@ -1,9 +1,11 @@
 #include "tensor/matrix.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -52,6 +54,8 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ4_K: return kern::Layout::kQ4_K_R16;
     case DType::kQ6_K: return kern::Layout::kQ6_K_R16;
     case DType::kQ4_0: return kern::Layout::kQ4_0_R16;
+    case DType::kIQ4_NL: return kern::Layout::kIQ4_NL_R16;
+    case DType::kQ5_0: return kern::Layout::kQ5_0_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -81,8 +85,44 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAmx: return "amx";
   }
   return "unknown";
+}
+
+Result<IsaChoice> resolve_isa(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const Isa best = detected_isa();
+  if (lower.empty()) return IsaChoice{best, ""};
+  Isa want = Isa::kScalar;
+  bool found = false;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (lower == isa_name(i)) {
+      want = i;
+      found = true;
+    }
+  }
+  if (!found) {
+    return invalid_argument("unknown ISA '" + std::string(name) + "' (expected scalar, avx2, avx512 or amx)");
+  }
+  if (static_cast<int>(want) <= static_cast<int>(best)) return IsaChoice{want, ""};
+  std::string why;
+  if (want == Isa::kAmx && cpu_features().amx_int8 && cpu_features().amx_tile) {
+    why = "this build has no AMX kernels yet";
+  } else {
+    why = std::string("this CPU has no ") + isa_name(want) + " tier";
+  }
+  return IsaChoice{best, std::string("ISA ") + isa_name(want) + " requested but " + why + "; using " + isa_name(best)};
+}
+
+std::string isa_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string cpu = f.avx512_tier() ? "avx512 vnni" : (f.avx2_tier() ? "avx2" : "no avx2");
+  if (f.avx_vnni) cpu += ", avx-vnni";
+  if (f.avx512bf16) cpu += ", avx512 bf16";
+  cpu += f.amx_int8 && f.amx_tile ? ", amx" : ", no amx";
+  return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,9 +150,30 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::kQ4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n); return;
     case DType::kQ4_K: dequantize_row_q4_k(static_cast<const BlockQ4_K*>(src), dst, n); return;
     case DType::kQ6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); return;
+    case DType::kQ4_1: dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n); return;
+    case DType::kQ5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n); return;
+    case DType::kQ5_1: dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); return;
+    case DType::kQ2_K: dequantize_row_q2_k(static_cast<const BlockQ2_K*>(src), dst, n); return;
+    case DType::kQ3_K: dequantize_row_q3_k(static_cast<const BlockQ3_K*>(src), dst, n); return;
+    case DType::kQ5_K: dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); return;
+    case DType::kIQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); return;
+    case DType::kIQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); return;
     default: break;
   }
   TS_CHECK(false, "dequantize_row: type without kernels");
+}
+
+bool has_row_quantizer(DType type) {
+  switch (type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K: return true;
+    default: return false;
+  }
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
@@ -162,6 +223,16 @@ Arena make_arena(size_t bytes) {
   return Arena(static_cast<uint8_t*>(p), ArenaFree{bytes});
 }
 
+// Releases the whole pages inside [p, p + n) (a read-only file mapping); returns the bytes.
+size_t release_pages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (e <= b) return 0;
+  if (madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED) != 0) return 0;
+  return e - b;
+}
+
 kern::Layout plain_layout(DType t) {
   switch (t) {
     case DType::kF32: return kern::Layout::kF32;
@@ -171,6 +242,14 @@ kern::Layout plain_layout(DType t) {
     case DType::kQ4_0: return kern::Layout::kQ4_0;
     case DType::kQ4_K: return kern::Layout::kQ4_K;
     case DType::kQ6_K: return kern::Layout::kQ6_K;
+    case DType::kQ4_1: return kern::Layout::kQ4_1;
+    case DType::kQ5_0: return kern::Layout::kQ5_0;
+    case DType::kQ5_1: return kern::Layout::kQ5_1;
+    case DType::kQ2_K: return kern::Layout::kQ2_K;
+    case DType::kQ3_K: return kern::Layout::kQ3_K;
+    case DType::kQ5_K: return kern::Layout::kQ5_K;
+    case DType::kIQ4_NL: return kern::Layout::kIQ4_NL;
+    case DType::kIQ4_XS: return kern::Layout::kIQ4_XS;
     default: return kern::Layout::kCount;
   }
 }
@@ -182,6 +261,7 @@ struct ActScratch {
   std::vector<int8_t> q8;
   std::vector<float> d8;
   std::vector<int32_t> s8;
+  std::vector<float> s1;
   std::vector<BlockQ8_K> qk;
   std::vector<uint8_t> il;
 };
@@ -209,6 +289,8 @@ struct Matrix::Impl {
   size_t stride = 0;              // bytes per row (plain) or per group (R16)
   size_t row_bytes = 0;           // bytes per row in the GGUF layout
   Arena arena{nullptr, ArenaFree{0}};
+  size_t arena_bytes = 0;
+  size_t released = 0;  // source bytes released with MADV_DONTNEED
 };
 
 Matrix::Matrix() = default;
@@ -256,6 +338,8 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
       im.stride = gbytes;
       im.layout = r16;
       im.arena = std::move(arena);
+      im.arena_bytes = total;
+      if (options.release_source) im.released = release_pages(data, im.row_bytes * static_cast<size_t>(rows));
     }
   }
   return m;
@@ -266,6 +350,8 @@ int64_t Matrix::rows() const { return impl_->rows; }
 int64_t Matrix::cols() const { return impl_->cols; }
 size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
 bool Matrix::repacked() const { return kern::is_r16(impl_->layout); }
+size_t Matrix::resident_bytes() const { return repacked() ? impl_->arena_bytes : weight_bytes(); }
+size_t Matrix::released_source_bytes() const { return impl_->released; }
 
 void Matrix::dequantize_row(int64_t r, float* out) const {
   const Impl& im = *impl_;
@@ -302,14 +388,23 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   int8_t* q8 = nullptr;
   float* d8 = nullptr;
   int32_t* s8 = nullptr;
+  float* s1 = nullptr;
   BlockQ8_K* qk = nullptr;
   uint8_t* il = nullptr;
   switch (im.layout) {
     case kern::Layout::kF32: break;
     case kern::Layout::kF16:
     case kern::Layout::kBF16: xf = grow(scratch.xf, n); break;
+    case kern::Layout::kQ4_1:
+    case kern::Layout::kQ5_1:
+      s1 = grow(scratch.s1, static_cast<size_t>(n_tok * nb32));
+      [[fallthrough]];
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
+    case kern::Layout::kQ5_0:
+    case kern::Layout::kIQ4_NL:
+    case kern::Layout::kIQ4_NL_R16:
+    case kern::Layout::kQ5_0_R16:
     case kern::Layout::kQ4_0_R16:
     case kern::Layout::kQ8_0_R16:
       q8 = grow(scratch.q8, n);
@@ -320,6 +415,10 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
         il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
       }
       break;
+    case kern::Layout::kQ2_K:
+    case kern::Layout::kQ3_K:
+    case kern::Layout::kQ5_K:
+    case kern::Layout::kIQ4_XS:
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
     case kern::Layout::kQ6_K_R16:
@@ -331,6 +430,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       const float* xt = x + t * cols;
       if (q8 != nullptr) {
         kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
+        if (s1 != nullptr) quantize_act_q8_1_sums(xt, cols, s8 + t * nb32, s1 + t * nb32);
         if (il != nullptr) {
           // Token t's slot in its tile's block records (Act::q8_il).
           uint8_t* rec = il + static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
@@ -362,6 +462,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
   act.q8 = q8;
   act.d8 = d8;
   act.s8 = s8;
+  act.s1 = s1;
   act.qk = qk;
   act.q8_il = il;
 

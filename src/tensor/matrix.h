@@ -4,15 +4,19 @@
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
-// AVX-512, Q8_0, Q4_0, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K +1-3%), and the
-// Matrix no longer reads `data` after create(); repacked() tells which.
+// AVX-512, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
+// +1-3%), and the Matrix no longer reads `data` after create(); repacked() tells which. The other
+// types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS) run plain per-row SIMD kernels on every ISA.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
 // rounded the way ggml's CPU backend does, so results match llama.cpp closely:
 //   F32 weights: x used as is;  F16 weights: x rounded to fp16;  BF16: x rounded to bf16;
-//   Q8_0 / Q4_0 weights: x quantized to Q8_0 blocks (32 values, fp16 scale), integer dots;
-//   Q4_K / Q6_K weights: x quantized to Q8_K blocks (256 values, float scale), integer dots.
+//   Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights: x quantized to Q8_0 blocks (32 values, fp16 scale);
+//   Q4_1 / Q5_1 weights: Q8_1 blocks (the Q8_0 values plus fp16 d*sum for the block minimum);
+//   Q2_K..Q6_K / IQ4_XS weights: x quantized to Q8_K blocks (256 values, float scale).
+// Q4_1, Q5_0, Q5_1 and IQ4_NL also sum in ggml's x86 float order on every ISA (bit-identical
+// across ISAs): the quantized golden models are sensitive to last-bit differences.
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
 // path gives the same result up to float summation order.
 //
@@ -23,6 +27,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -30,19 +36,41 @@
 
 namespace ts::tensor {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Kernel tiers. kAmx is only a request: there are no AMX kernels yet, so detected_isa() is at
+// most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 // Best ISA this CPU supports (cached), and an override for tests/benchmarks (clamped to what
-// the CPU has). set_isa affects matmuls started afterwards, process-wide.
+// the CPU has). set_isa affects matmuls and Matrix::create calls started afterwards,
+// process-wide (so force it before loading a model: layouts are chosen per ISA at load).
 Isa detected_isa();
 Isa active_isa();
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
 
+// What a requested tier resolves to on this CPU. Pure (no environment access: the caller reads
+// --isa / TOKENSERVE_ISA once at start-up and applies `isa` with set_isa).
+struct IsaChoice {
+  Isa isa = Isa::kScalar;  // the tier to use (never above detected_isa())
+  std::string warning;     // non-empty when the request was clamped down, saying why
+};
+// name: "scalar", "avx2", "avx512", "amx" (case-insensitive), or empty for the best tier.
+// Errors: kInvalidArgument naming the accepted values.
+Result<IsaChoice> resolve_isa(std::string_view name);
+// One line for start-up logs: "kernels: avx512 (CPU: avx512 vnni, no amx)".
+std::string isa_summary();
+
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
-  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_K/Q6_K when the active ISA is AVX-512).
+  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q5_0/IQ4_NL/Q4_K/Q6_K when the active
+  // ISA is AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
+  // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
+  // afterwards: once the rows are repacked into the owned arena, the whole pages inside the
+  // tensor's bytes are released with madvise(MADV_DONTNEED), so no second copy of the weights
+  // stays resident (they would fault back in from the file if touched). No effect when the
+  // matrix is not repacked. Never set it for heap or anonymous memory: DONTNEED zeroes that.
+  bool release_source = false;
 };
 
 class Matrix {
@@ -79,6 +107,11 @@ class Matrix {
 
   // True when create() repacked the weights into an owned interleaved layout.
   bool repacked() const;
+  // Bytes of weights this matrix keeps resident: the owned arena when repacked, else the rows
+  // in the caller's memory (weight_bytes()).
+  size_t resident_bytes() const;
+  // Bytes of the caller's memory given back with MatrixOptions::release_source (whole pages).
+  size_t released_source_bytes() const;
 
  private:
   struct Impl;
@@ -88,8 +121,10 @@ class Matrix {
 // Row-level helpers over raw GGUF bytes (reference semantics; used by tests, the writer and
 // quantize). n must be a multiple of the type's block size.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
-// Quantizes n floats into `type` (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K). Q4_K/Q6_K use a simple
+// Quantizes n floats into `type`; only for types where has_row_quantizer() is true
+// (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K; other types are a broken invariant). Q4_K/Q6_K use a simple
 // round-to-nearest search, not necessarily bit-identical to llama-quantize.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
+bool has_row_quantizer(DType type);
 
 }  // namespace ts::tensor

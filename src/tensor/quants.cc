@@ -208,6 +208,138 @@ void dequantize_row_q6_k(const BlockQ6_K* x, float* y, int64_t n) {
   }
 }
 
+void quantize_act_q8_1_sums(const float* x, int64_t n, const int32_t* sum, float* s) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    float amax = 0;
+    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    s[b] = round_fp16(amax / 127.f * static_cast<float>(sum[b]));
+  }
+}
+
+// ---- Dequantizers of the other ggml types (the formulas of ggml's dequantize_row_*) --------
+
+namespace {
+// 5th bit of value j (0..31) of a Q5_0/Q5_1 block.
+inline int q5_high(const uint8_t* qh, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return static_cast<int>((h >> j) & 1) << 4;
+}
+}  // namespace
+
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, y += 32) {
+    const float d = fp16_to_fp32(x[b].d), m = fp16_to_fp32(x[b].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>(x[b].qs[j] & 0xF) * d + m;
+      y[j + 16] = static_cast<float>(x[b].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, y += 32) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>(((x[b].qs[j] & 0xF) | q5_high(x[b].qh, j)) - 16) * d;
+      y[j + 16] = static_cast<float>(((x[b].qs[j] >> 4) | q5_high(x[b].qh, j + 16)) - 16) * d;
+    }
+  }
+}
+
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, y += 32) {
+    const float d = fp16_to_fp32(x[b].d), m = fp16_to_fp32(x[b].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>((x[b].qs[j] & 0xF) | q5_high(x[b].qh, j)) * d + m;
+      y[j + 16] = static_cast<float>((x[b].qs[j] >> 4) | q5_high(x[b].qh, j + 16)) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    const uint8_t* q = x[b].qs;
+    int is = 0;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; ++part) {
+          const uint8_t sc = x[b].scales[is++];
+          const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[16 * part + l] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row_q3_k(const BlockQ3_K* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = fp16_to_fp32(x[b].d);
+    int8_t sc[16];
+    q3k_scales(x[b].scales, sc);
+    const uint8_t* q = x[b].qs;
+    uint8_t m = 1;
+    int is = 0;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+        for (int part = 0; part < 2; ++part) {
+          const float dl = d * static_cast<float>(sc[is++]);
+          for (int l = 16 * part; l < 16 * part + 16; ++l) {
+            const int v = ((q[l] >> shift) & 3) - ((x[b].hmask[l] & m) ? 0 : 4);
+            *y++ = dl * static_cast<float>(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row_q5_k(const BlockQ5_K* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    const uint8_t* ql = x[b].qs;
+    for (int c = 0; c < 4; ++c, ql += 32) {
+      for (int h = 0; h < 2; ++h) {
+        uint8_t sc, m;
+        q4k_scale_min(2 * c + h, x[b].scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        const int bit = 2 * c + h;
+        for (int l = 0; l < 32; ++l) {
+          const int v = (h ? ql[l] >> 4 : ql[l] & 0xF) | (((x[b].qh[l] >> bit) & 1) << 4);
+          *y++ = d1 * static_cast<float>(v) - m1;
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, y += 32) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(kIQ4NLValues[x[b].qs[j] & 0xF]);
+      y[j + 16] = d * static_cast<float>(kIQ4NLValues[x[b].qs[j] >> 4]);
+    }
+  }
+}
+
+void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float d = fp16_to_fp32(x[b].d);
+    const uint8_t* qs = x[b].qs;
+    for (int ib = 0; ib < 8; ++ib, qs += 16, y += 32) {
+      const float dl = d * static_cast<float>(iq4xs_scale(x[b], ib));
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * static_cast<float>(kIQ4NLValues[qs[j] & 0xF]);
+        y[j + 16] = dl * static_cast<float>(kIQ4NLValues[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const float* xb = x + b * kQK8_0;

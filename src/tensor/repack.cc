@@ -52,6 +52,27 @@ void repack_q4_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
   }
 }
 
+void repack_q5_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / 32;
+  const size_t gbytes = kern::r16_q5_group_bytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16Q5PairBytes;
+      const int half = static_cast<int>(b % 2);
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scale 0
+        BlockQ5_0 blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_0), sizeof(blk));
+        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(rec + 64 + half * 256 + m * 64 + lane * 4, blk.qs + 4 * m, 4);
+        std::memcpy(rec + 576 + half * 64 + lane * 4, blk.qh, 4);
+      }
+    }
+  }
+}
+
 void repack_q4_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / kQK_K;
   const size_t gbytes = static_cast<size_t>(nb) * kern::kQ4KR16BlockBytes;
@@ -109,7 +130,9 @@ size_t r16_group_stride(kern::Layout layout, int64_t cols) {
     case kern::Layout::kQ8_0_R16: return kern::r16_group_bytes(cols);
     case kern::Layout::kQ4_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ4KR16BlockBytes;
     case kern::Layout::kQ6_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ6KR16BlockBytes;
-    case kern::Layout::kQ4_0_R16: return kern::r16_q4_group_bytes(cols);
+    case kern::Layout::kQ4_0_R16:
+    case kern::Layout::kIQ4_NL_R16: return kern::r16_q4_group_bytes(cols);
+    case kern::Layout::kQ5_0_R16: return kern::r16_q5_group_bytes(cols);
     default: break;
   }
   TS_CHECK(false, "r16_group_stride: not an R16 layout");
@@ -122,7 +145,9 @@ void repack_r16(kern::Layout layout, const uint8_t* src, size_t row_bytes, int64
     case kern::Layout::kQ8_0_R16: return repack_q8_0(src, row_bytes, rows, cols, dst);
     case kern::Layout::kQ4_K_R16: return repack_q4_k(src, row_bytes, rows, cols, dst);
     case kern::Layout::kQ6_K_R16: return repack_q6_k(src, row_bytes, rows, cols, dst);
-    case kern::Layout::kQ4_0_R16: return repack_q4_0(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ4_0_R16:
+    case kern::Layout::kIQ4_NL_R16: return repack_q4_0(src, row_bytes, rows, cols, dst);  // same block shape
+    case kern::Layout::kQ5_0_R16: return repack_q5_0(src, row_bytes, rows, cols, dst);
     default: break;
   }
   TS_CHECK(false, "repack_r16: not an R16 layout");
@@ -138,6 +163,13 @@ void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64
       for (int k = 0; k < kQK8_0; ++k) {
         out[b * kQK8_0 + k] = static_cast<float>(static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
       }
+    }
+    return;
+  }
+  if (layout == kern::Layout::kIQ4_NL_R16 || layout == kern::Layout::kQ5_0_R16) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const float d = fp16_to_fp32(load_u16(kern::r16_block_scale(layout, grp, b, lane)));
+      for (int k = 0; k < 32; ++k) out[b * 32 + k] = static_cast<float>(kern::r16_signed_value(layout, grp, b, lane, k)) * d;
     }
     return;
   }

@@ -5,8 +5,31 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+namespace ts::tensor::kern {
+
+// IQ4_NL_R16 / Q5_0_R16: fp16 scale of block b of row `lane`, and its signed value k (0..31).
+inline const uint8_t* r16_block_scale(Layout layout, const uint8_t* grp, int64_t b, int lane) {
+  const size_t rec = layout == Layout::kQ5_0_R16 ? kR16Q5PairBytes : kR16Q4PairBytes;
+  return grp + static_cast<size_t>(b / 2) * rec + (b % 2) * 32 + lane * 2;
+}
+inline int r16_signed_value(Layout layout, const uint8_t* grp, int64_t b, int lane, int k) {
+  const size_t rec_bytes = layout == Layout::kQ5_0_R16 ? kR16Q5PairBytes : kR16Q4PairBytes;
+  const uint8_t* rec = grp + static_cast<size_t>(b / 2) * rec_bytes;
+  const int half = static_cast<int>(b % 2);
+  const uint8_t byte = rec[64 + half * 256 + ((k % 16) / 4) * 64 + lane * 4 + k % 4];
+  const int nib = k < 16 ? byte & 0xF : byte >> 4;
+  if (layout == Layout::kIQ4_NL_R16) return kIQ4NLValues[nib];
+  uint32_t qh;
+  std::memcpy(&qh, rec + 576 + half * 64 + lane * 4, 4);
+  return (nib | static_cast<int>(((qh >> k) & 1) << 4)) - 16;
+}
+
+}  // namespace ts::tensor::kern
 
 namespace ts::tensor {
 

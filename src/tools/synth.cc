@@ -58,6 +58,10 @@ void generated_vocab(int32_t n, gguf::GgufWriter& w) {
 
 Status synthesize(const SynthOptions& o, const std::string& out_path) {
   if (o.arch != "llama" && o.arch != "qwen2") return invalid_argument("--arch must be llama or qwen2");
+  if (!tensor::has_row_quantizer(o.type)) {
+    return invalid_argument("--type " + tensor::type_name(static_cast<uint32_t>(o.type)) +
+                            ": no quantizer for this type in this build");
+  }
   if (o.n_layer <= 0 || o.n_embd <= 0 || o.n_head <= 0 || o.n_head_kv <= 0 || o.n_ff <= 0 || o.n_ctx <= 0) {
     return invalid_argument("layers, embd, heads, kv-heads, ffn and ctx must be positive");
   }

@@ -162,13 +162,31 @@ TEST(Gguf, UnknownTensorTypeAndMisalignedOffset) {
 }
 
 TEST(Gguf, RequireComputeTypes) {
-  GgufWriter w;
-  ASSERT_TRUE(w.add_tensor("t", static_cast<uint32_t>(DType::kQ5_K), {256}, std::vector<uint8_t>(176)).ok());
-  auto b = w.to_bytes();
-  EXPECT_TRUE(GgufFile::from_bytes(b).ok());
-  auto r = GgufFile::from_bytes(b, {.require_compute_types = true});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("q5_k"), std::string::npos);
+  // Types without kernels are refused with the tensor and the type named.
+  for (DType t : {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ2_S, DType::kIQ3_XXS, DType::kIQ3_S, DType::kIQ1_S,
+                  DType::kIQ1_M, DType::kTQ1_0, DType::kTQ2_0, DType::kMXFP4}) {
+    const auto traits = *tensor::type_traits(static_cast<uint32_t>(t));
+    GgufWriter w;
+    ASSERT_TRUE(w.add_tensor("blk.0.w", static_cast<uint32_t>(t), {256},
+                             std::vector<uint8_t>(256 / traits.block_size * traits.type_size))
+                    .ok());
+    auto b = w.to_bytes();
+    EXPECT_TRUE(GgufFile::from_bytes(b).ok());
+    auto r = GgufFile::from_bytes(b, {.require_compute_types = true});
+    ASSERT_FALSE(r.ok()) << traits.name;
+    EXPECT_NE(r.status().message().find("'blk.0.w' has type " + std::string(traits.name)), std::string::npos)
+        << r.status().message();
+  }
+  // Every type with kernels loads.
+  for (DType t : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ5_K,
+                  DType::kIQ4_NL, DType::kIQ4_XS}) {
+    const auto traits = *tensor::type_traits(static_cast<uint32_t>(t));
+    GgufWriter w;
+    ASSERT_TRUE(w.add_tensor("w", static_cast<uint32_t>(t), {256},
+                             std::vector<uint8_t>(256 / traits.block_size * traits.type_size))
+                    .ok());
+    EXPECT_TRUE(GgufFile::from_bytes(w.to_bytes(), {.require_compute_types = true}).ok()) << traits.name;
+  }
 }
 
 TEST(Gguf, RandomCorruptionNeverCrashes) {

@@ -61,6 +61,16 @@ check "truncated model refused" $?
 "$BIN" generate -m "$M" -p x -n notanumber >/dev/null 2>"$TMP/e3"; rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/e3")" -eq 1 ]
 check "bad argument: exit 2, one line" $?
+# Kernel ISA forcing: --isa and TOKENSERVE_ISA, the path in use logged, bad names refused.
+"$BIN" generate -m "$M" -p "Once upon a time" -n 64 --temp 0 --isa scalar >"$TMP/isa_out" 2>"$TMP/isa_err"
+grep -q '^kernels: scalar' "$TMP/isa_err" && cmp -s "$TMP/out" "$TMP/isa_out"
+check "generate --isa scalar: logged, same greedy text" $?
+TOKENSERVE_ISA=scalar "$BIN" generate -m "$M" -p "Once" -n 4 --temp 0 >/dev/null 2>"$TMP/isa_env"
+grep -q '^kernels: scalar' "$TMP/isa_env"
+check "TOKENSERVE_ISA=scalar" $?
+"$BIN" generate -m "$M" -p x -n 1 --isa mmx >/dev/null 2>"$TMP/isa_bad"; rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/isa_bad")" -eq 1 ] && grep -q "unknown ISA 'mmx'" "$TMP/isa_bad"
+check "unknown --isa: exit 2, one line" $?
 "$BIN" frobnicate >/dev/null 2>&1; [ $? -eq 2 ]
 check "unknown command" $?
 "$BIN" generate -m "$M" -p "Once upon a time" -n 500 >/dev/null 2>"$TMP/e4"; rc=$?

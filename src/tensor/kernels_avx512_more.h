@@ -1,0 +1,28 @@
+// Table entries of the AVX-512 kernels for Q3_K, Q5_K, IQ4_XS, Q5_0 and IQ4_NL (plain, batched
+// panels and R16 layouts).
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// kernels_avx512_panels.h (compiled for AVX-512 only).
+
+// The other K-types keep the per-row 256-bit VNNI kernels at every batch size: a K-quant panel
+// for Q3_K/Q5_K/IQ4_XS sums each block exactly in int32 and scales once, which differs from
+// ggml's 8-lane float order by a few ulps; on the golden models those ulps flip later
+// activation roundings (logit drift 0.2-0.3 > the 0.05 tolerance), so they need a panel
+// kernel in ggml's lane order first (like r16_ggml_tile below). Q5_0 / IQ4_NL: signed Q8_0-style
+// panels in ggml's order.
+void gemm_q3_k(const GemmArgs& g) { gemm_q3_k_256(g); }
+void gemm_q5_k(const GemmArgs& g) { gemm_q5_k_256(g); }
+void gemm_iq4_xs(const GemmArgs& g) { gemm_iq4_xs_256(g); }
+template <typename W>
+void gemm_signed32_panels(const GemmArgs& g) {
+  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q8<W>(g);
+  for (int64_t r = 0; r < g.num_rows; r += 16) {
+    const int lanes = static_cast<int>(g.num_rows - r < 16 ? g.num_rows - r : 16);
+    decode_signed32_panel<W>(g, r, lanes, g.scratch);
+    r16_ggml_group<DecPanelS8>(g, g.scratch, 0, lanes, r);
+  }
+}
+void gemm_q5_0(const GemmArgs& g) { gemm_signed32_panels<WQ5_0>(g); }
+void gemm_iq4_nl(const GemmArgs& g) { gemm_signed32_panels<WIQ4_NL>(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml<DecIQ4NLR16>(g); }
+void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_0R16>(g); }

@@ -1,0 +1,148 @@
+// Batched AVX-512 kernel for Q5_0 and IQ4_NL: 16-row panels of signed int8 values (decoded once
+// for all tokens) multiplied in ggml's float summation order.
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// KPanel, transpose_16x16_dwords and the kernels_x86_*.h helpers (compiled for AVX-512 only).
+
+enum class KKind { kQ4_K, kQ6_K };
+
+// 16 rows of a signed 32-block type (W: WQ5_0, WIQ4_NL) -> Q8_0_R16-shaped pair records
+// ([2][16] fp16 scales, [2 blocks][8 k4][16 rows][4]) holding the signed int8 values as is.
+// Lanes >= `lanes` get scale 0.
+template <typename W>
+void decode_signed32_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) {
+  const int64_t nb = g.act->cols / 32;
+  alignas(64) uint8_t q[16][64];
+  for (int64_t b = 0; b < nb; b += 2) {
+    uint8_t* rec = panel + static_cast<size_t>(b / 2) * kR16PairBytes;
+    for (int lane = 0; lane < 16; ++lane) {
+      const bool live = lane < lanes;
+      const uint8_t* row = g.w + static_cast<size_t>(r + (live ? lane : 0)) * g.stride;
+      for (int h = 0; h < 2; ++h) {
+        uint16_t d = 0;
+        __m256i v = _mm256_setzero_si256();  // the missing second block of an odd count: never read
+        if (b + h < nb) {
+          const uint8_t* blk = row + (b + h) * W::kBlockBytes;
+          if (live) __builtin_memcpy(&d, blk, 2);
+          v = W::vals(blk);
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(q[lane] + 32 * h), v);
+        __builtin_memcpy(rec + h * 32 + lane * 2, &d, 2);
+      }
+    }
+    transpose_16x16_dwords(&q[0][0], 64, rec + 64);
+  }
+}
+
+// Signed int8 values of 16 rows x 4 values (k4) of block half `half` of a pair record.
+struct DecPanelS8 {  // decode_signed32_panel output (Q8_0_R16 shape, signed values)
+  static constexpr size_t kRec = kR16PairBytes;
+  static __m512i vals(const uint8_t* rec, int half, int k4) {
+    return _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 64 + half * 512 + 64 * k4));
+  }
+};
+inline __m512i r16_nibbles(const uint8_t* rec, int half, int k4) {
+  // k4 < 4: low nibbles of line k4 (values 4*k4..); else high nibbles of line k4 - 4.
+  const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 64 + half * 256 + 64 * (k4 % 4)));
+  return _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
+}
+struct DecIQ4NLR16 {  // IQ4_NL_R16 (Q4_0_R16 bytes)
+  static constexpr size_t kRec = kR16Q4PairBytes;
+  static __m512i vals(const uint8_t* rec, int half, int k4) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+    return _mm512_shuffle_epi8(table, r16_nibbles(rec, half, k4));
+  }
+};
+struct DecQ5_0R16 {  // Q5_0_R16
+  static constexpr size_t kRec = kR16Q5PairBytes;
+  static __m512i vals(const uint8_t* rec, int half, int k4) {
+    const __m512i nib = r16_nibbles(rec, half, k4);
+    // The 5th bits of values 4*k4 .. 4*k4 + 3 are bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each
+    // row's qh dword: copy that byte to the row's 4 bytes, then test one bit per byte.
+    const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
+    const int8_t o = static_cast<int8_t>(k4 / 2);
+    const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
+                                                             8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+    const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+    const __mmask64 high = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
+    // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
+    return _mm512_mask_mov_epi8(_mm512_or_si512(nib, _mm512_set1_epi8(static_cast<char>(0xF0))), high, nib);
+  }
+};
+
+// Rows [lane0, lane1) of one 16-row group (panel or resident R16 layout, decoded by Dec) for
+// tokens [t0, t0 + T), into y[t][out_r + lane - lane0]. ggml's x86 q8_0-style dot keeps 8 float
+// lanes per row, lane i summing fl(int dot of values 4i..4i+3) * fl(d_w * d_x) with an FMA per
+// block, then adds (0+4, 1+5, 2+6, 3+7), (0+2, 1+3), (0+1); here lane i is accumulator acc[i]
+// (one zmm = 16 rows), so the result is bit-identical to ggml and to the scalar reference.
+// Signed x signed: |w| as u8 against x with w's sign applied (vpdpbusd), exact for int8 pairs.
+template <typename Dec, int T>
+inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  __m512 acc[8][T];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
+    const int half = static_cast<int>(b & 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + half * 32)));
+    __m512 d[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m512i w = Dec::vals(rec, half, k4);
+      const __m512i aw = _mm512_abs_epi8(w);
+      const __mmask64 neg = _mm512_movepi8_mask(w);
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
+        const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
+        const __m512i p = _mm512_dpbusd_epi32(zero, aw, sx);
+        acc[k4][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d[t], acc[k4][t]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 h0 = _mm512_add_ps(acc[0][t], acc[4][t]), h1 = _mm512_add_ps(acc[1][t], acc[5][t]);
+    const __m512 h2 = _mm512_add_ps(acc[2][t], acc[6][t]), h3 = _mm512_add_ps(acc[3][t], acc[7][t]);
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(h0, h2), _mm512_add_ps(h1, h3));
+    if (lane0 == 0) {
+      store_lanes(g, sum, t0 + t, out_r, lane1);
+    } else {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, sum);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+template <typename Dec>
+void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+  const int64_t n_tok = g.act->n_tok;
+  int64_t t0 = 0;
+  for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2>(g, grp, lane0, lane1, out_r, t0);
+  if (t0 < n_tok) r16_ggml_tile<Dec, 1>(g, grp, lane0, lane1, out_r, t0);
+}
+
+// A resident R16 layout (IQ4_NL_R16, Q5_0_R16): every group in [row0, row0 + num_rows).
+template <typename Dec>
+void gemm_r16_ggml(const GemmArgs& g) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    r16_ggml_group<Dec>(g, grp, lane0, lane1, done);
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
