@@ -116,30 +116,34 @@ void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int 
     const SeqSlice& s = seqs[si];
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       const int64_t t = first[si] + j;
-      const int32_t ctx = s.start_pos + j + 1;  // causal: positions 0..pos
+      const int32_t ctx = s.start_pos + j + 1;  // causal: positions lo..pos
+      // Sliding window: only the last `window` positions (the query's own included).
+      const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
+      const int32_t first_page = lo / bs * bs;
       const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-      // Scores, page by page.
-      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+      // Scores, page by page (pages wholly before the window are never read).
+      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
         const int32_t n = std::min(bs, ctx - b0);
         load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
         for (int32_t g = 0; g < group; ++g)
           for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
       }
-      // Softmax per query head.
+      // Softmax per query head over [lo, ctx).
       for (int32_t g = 0; g < group; ++g) {
         float* sc = scores + g * max_ctx;
-        float m = sc[0];
-        for (int32_t i = 1; i < ctx; ++i) m = std::max(m, sc[i]);
+        float m = sc[lo];
+        for (int32_t i = lo + 1; i < ctx; ++i) m = std::max(m, sc[i]);
         double sum = 0;
-        for (int32_t i = 0; i < ctx; ++i) {
+        for (int32_t i = lo; i < ctx; ++i) {
           sc[i] = std::exp(sc[i] - m);
           sum += sc[i];
         }
         const float inv = static_cast<float>(1.0 / sum);
-        for (int32_t i = 0; i < ctx; ++i) sc[i] *= inv;
+        for (int32_t i = lo; i < ctx; ++i) sc[i] *= inv;
+        for (int32_t i = first_page; i < lo; ++i) sc[i] = 0.f;  // masked: outside the window
       }
       std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
-      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
         const int32_t n = std::min(bs, ctx - b0);
         load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
         for (int32_t g = 0; g < group; ++g) {
