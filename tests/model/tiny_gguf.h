@@ -27,6 +27,7 @@ struct TinySpec {
   std::map<std::string, std::vector<int64_t>> shape_override;  // tensor name -> shape written instead
   std::set<std::string> skip;                                   // tensors not written
   std::map<std::string, gguf::Value> meta_override;             // metadata set last
+  std::map<std::string, std::pair<int64_t, float>> extra_const; // extra F32 vectors: name -> (n, value)
 };
 
 inline constexpr int32_t kTinyVocab = 300;
@@ -127,6 +128,12 @@ inline gguf::GgufWriter tiny_writer(const TinySpec& s) {
       add(p + "ffn_down.weight", {s.ff, E}, false);
     }
     if (gemma) add(p + "post_ffw_norm.weight", {E}, true);
+  }
+  for (const auto& [name, nv] : s.extra_const) {
+    std::vector<float> v(nv.first, nv.second);
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    (void)w.add_tensor(name, static_cast<uint32_t>(tensor::DType::kF32), {nv.first}, std::move(bytes));
   }
   for (const auto& [k, v] : s.meta_override) w.set(k, v);
   return w;
