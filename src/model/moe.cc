@@ -11,8 +11,11 @@ namespace ts::model {
 
 void route_top_k(const float* router_logits, int64_t n_tok, int32_t n_expert, int32_t k, bool norm_weights,
                  int32_t* ids, float* weights) {
-  std::vector<float> probs(n_expert);
-  std::vector<int32_t> order(n_expert);
+  // Per-thread buffers: no allocation once they have grown to n_expert.
+  thread_local std::vector<float> probs;
+  thread_local std::vector<int32_t> order;
+  probs.resize(n_expert);
+  order.resize(n_expert);
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* l = router_logits + t * n_expert;
     const float m = *std::max_element(l, l + n_expert);
