@@ -147,6 +147,26 @@ TEST(SlidingWindow, AttentionMatchesReference) {
   }
 }
 
+TEST(Gemma3, FinalLogitSoftcapping) {
+  TinySpec plain = spec_for("gemma3");
+  plain.std = 1.0f;  // large logits, so the cap bites
+  TinySpec capped = plain;
+  capped.meta_override["gemma3.final_logit_softcapping"] = gguf::Value::make_f32(3.0f);
+  auto a = Model::load(testing::write_tiny(plain, ::ts::testing::temp_dir() + "/g.gguf"));
+  auto b = Model::load(testing::write_tiny(capped, ::ts::testing::temp_dir() + "/gc.gguf"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*b)->config().final_logit_softcap, 3.0f);
+  const std::vector<int32_t> prompt = {1, 60, 61, 62};
+  testing::SoloRunner ra(**a, KvType::kF32, 4, 4), rb(**b, KvType::kF32, 4, 4);
+  auto la = ra.feed(prompt, 0, 1, nullptr), lb = rb.feed(prompt, 0, 1, nullptr);
+  float max_raw = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    max_raw = std::max(max_raw, std::fabs(la[i]));
+    EXPECT_NEAR(lb[i], 3.0f * std::tanh(la[i] / 3.0f), 1e-4);
+  }
+  EXPECT_GT(max_raw, 3.0f);
+}
+
 TEST(Ops, GeluTableMatchesGgmlDefinition) {
   for (float x : {-12.f, -3.3f, -0.51f, 0.f, 0.013f, 1.7f, 6.25f, 9.99f, 11.f}) {
     float a = x;
