@@ -166,8 +166,8 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
   const RopeParams rope_global{.head_dim = c.head_dim, .base = c.rope_base,
                                .freq_scale = c.rope_scaling == RopeScaling::kLinear ? 1.0f / c.rope_scale_factor : 1.0f,
                                .factors = w.rope_freq_factors,
-                               .mscale = w.rope_freq_factors.empty() ? 1.0f : c.rope_attn_factor};
-  const RopeParams rope_swa{.head_dim = c.head_dim, .base = c.rope_base_swa};
+                               .mscale = c.rope_attn_factor};
+  const RopeParams rope_swa{.head_dim = c.head_dim, .base = c.rope_base_swa, .mscale = c.rope_attn_factor};
   for (int64_t t = 0; t < T; ++t) {
     float* xt = S.x.data() + t * E;
     w.token_embd.dequantize_row(batch.tokens[t], xt);

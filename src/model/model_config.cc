@@ -170,8 +170,9 @@ Result<ModelConfig> read_model_config(const gguf::GgufFile& f, const ConfigOptio
     const int64_t orig = f.get_int(a + ".rope.scaling.original_context_length").value_or(c.n_ctx_train);
     const int64_t n_ctx = opts.n_ctx > 0 ? opts.n_ctx : c.n_ctx_train;
     c.rope_long_factors = n_ctx > orig;
-    c.rope_attn_factor = static_cast<float>(f.get_float(a + ".rope.scaling.attn_factor").value_or(1.0));
   }
+  // llama.cpp multiplies every RoPE call's attn_factor (cos/sin scale) by this key when present.
+  c.rope_attn_factor = static_cast<float>(f.get_float(a + ".rope.scaling.attn_factor").value_or(1.0));
   if (spec.swa_pattern > 0) {
     if (f.find(a + ".attention.sliding_window")) {
       TS_ASSIGN_OR_RETURN(c.sliding_window, read_dim(f, a, "attention.sliding_window", std::nullopt));

@@ -52,7 +52,7 @@ struct ModelConfig {
 
   // LongRoPE (phi3): when the file carries rope_factors_long/short, which set applies.
   bool rope_long_factors = false;   // context beyond rope.scaling.original_context_length
-  float rope_attn_factor = 1.f;     // rope.scaling.attn_factor: scales cos/sin (LongRoPE / YaRN)
+  float rope_attn_factor = 1.f;     // rope.scaling.attn_factor: scales cos/sin of every RoPE (as llama.cpp)
 
   // Mixture of experts (qwen3moe).
   int32_t n_expert = 0;             // experts per layer (0 = dense)

@@ -87,6 +87,17 @@ TEST(LongRope, PicksLongOrShortFactorsByContext) {
   EXPECT_LT(d_long_lin, 1e-4);
   EXPECT_LT(d_short_plain, 1e-6);
   EXPECT_GT(d_long_short, 1e-2);  // the factors matter
+  // rope.scaling.attn_factor scales cos/sin (llama.cpp's attn_factor), so it changes the logits.
+  TinySpec af = s;
+  af.meta_override["phi3.rope.scaling.attn_factor"] = gguf::Value::make_f32(1.19f);
+  const std::string af_path = testing::write_tiny(af, ::ts::testing::temp_dir() + "/phi3-af.gguf");
+  auto m = Model::load(af_path, {.n_ctx = 256});
+  ASSERT_TRUE(m.ok());
+  EXPECT_FLOAT_EQ((*m)->config().rope_attn_factor, 1.19f);
+  auto with_af = run(af_path, 256);
+  double d_af = 0;
+  for (size_t i = 0; i < long_f.size(); ++i) d_af = std::max(d_af, double{std::fabs(with_af[i] - long_f[i])});
+  EXPECT_GT(d_af, 1e-3);
 }
 
 TEST(SlidingWindow, LayerPatternAndWindowMask) {
