@@ -1,4 +1,5 @@
-// tokenserve info -m MODEL: architecture, shapes, tensor types, context, KV bytes per token.
+// tokenserve info -m MODEL: architecture, shapes, tensor types, context, KV bytes per token,
+// MoE resident vs per-token weight bytes, sliding-window layers.
 #include <map>
 
 #include "cli/cli_util.h"
@@ -36,7 +37,8 @@ int cmd_info(int argc, char** argv) {
     std::printf("architecture:    %s (%s)\n", c.arch.c_str(), c.name.c_str());
     std::printf("layers:          %d\n", c.n_layer);
     std::printf("embedding:       %d\n", c.n_embd);
-    std::printf("heads:           %d (kv heads %d, head dim %d)\n", c.n_head, c.n_head_kv, c.head_dim);
+    std::printf("heads:           %d (kv heads %d, head dim %d%s)\n", c.n_head, c.n_head_kv, c.head_dim,
+                c.spec->qk_norm ? ", q/k norms" : "");
     std::printf("ffn:             %d\n", c.n_ff);
     std::printf("vocab:           %d\n", c.n_vocab);
     std::printf("context length:  %d\n", c.n_ctx_train);
@@ -45,10 +47,26 @@ int cmd_info(int argc, char** argv) {
                 : c.rope_scaling == model::RopeScaling::kLlama3 ? ", llama3 scaling" : "");
     std::printf("output:          %s%s\n", c.tied_output ? "tied to token_embd" : "separate",
                 c.has_qkv_bias ? ", QKV bias" : "");
-    std::printf("KV bytes/token:  %lld (f16), %lld (q8_0), %lld (f32)\n",
-                static_cast<long long>(c.kv_bytes_per_token(2)),
-                static_cast<long long>(model::KvStorage::bytes_per_block(c, model::KvType::kQ8_0, 1)),
-                static_cast<long long>(c.kv_bytes_per_token(4)));
+    if (c.n_expert > 0) {
+      std::printf("experts:         %d per layer, %d used per token, expert ffn %d%s\n", c.n_expert, c.n_expert_used,
+                  c.n_ff_exp, c.expert_weights_norm ? ", top-k weights renormalized" : "");
+    }
+    const model::WeightFootprint fp = model::weight_footprint(g, c);
+    std::printf("weights:         %llu bytes resident, %llu bytes read per token%s\n",
+                static_cast<unsigned long long>(fp.resident), static_cast<unsigned long long>(fp.active_per_token),
+                c.n_expert > 0 ? " (router + shared weights + experts used)" : "");
+    if (c.num_swa_layers() > 0) {
+      std::printf("sliding window:  %d tokens on %d of %d layers (rope base %g); KV stores every position, masked "
+                  "at attention (window-only storage would hold %llu B for a %d-token context instead of %llu)\n",
+                  c.sliding_window, c.num_swa_layers(), c.n_layer, c.rope_base_swa,
+                  static_cast<unsigned long long>(model::window_only_kv_bytes(c, model::KvType::kF16, c.n_ctx_train)),
+                  c.n_ctx_train,
+                  static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF16) * c.n_ctx_train));
+    }
+    std::printf("KV bytes/token:  %llu (f16), %llu (q8_0), %llu (f32)\n",
+                static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF16)),
+                static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kQ8_0)),
+                static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF32)));
   } else {
     std::printf("architecture:    (not a runnable model: %s)\n", cfg.status().message().c_str());
   }

@@ -65,6 +65,35 @@ void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t h
   }
 }
 
+// x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).
+__attribute__((always_inline)) inline float rnd16(float x) {
+#if defined(__GNUC__) && !defined(__clang__)
+  return static_cast<float>(static_cast<_Float16>(x));
+#else
+  return tensor::round_fp16(x);
+#endif
+}
+
+// ggml_vec_dot_f16 as built for AVX2 + F16C (the reference hosts of ../shared/golden's second
+// set): four 8-lane f32 accumulators fed by fused multiply-adds over 32 values a step, reduced
+// (0+2)+(1+3), then the two 128-bit halves, then two horizontal adds; a tail past the last
+// multiple of 32 summed in double. With an F16 cache llama.cpp's scores come from this dot, and
+// quantized models are sensitive enough to its rounding to flip near-tied greedy ids.
+__attribute__((always_inline)) inline float dot_f16_ggml(const float* x, const float* y, int32_t n) {
+  float sum[4][8] = {};
+  const int32_t np = n & ~31;
+  for (int32_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) sum[j][l] = __builtin_fmaf(x[i + 8 * j + l], y[i + 8 * j + l], sum[j][l]);
+  float r[8];
+  for (int l = 0; l < 8; ++l) r[l] = (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]);
+  float t[4];
+  for (int l = 0; l < 4; ++l) t[l] = r[l] + r[l + 4];
+  double acc = (t[0] + t[1]) + (t[2] + t[3]);
+  for (int32_t i = np; i < n; ++i) acc += static_cast<double>(x[i] * y[i]);
+  return static_cast<float>(acc);
+}
+
 // Sixteen independent partial sums so the compiler vectorizes without reassociating.
 __attribute__((always_inline)) inline float dot(const float* a, const float* b, int32_t n) {
   float acc[16] = {};
@@ -116,30 +145,82 @@ void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int 
     const SeqSlice& s = seqs[si];
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       const int64_t t = first[si] + j;
-      const int32_t ctx = s.start_pos + j + 1;  // causal: positions 0..pos
+      const int32_t ctx = s.start_pos + j + 1;  // causal: positions lo..pos
+      // Sliding window: only the last `window` positions (the query's own included).
+      const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
+      const int32_t first_page = lo / bs * bs;
       const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-      // Scores, page by page.
-      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+      if (kv.type() == KvType::kF16) {
+        // llama.cpp's default context on CPU (flash attention over an F16 cache), reproduced
+        // so that greedy ids agree with it even at near ties: the query rounded to fp16,
+        // f16·f16 scores summed in f32, an online softmax whose output accumulator is stored
+        // in fp16 (rounded after every key: rescale by exp(M_old - M) when the max grows, then
+        // acc += v * exp(s - M)), and the f32 sum S applied at the end.
+        float* qh = acc + static_cast<size_t>(group) * hd;           // [group][hd]
+        float* vpage = qh + static_cast<size_t>(group) * hd;         // [bs][hd]
+        float* mrun = vpage + static_cast<size_t>(bs) * hd;          // [group]
+        float* srun = mrun + group;                                  // [group]
+        for (int32_t i = 0; i < group * hd; ++i) qh[i] = rnd16(qt[i]);
+        std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
+        for (int32_t g = 0; g < group; ++g) {
+          mrun[g] = -INFINITY;
+          srun[g] = 0.f;
+        }
+        for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
+          const int32_t n = std::min(bs, ctx - b0);
+          load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
+          load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, vpage);
+          for (int32_t i = std::max(0, lo - b0); i < n; ++i) {
+            const float* kk = page + i * hd;
+            const float* vv = vpage + i * hd;
+            for (int32_t g = 0; g < group; ++g) {
+              float* a = acc + g * hd;
+              const float sc = dot_f16_ggml(qh + g * hd, kk, hd) * p.scale;
+              float ms = 1.f, vs = 1.f;
+              if (sc > mrun[g]) {
+                const float mold = mrun[g];
+                mrun[g] = sc;
+                ms = std::exp(mold - sc);
+                for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(a[d] * ms);  // ggml_vec_scale_f16
+              } else {
+                vs = std::exp(sc - mrun[g]);
+              }
+              // ggml_vec_mad_f16: one fused multiply-add, then the fp16 store.
+              for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(__builtin_fmaf(vv[d], vs, a[d]));
+              srun[g] = __builtin_fmaf(srun[g], ms, vs);
+            }
+          }
+        }
+        for (int32_t g = 0; g < group; ++g) {
+          const float inv = srun[g] > 0 ? 1.f / srun[g] : 0.f;
+          for (int32_t d = 0; d < hd; ++d) acc[g * hd + d] *= inv;
+        }
+        std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
+        continue;
+      }
+      // Scores, page by page (pages wholly before the window are never read).
+      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
         const int32_t n = std::min(bs, ctx - b0);
         load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
         for (int32_t g = 0; g < group; ++g)
           for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
       }
-      // Softmax per query head.
+      // Softmax per query head over [lo, ctx).
       for (int32_t g = 0; g < group; ++g) {
         float* sc = scores + g * max_ctx;
-        float m = sc[0];
-        for (int32_t i = 1; i < ctx; ++i) m = std::max(m, sc[i]);
+        float m = sc[lo];
+        for (int32_t i = lo + 1; i < ctx; ++i) m = std::max(m, sc[i]);
         double sum = 0;
-        for (int32_t i = 0; i < ctx; ++i) {
+        for (int32_t i = lo; i < ctx; ++i) {
           sc[i] = std::exp(sc[i] - m);
           sum += sc[i];
         }
         const float inv = static_cast<float>(1.0 / sum);
-        for (int32_t i = 0; i < ctx; ++i) sc[i] *= inv;
+        for (int32_t i = lo; i < ctx; ++i) sc[i] *= inv;
+        for (int32_t i = first_page; i < lo; ++i) sc[i] = 0.f;  // masked: outside the window
       }
       std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
-      for (int32_t b0 = 0; b0 < ctx; b0 += bs) {
+      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
         const int32_t n = std::min(bs, ctx - b0);
         load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
         for (int32_t g = 0; g < group; ++g) {
@@ -194,7 +275,11 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   }
   const int nt = pool ? pool->num_threads() : 1;
   // Per thread: scores [group][max_ctx], one K/V page [bs][hd], accumulators [group][hd].
-  const size_t need = static_cast<size_t>(group) * max_ctx + static_cast<size_t>(bs) * hd + static_cast<size_t>(group) * hd;
+  // The F16 path (see attend_items) adds rounded queries [group][hd], a V page [bs][hd] and the
+  // running max and sum per query head.
+  const size_t need = static_cast<size_t>(group) * max_ctx + static_cast<size_t>(bs) * hd +
+                      static_cast<size_t>(group) * hd +
+                      (kv.type() == KvType::kF16 ? static_cast<size_t>(group) * hd + static_cast<size_t>(bs) * hd + 2 * group : 0);
   if (static_cast<int>(scratch.per_thread.size()) < nt) scratch.per_thread.resize(nt);
   for (auto& buf : scratch.per_thread)
     if (buf.size() < need) buf.resize(need);

@@ -18,6 +18,7 @@ struct AttentionParams {
   int32_t n_head_kv = 0;  // key/value heads (GQA groups of n_head / n_head_kv)
   int32_t head_dim = 0;
   float scale = 1.f;      // 1/sqrt(head_dim)
+  int32_t window = 0;     // > 0: a query at pos attends only to (pos - window, pos] (sliding window)
 };
 
 // Per-thread buffers, grown on demand.
@@ -32,7 +33,8 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
               const float* v);
 
 // Causal attention for every token of the batch: out[t][h*head_dim..] = softmax(q·K^T·scale)·V
-// over positions 0..pos(t) of its own sequence. Work is split over (sequence, KV head) items.
+// over positions 0..pos(t) of its own sequence (max(0, pos(t) - window + 1)..pos(t) when
+// p.window > 0). Work is split over (sequence, KV head) items.
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,
                      AttentionScratch& scratch, ThreadPool* pool);

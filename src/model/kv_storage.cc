@@ -1,5 +1,6 @@
 #include "model/kv_storage.h"
 
+#include <algorithm>
 #include <new>
 
 namespace ts::model {
@@ -33,6 +34,21 @@ size_t KvStorage::bytes_per_block(const ModelConfig& cfg, KvType type, int32_t b
   size_t per_head_token = static_cast<size_t>(cfg.head_dim) * kv_elem_bytes(type) +
                           (type == KvType::kQ8_0 ? sizeof(float) : 0);
   return 2ull * cfg.n_layer * cfg.n_head_kv * block_size * per_head_token;
+}
+
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, KvType type) {
+  return KvStorage::bytes_per_block(cfg, type, 1);
+}
+
+uint64_t window_only_kv_bytes(const ModelConfig& cfg, KvType type, int64_t n_tokens) {
+  if (cfg.n_layer <= 0) return 0;
+  const uint64_t per_layer = kv_bytes_per_token(cfg, type) / static_cast<uint64_t>(cfg.n_layer);
+  uint64_t total = 0;
+  for (int32_t l = 0; l < cfg.n_layer; ++l) {
+    const int64_t held = cfg.layer_is_swa(l) ? std::min<int64_t>(n_tokens, cfg.sliding_window) : n_tokens;
+    total += per_layer * static_cast<uint64_t>(held);
+  }
+  return total;
 }
 
 int32_t KvStorage::blocks_for_budget(const ModelConfig& cfg, KvType type, int32_t block_size,

@@ -21,6 +21,16 @@ Result<KvType> parse_kv_type(std::string_view name);
 // Bytes of one element (q8_0: 1, plus per-token-per-head scales accounted in bytes_per_block).
 size_t kv_elem_bytes(KvType t);
 
+// KV bytes one token takes in KvStorage over all layers (K and V, q8_0 scales included): the one
+// formula `plan` and `info` use. Sliding-window layers (gemma3) are stored in full today: they
+// are masked to their window at attention time, because a window-only (ring) layout needs the
+// engine's block tables to give those layers sequence-private blocks (prefix-cached blocks are
+// shared), which this storage cannot know. window_only_kv_bytes() says what such a layout
+// would hold, for reports.
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, KvType type);
+// Bytes a sequence of n_tokens would hold if sliding-window layers kept only their window.
+uint64_t window_only_kv_bytes(const ModelConfig& cfg, KvType type, int64_t n_tokens);
+
 class KvStorage {
  public:
   // Bytes one block takes over all layers (K and V, including q8_0 scales).

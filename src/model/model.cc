@@ -1,3 +1,6 @@
+// The one forward skeleton for every supported architecture. Per-architecture behaviour comes
+// from ModelConfig (hyper-parameters) and its ArchSpec (which pieces exist): fused or separate
+// projections, q/k norms, sliding-window layers, post-norms, dense or MoE FFN, GELU or SiLU.
 #include "model/model.h"
 
 #include <algorithm>
@@ -7,38 +10,24 @@
 
 #include "gguf/gguf.h"
 #include "model/attention.h"
-#include "tensor/dtype.h"
-#include "tensor/fp16.h"
-#include "tensor/matrix.h"
+#include "model/model_weights.h"
+#include "model/ops.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ts::model {
 
-using tensor::DType;
 using tensor::Matrix;
-
-struct Model::Weights {
-  struct Layer {
-    std::vector<float> attn_norm, ffn_norm;  // [n_embd]
-    std::vector<float> bq, bk, bv;           // qwen2 biases, or empty
-    Matrix wq, wk, wv, wo, w_gate, w_up, w_down;
-  };
-  Matrix token_embd;              // [n_vocab][n_embd]
-  Matrix output_own;              // untied output, when present
-  const Matrix* output = nullptr; // token_embd when tied
-  std::vector<float> output_norm; // [n_embd]
-  std::vector<float> rope_freq_factors;  // [head_dim/2] or empty
-  std::vector<Layer> layers;
-};
 
 // Per-forward scratch, grown on demand (never shrinks; no allocation at steady state).
 struct Model::Scratch {
   int64_t cap_tokens = 0;
-  std::vector<float> x, h, q, k, v, attn, ffn_a, ffn_b;  // activations
-  std::vector<float> rope_cos, rope_sin;                   // [tokens][head_dim/2]
+  std::vector<float> x, h, q, k, v, qkv, attn, ffn_a, ffn_b, moe_out;  // activations
+  // RoPE tables [tokens][head_dim/2]: global layers, and sliding-window layers when their base differs.
+  std::vector<float> rope_cos, rope_sin, rope_cos_swa, rope_sin_swa;
   std::vector<int32_t> positions;                          // per token
   std::vector<float> logit_in;                             // [num logits][n_embd]
   AttentionScratch attn_scratch;
+  MoeScratch moe;
 };
 
 Model::Model() = default;
@@ -49,40 +38,6 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions 
   TS_RETURN_IF_ERROR(m->init(path, opts));
   return m;
 }
-
-namespace {
-
-Result<std::vector<float>> load_vector(const gguf::GgufFile& f, const std::string& name, int64_t n) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  if (!t) return data_loss("model lacks tensor '" + name + "'");
-  if (t->num_elements != n) {
-    return data_loss("tensor '" + name + "' has " + std::to_string(t->num_elements) + " elements, expected " +
-                     std::to_string(n));
-  }
-  std::vector<float> out(n);
-  auto dt = static_cast<DType>(t->type);
-  if (dt != DType::kF32 && dt != DType::kF16 && dt != DType::kBF16) {
-    return unimplemented("tensor '" + name + "' has type " + tensor::type_name(t->type) + "; norms and biases must be f32/f16/bf16");
-  }
-  tensor::dequantize_row(dt, t->data, out.data(), n);
-  return out;
-}
-
-Result<Matrix> load_matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  if (!t) return data_loss("model lacks tensor '" + name + "'");
-  if (t->shape.size() != 2 || t->cols() != cols || t->rows() != rows) {
-    std::string got;
-    for (int64_t d : t->shape) got += (got.empty() ? "" : "x") + std::to_string(d);
-    return data_loss("tensor '" + name + "' has shape " + got + ", expected " + std::to_string(cols) + "x" +
-                     std::to_string(rows));
-  }
-  auto r = Matrix::create(static_cast<DType>(t->type), t->data, rows, cols);
-  if (!r.ok()) return Status(r.status().code(), "tensor '" + name + "': " + r.status().message());
-  return r;
-}
-
-}  // namespace
 
 // Llama 3.1-style frequency-dependent RoPE scaling: long wavelengths are divided by the scale
 // factor, short ones kept, and the band between smoothly interpolated. Used when a file names
@@ -108,123 +63,35 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   return f;
 }
 
-namespace {
-
-void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
-}
-
-}  // namespace
-
 Status Model::init(const std::string& path, const LoadOptions& opts) {
   TS_ASSIGN_OR_RETURN(gguf_, gguf::GgufFile::open(path, {.require_compute_types = true}));
-  TS_ASSIGN_OR_RETURN(config_, read_model_config(*gguf_));
+  TS_ASSIGN_OR_RETURN(config_, read_model_config(*gguf_, {.n_ctx = opts.n_ctx}));
   if (config_.name == config_.arch) config_.name = std::filesystem::path(path).stem().string();
   TS_ASSIGN_OR_RETURN(tokenizer_, tokenizer::Tokenizer::from_gguf(*gguf_));
-  if (tokenizer_->n_vocab() < config_.n_vocab) {
-    // Padded embedding matrices are allowed; a vocabulary larger than the matrix is not.
-  } else if (tokenizer_->n_vocab() > config_.n_vocab) {
+  // Padded embedding matrices are allowed; a vocabulary larger than the matrix is not.
+  if (tokenizer_->n_vocab() > config_.n_vocab) {
     return data_loss("tokenizer has " + std::to_string(tokenizer_->n_vocab()) + " tokens but token_embd only " +
                      std::to_string(config_.n_vocab) + " rows");
   }
-  const ModelConfig& c = config_;
-  const int64_t E = c.n_embd, QD = int64_t{c.n_head} * c.head_dim, KD = int64_t{c.n_head_kv} * c.head_dim;
   weights_ = std::make_unique<Weights>();
-  Weights& w = *weights_;
-  TS_ASSIGN_OR_RETURN(w.token_embd, load_matrix(*gguf_, "token_embd.weight", c.n_vocab, E));
-  if (!c.tied_output) {
-    TS_ASSIGN_OR_RETURN(w.output_own, load_matrix(*gguf_, "output.weight", c.n_vocab, E));
-    w.output = &w.output_own;
-  } else {
-    w.output = &w.token_embd;
-  }
-  TS_ASSIGN_OR_RETURN(w.output_norm, load_vector(*gguf_, "output_norm.weight", E));
-  if (gguf_->find_tensor("rope_freqs.weight")) {
-    TS_ASSIGN_OR_RETURN(w.rope_freq_factors, load_vector(*gguf_, "rope_freqs.weight", c.head_dim / 2));
-  } else if (c.rope_scaling == RopeScaling::kLlama3) {
-    w.rope_freq_factors = llama3_rope_factors(c);
-  }
-  w.layers.resize(c.n_layer);
-  weight_bytes_ = w.output->weight_bytes();
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    auto& L = w.layers[l];
-    std::string p = "blk." + std::to_string(l) + ".";
-    TS_ASSIGN_OR_RETURN(L.attn_norm, load_vector(*gguf_, p + "attn_norm.weight", E));
-    TS_ASSIGN_OR_RETURN(L.ffn_norm, load_vector(*gguf_, p + "ffn_norm.weight", E));
-    TS_ASSIGN_OR_RETURN(L.wq, load_matrix(*gguf_, p + "attn_q.weight", QD, E));
-    TS_ASSIGN_OR_RETURN(L.wk, load_matrix(*gguf_, p + "attn_k.weight", KD, E));
-    TS_ASSIGN_OR_RETURN(L.wv, load_matrix(*gguf_, p + "attn_v.weight", KD, E));
-    TS_ASSIGN_OR_RETURN(L.wo, load_matrix(*gguf_, p + "attn_output.weight", E, QD));
-    TS_ASSIGN_OR_RETURN(L.w_gate, load_matrix(*gguf_, p + "ffn_gate.weight", c.n_ff, E));
-    TS_ASSIGN_OR_RETURN(L.w_up, load_matrix(*gguf_, p + "ffn_up.weight", c.n_ff, E));
-    TS_ASSIGN_OR_RETURN(L.w_down, load_matrix(*gguf_, p + "ffn_down.weight", E, c.n_ff));
-    if (c.has_qkv_bias) {
-      TS_ASSIGN_OR_RETURN(L.bq, load_vector(*gguf_, p + "attn_q.bias", QD));
-      TS_ASSIGN_OR_RETURN(L.bk, load_vector(*gguf_, p + "attn_k.bias", KD));
-      TS_ASSIGN_OR_RETURN(L.bv, load_vector(*gguf_, p + "attn_v.bias", KD));
-    }
-    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-      weight_bytes_ += m->weight_bytes();
-    }
-  }
+  TS_ASSIGN_OR_RETURN(weight_bytes_, load_weights(*gguf_, config_, *weights_));
   scratch_ = std::make_unique<Scratch>();
   return ok_status();
 }
 
 namespace {
 
-// RoPE angles for one position into cos/sin[head_dim/2], computed in float the way ggml does
-// (theta_i = p * base^(-2i/d), by repeated multiplication).
-void rope_angles(const ModelConfig& c, const std::vector<float>& freq_factors, int32_t pos,
-                 float* cos_out, float* sin_out) {
-  const int half = c.head_dim / 2;
-  const float theta_scale = std::pow(c.rope_base, -2.0f / static_cast<float>(c.head_dim));
-  float freq_scale = 1.0f;
-  if (c.rope_scaling == RopeScaling::kLinear) freq_scale = 1.0f / c.rope_scale_factor;
-  float theta = static_cast<float>(pos) * freq_scale;
-  for (int i = 0; i < half; ++i) {
-    float t = theta;
-    if (!freq_factors.empty()) t /= freq_factors[i];
-    cos_out[i] = std::cos(t);
-    sin_out[i] = std::sin(t);
-    theta *= theta_scale;
-  }
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
 }
 
-// Rotates n_heads vectors of head_dim at x in place.
-void apply_rope(float* x, int n_heads, int head_dim, bool neox, const float* cs, const float* sn) {
-  const int half = head_dim / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    if (neox) {
-      for (int i = 0; i < half; ++i) {
-        float a = v[i], b = v[i + half];
-        v[i] = a * cs[i] - b * sn[i];
-        v[i + half] = a * sn[i] + b * cs[i];
-      }
-    } else {
-      for (int i = 0; i < half; ++i) {
-        float a = v[2 * i], b = v[2 * i + 1];
-        v[2 * i] = a * cs[i] - b * sn[i];
-        v[2 * i + 1] = a * sn[i] + b * cs[i];
-      }
-    }
-  }
-}
-
-}  // namespace
-
-Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, ThreadPool* pool) {
-  const ModelConfig& c = config_;
+// Validates the batch before any state is touched; returns the number of logit rows.
+Result<int64_t> check_batch(const ForwardBatch& batch, const KvStorage& kv, const ModelConfig& c) {
   const int64_t T = static_cast<int64_t>(batch.tokens.size());
   if (T == 0 || batch.seqs.empty()) return invalid_argument("empty forward batch");
   if (kv.n_layer() != c.n_layer || kv.n_head_kv() != c.n_head_kv || kv.head_dim() != c.head_dim) {
     return invalid_argument("KV storage shape does not match the model");
   }
-  // Validate the batch before touching any state.
   int64_t counted = 0, num_logits = 0;
   for (const SeqSlice& s : batch.seqs) {
     if (s.num_tokens <= 0 || s.start_pos < 0 || s.num_logits < 0 || s.num_logits > s.num_tokens) {
@@ -247,24 +114,45 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
   for (int32_t t : batch.tokens) {
     if (t < 0 || t >= c.n_vocab) return invalid_argument("token id " + std::to_string(t) + " out of range");
   }
+  return num_logits;
+}
 
+void add_bias(float* x, const std::vector<float>& b, int64_t T) {
+  const int64_t n = static_cast<int64_t>(b.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
+}
+
+// Per-head RMSNorm of n_heads vectors of head_dim for each of T tokens.
+void head_norm(float* x, int64_t T, int32_t n_heads, int32_t hd, const std::vector<float>& w, float eps) {
+  for (int64_t i = 0; i < T * n_heads; ++i) rms_norm(x + i * hd, w.data(), x + i * hd, hd, eps);
+}
+
+}  // namespace
+
+Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, ThreadPool* pool) {
+  const ModelConfig& c = config_;
+  const ArchSpec& spec = *c.spec;
+  TS_ASSIGN_OR_RETURN(const int64_t num_logits, check_batch(batch, kv, c));
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
   const int64_t E = c.n_embd, HD = c.head_dim, QD = int64_t{c.n_head} * HD, KD = int64_t{c.n_head_kv} * HD;
+  const int64_t F = c.n_expert > 0 ? c.n_ff_exp : c.n_ff;
+  const bool has_swa = c.num_swa_layers() > 0;
   Scratch& S = *scratch_;
   if (T > S.cap_tokens) {
     S.cap_tokens = T;
-    S.x.resize(T * E);
-    S.h.resize(T * E);
-    S.q.resize(T * QD);
-    S.k.resize(T * KD);
-    S.v.resize(T * KD);
-    S.attn.resize(T * QD);
-    S.ffn_a.resize(T * c.n_ff);
-    S.ffn_b.resize(T * c.n_ff);
-    S.rope_cos.resize(T * HD / 2);
-    S.rope_sin.resize(T * HD / 2);
+    for (auto* v : {&S.x, &S.h}) grow(*v, T * E);
+    if (c.n_expert > 0) grow(S.moe_out, T * E);
+    for (auto* v : {&S.q, &S.attn}) grow(*v, T * QD);
+    for (auto* v : {&S.k, &S.v}) grow(*v, T * KD);
+    if (spec.fused_qkv) grow(S.qkv, T * (QD + 2 * KD));
+    grow(S.ffn_a, T * F);
+    grow(S.ffn_b, T * F * (spec.fused_gate_up ? 2 : 1));
+    for (auto* v : {&S.rope_cos, &S.rope_sin}) grow(*v, T * HD / 2);
+    if (has_swa) for (auto* v : {&S.rope_cos_swa, &S.rope_sin_swa}) grow(*v, T * HD / 2);
     S.positions.resize(T);
   }
-  if (static_cast<int64_t>(S.logit_in.size()) < num_logits * E) S.logit_in.resize(num_logits * E);
+  grow(S.logit_in, num_logits * E);
 
   const Weights& w = *weights_;
   {
@@ -273,44 +161,98 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       for (int32_t j = 0; j < s.num_tokens; ++j, ++t) S.positions[t] = s.start_pos + j;
     }
   }
+  // Embeddings (gemma: scaled by sqrt(n_embd)) and RoPE tables.
+  const float embd_scale = std::sqrt(static_cast<float>(E));
+  const RopeParams rope_global{.head_dim = c.head_dim, .base = c.rope_base,
+                               .freq_scale = c.rope_scaling == RopeScaling::kLinear ? 1.0f / c.rope_scale_factor : 1.0f,
+                               .factors = w.rope_freq_factors,
+                               .mscale = c.rope_attn_factor};
+  const RopeParams rope_swa{.head_dim = c.head_dim, .base = c.rope_base_swa, .mscale = c.rope_attn_factor};
   for (int64_t t = 0; t < T; ++t) {
-    w.token_embd.dequantize_row(batch.tokens[t], S.x.data() + t * E);
-    rope_angles(c, w.rope_freq_factors, S.positions[t], S.rope_cos.data() + t * HD / 2,
-                S.rope_sin.data() + t * HD / 2);
+    float* xt = S.x.data() + t * E;
+    w.token_embd.dequantize_row(batch.tokens[t], xt);
+    if (spec.embd_scale) for (int64_t i = 0; i < E; ++i) xt[i] *= embd_scale;
+    rope_angles(rope_global, S.positions[t], S.rope_cos.data() + t * HD / 2, S.rope_sin.data() + t * HD / 2);
+    if (has_swa) {
+      rope_angles(rope_swa, S.positions[t], S.rope_cos_swa.data() + t * HD / 2, S.rope_sin_swa.data() + t * HD / 2);
+    }
   }
 
-  AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
-                     .scale = 1.0f / std::sqrt(static_cast<float>(HD))};
+  const MoeParams moe_params{.n_embd = c.n_embd, .n_ff_exp = c.n_ff_exp, .n_expert_used = c.n_expert_used,
+                             .norm_weights = c.expert_weights_norm, .act = spec.act};
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const auto& L = w.layers[l];
+    const bool swa = c.layer_is_swa(l);
+    // --- attention block ---
     for (int64_t t = 0; t < T; ++t) rms_norm(S.x.data() + t * E, L.attn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
-    L.wq.matmul(S.h.data(), T, S.q.data(), pool);
-    L.wk.matmul(S.h.data(), T, S.k.data(), pool);
-    L.wv.matmul(S.h.data(), T, S.v.data(), pool);
-    for (int64_t t = 0; t < T; ++t) {
-      if (!L.bq.empty()) {
-        for (int64_t i = 0; i < QD; ++i) S.q[t * QD + i] += L.bq[i];
-        for (int64_t i = 0; i < KD; ++i) S.k[t * KD + i] += L.bk[i];
-        for (int64_t i = 0; i < KD; ++i) S.v[t * KD + i] += L.bv[i];
+    if (spec.fused_qkv) {
+      L.wqkv.matmul(S.h.data(), T, S.qkv.data(), pool);
+      const int64_t W = QD + 2 * KD;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* r = S.qkv.data() + t * W;
+        std::memcpy(S.q.data() + t * QD, r, sizeof(float) * QD);
+        std::memcpy(S.k.data() + t * KD, r + QD, sizeof(float) * KD);
+        std::memcpy(S.v.data() + t * KD, r + QD + KD, sizeof(float) * KD);
       }
-      const float* cs = S.rope_cos.data() + t * HD / 2;
-      const float* sn = S.rope_sin.data() + t * HD / 2;
+    } else {
+      L.wq.matmul(S.h.data(), T, S.q.data(), pool);
+      L.wk.matmul(S.h.data(), T, S.k.data(), pool);
+      L.wv.matmul(S.h.data(), T, S.v.data(), pool);
+    }
+    if (!L.bq.empty()) {
+      add_bias(S.q.data(), L.bq, T);
+      add_bias(S.k.data(), L.bk, T);
+      add_bias(S.v.data(), L.bv, T);
+    }
+    if (!L.q_norm.empty()) {
+      head_norm(S.q.data(), T, c.n_head, c.head_dim, L.q_norm, c.rms_eps);
+      head_norm(S.k.data(), T, c.n_head_kv, c.head_dim, L.k_norm, c.rms_eps);
+    }
+    const float* cos_tab = swa ? S.rope_cos_swa.data() : S.rope_cos.data();
+    const float* sin_tab = swa ? S.rope_sin_swa.data() : S.rope_sin.data();
+    for (int64_t t = 0; t < T; ++t) {
+      const float* cs = cos_tab + t * HD / 2;
+      const float* sn = sin_tab + t * HD / 2;
       apply_rope(S.q.data() + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
       apply_rope(S.k.data() + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
     }
     write_kv(kv, l, batch.seqs, S.k.data(), S.v.data());
+    const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                             .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
     paged_attention(kv, l, ap, batch.seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
+    if (!L.post_attn_norm.empty()) {
+      for (int64_t t = 0; t < T; ++t) rms_norm(S.h.data() + t * E, L.post_attn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+    }
     for (int64_t i = 0; i < T * E; ++i) S.x[i] += S.h[i];
 
+    // --- feed-forward block ---
     for (int64_t t = 0; t < T; ++t) rms_norm(S.x.data() + t * E, L.ffn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
-    L.w_gate.matmul(S.h.data(), T, S.ffn_a.data(), pool);
-    L.w_up.matmul(S.h.data(), T, S.ffn_b.data(), pool);
-    for (int64_t i = 0; i < T * c.n_ff; ++i) {
-      float g = S.ffn_a[i];
-      S.ffn_a[i] = g / (1.0f + std::exp(-g)) * S.ffn_b[i];
+    if (c.n_expert > 0) {
+      moe_ffn(L.moe, moe_params, S.h.data(), T, S.moe_out.data(), S.moe, pool);
+      std::memcpy(S.h.data(), S.moe_out.data(), sizeof(float) * T * E);
+    } else {
+      if (spec.fused_gate_up) {
+        // ffn_up rows are [gate; up]: split each token's 2F outputs.
+        L.w_up.matmul(S.h.data(), T, S.ffn_b.data(), pool);
+        for (int64_t t = 0; t < T; ++t) {
+          std::memcpy(S.ffn_a.data() + t * F, S.ffn_b.data() + t * 2 * F, sizeof(float) * F);
+          std::memmove(S.ffn_b.data() + t * F, S.ffn_b.data() + t * 2 * F + F, sizeof(float) * F);
+        }
+      } else {
+        L.w_gate.matmul(S.h.data(), T, S.ffn_a.data(), pool);
+        L.w_up.matmul(S.h.data(), T, S.ffn_b.data(), pool);
+      }
+      if (spec.act == FfnAct::kGeluTanh) {
+        geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F);
+      } else {
+        swiglu(S.ffn_a.data(), S.ffn_b.data(), T * F);
+      }
+      L.w_down.matmul(S.ffn_a.data(), T, S.h.data(), pool);
     }
-    L.w_down.matmul(S.ffn_a.data(), T, S.h.data(), pool);
+    if (!L.post_ffw_norm.empty()) {
+      for (int64_t t = 0; t < T; ++t) rms_norm(S.h.data() + t * E, L.post_ffw_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+    }
     for (int64_t i = 0; i < T * E; ++i) S.x[i] += S.h[i];
   }
 
@@ -323,7 +265,10 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     }
     t0 += s.num_tokens;
   }
-  if (num_logits > 0) w.output->matmul(S.logit_in.data(), num_logits, logits, pool);
+  if (num_logits > 0) {
+    w.output->matmul(S.logit_in.data(), num_logits, logits, pool);
+    if (c.final_logit_softcap > 0) softcap(logits, num_logits * c.n_vocab, c.final_logit_softcap);
+  }
   return ok_status();
 }
 

@@ -1,4 +1,5 @@
-// Llama-family model (llama, mistral, qwen2, smollm ...): hyper-parameters from GGUF metadata,
+// Decoder-only transformer (llama, mistral, qwen2, smollm, qwen3, qwen3moe, gemma3, phi3 ...):
+// hyper-parameters from GGUF metadata,
 // weights prepared for the tensor kernels, and a forward pass over a batch of tokens drawn from
 // many sequences whose KV lives in a paged KvStorage.
 //
@@ -29,6 +30,9 @@ namespace ts::model {
 struct LoadOptions {
   // Reserved for future weight repacking choices.
   bool repack = true;
+  // Context the engine will run (0 = the file's context_length); picks LongRoPE's long or
+  // short factors (phi3), as llama.cpp does from its n_ctx.
+  int32_t n_ctx = 0;
 };
 
 // One sequence's slice of a forward batch. Its tokens are contiguous in ForwardBatch::tokens,
@@ -50,6 +54,8 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c);
 
 class Model {
  public:
+  struct Weights;  // model_weights.h (internal to src/model)
+
   // Opens the GGUF, reads hyper-parameters, builds the tokenizer and prepares weights.
   // Errors: kNotFound, kDataLoss (corrupt file), kUnimplemented (architecture / tensor type),
   // kInvalidArgument (inconsistent shapes), each with a message naming the problem.
@@ -68,7 +74,6 @@ class Model {
   Status forward(const ForwardBatch& batch, KvStorage& kv, float* logits, ThreadPool* pool);
 
  private:
-  struct Weights;
   struct Scratch;
   Model();
   Status init(const std::string& path, const LoadOptions& opts);

@@ -39,8 +39,14 @@ Result<ModelShape> model_shape_from_gguf(const std::string& path) {
   s.n_head_kv = cfg.n_head_kv;
   s.head_dim = cfg.head_dim;
   s.n_ctx_train = cfg.n_ctx_train;
-  for (const gguf::TensorInfo& t : file->tensors()) s.weight_bytes += t.num_bytes;
+  const model::WeightFootprint fp = model::weight_footprint(*file, cfg);
+  s.weight_bytes = fp.resident;
   s.weight_source = "tensor bytes of " + path;
+  s.n_expert = cfg.n_expert;
+  s.n_expert_used = cfg.n_expert_used;
+  s.active_weight_bytes = fp.active_per_token;
+  s.n_swa_layers = cfg.num_swa_layers();
+  s.sliding_window = cfg.sliding_window;
   return s;
 }
 
@@ -55,13 +61,12 @@ Result<uint64_t> weight_bytes_for(double params, std::string_view weight_type) {
 }
 
 uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, model::KvType type) {
-  const uint64_t heads = 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(n_head_kv);
-  switch (type) {
-    case model::KvType::kF32: return heads * static_cast<uint64_t>(head_dim) * 4;
-    case model::KvType::kF16: return heads * static_cast<uint64_t>(head_dim) * 2;
-    case model::KvType::kQ8_0: return heads * (static_cast<uint64_t>(head_dim) + sizeof(float));
-  }
-  return 0;
+  // The formula lives in the model code (KvStorage's layout); plan only supplies a shape.
+  model::ModelConfig cfg;
+  cfg.n_layer = n_layer;
+  cfg.n_head_kv = n_head_kv;
+  cfg.head_dim = head_dim;
+  return model::kv_bytes_per_token(cfg, type);
 }
 
 Result<LengthDistribution> parse_lengths(std::string_view text) {
@@ -126,6 +131,18 @@ Result<PlanResult> compute_plan(const PlanOptions& o) {
       r.notes.push_back("q8_0 KV stores head_dim int8 values plus one f32 scale per token per head for K and V; "
                         "the scales are counted");
       break;
+  }
+
+  if (m.n_expert > 0) {
+    r.notes.push_back("MoE: " + std::to_string(m.n_expert) + " experts, " + std::to_string(m.n_expert_used) +
+                      " used per token: all " + format_bytes(m.weight_bytes) + " of weights stay resident; one token reads " +
+                      format_bytes(m.active_weight_bytes));
+  }
+  if (m.n_swa_layers > 0) {
+    r.notes.push_back(std::to_string(m.n_swa_layers) + " of " + std::to_string(m.n_layer) +
+                      " layers use a sliding window of " + std::to_string(m.sliding_window) +
+                      " tokens; the KV cache still stores every position for them (masked at attention), so "
+                      "KV per token counts all layers");
   }
 
   r.usable_bytes = static_cast<uint64_t>(std::floor(static_cast<double>(o.memory_bytes) * (1 - o.headroom)));
@@ -248,7 +265,10 @@ std::string plan_json(const PlanResult& r) {
       {"model",
        {{"name", o.model.name}, {"layers", o.model.n_layer}, {"kv_heads", o.model.n_head_kv},
         {"head_dim", o.model.head_dim}, {"n_ctx_train", o.model.n_ctx_train},
-        {"weight_bytes", o.model.weight_bytes}, {"weight_source", o.model.weight_source}}},
+        {"weight_bytes", o.model.weight_bytes}, {"weight_source", o.model.weight_source},
+        {"n_expert", o.model.n_expert}, {"n_expert_used", o.model.n_expert_used},
+        {"active_weight_bytes", o.model.active_weight_bytes}, {"sliding_window_layers", o.model.n_swa_layers},
+        {"sliding_window", o.model.sliding_window}}},
       {"kv_type", model::kv_type_name(o.kv_type)},
       {"kv_bytes_per_token", r.kv_bytes_per_token},
       {"kv_formula", r.kv_formula},

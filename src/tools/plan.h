@@ -24,6 +24,11 @@ struct ModelShape {
   int64_t n_ctx_train = 0;    // 0 = unknown
   uint64_t weight_bytes = 0;  // resident weight memory
   std::string weight_source;  // how weight_bytes was obtained
+  int32_t n_expert = 0;       // MoE experts per layer (0 = dense)
+  int32_t n_expert_used = 0;  // MoE experts per token
+  uint64_t active_weight_bytes = 0;  // weight bytes one token reads (MoE: < weight_bytes), 0 = unknown
+  int32_t n_swa_layers = 0;   // sliding-window layers (gemma3)
+  int32_t sliding_window = 0;
 };
 
 // Reads the shape from a GGUF's metadata and its tensors' byte sizes (weights = sum of all
@@ -35,8 +40,8 @@ Result<ModelShape> model_shape_from_gguf(const std::string& path);
 Result<uint64_t> weight_bytes_for(double params, std::string_view weight_type);
 
 // KV bytes one token takes over all layers, K and V: 2 x layers x kv heads x
-// (head_dim x element bytes), plus for q8_0 one f32 scale per token per head (the layout of
-// model::KvStorage).
+// (head_dim x element bytes), plus for q8_0 one f32 scale per token per head, computed by
+// model::kv_bytes_per_token (the layout of model::KvStorage).
 uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_head_kv, int32_t head_dim, model::KvType type);
 
 // Context-length distribution (total tokens per request: prompt + output).

@@ -88,6 +88,19 @@ grep -q 'generation: 16 tokens' "$TMP/e5"
 check "generate on synthetic q8_0 model" $?
 "$BIN" synth --layers 1 --embd 64 --heads 4 --ffn 128 --type q9 --vocab-size 400 -o "$TMP/x.gguf" >/dev/null 2>&1; [ $? -eq 2 ]
 check "synth rejects unknown type" $?
+# synth a MoE layer from a preset (fewer experts), info reports resident vs per-token bytes.
+"$BIN" synth --preset qwen3-30b-a3b --layers 1 --embd 256 --heads 4 --kv-heads 2 --head-dim 64 --experts 8 \
+  --experts-used 2 --expert-ffn 64 --vocab-size 400 --type q8_0 -o "$TMP/moe.gguf" 2>/dev/null
+check "synth moe preset" $?
+"$BIN" info -m "$TMP/moe.gguf" >"$TMP/moeinfo"
+grep -q '^architecture: *qwen3moe' "$TMP/moeinfo" && grep -q '^experts: *8 per layer, 2 used per token' "$TMP/moeinfo" \
+  && grep -q 'bytes resident, .* bytes read per token' "$TMP/moeinfo"
+check "info on a MoE model" $?
+"$BIN" generate -m "$TMP/moe.gguf" -p "Hello" -n 8 --temp 0 --ignore-eos >/dev/null 2>"$TMP/e6"
+grep -q 'generation: 8 tokens' "$TMP/e6"
+check "generate on synthetic moe model" $?
+"$BIN" synth --arch qwen3moe --layers 1 --embd 64 --heads 4 --ffn 128 --type f16 --vocab-size 400 -o "$TMP/x.gguf" >/dev/null 2>"$TMP/e7"; [ $? -ne 0 ] && grep -q 'experts' "$TMP/e7"
+check "synth moe without experts is refused" $?
 
 # pull from a local HTTP server laid out like Hugging Face, then serve it as the default model.
 mkdir -p "$TMP/hf/o/r/resolve/main" "$TMP/models"

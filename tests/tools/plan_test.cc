@@ -201,5 +201,35 @@ TEST(Plan, ModelShapeFromGguf) {
   EXPECT_TRUE(warned_ctx);
 }
 
+// A MoE file: plan keeps all experts resident but notes what one token reads, and KV per token
+// comes from the model code's formula.
+TEST(Plan, MoeModelFromGguf) {
+  SynthOptions s{.arch = "qwen3moe", .n_layer = 2, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 128,
+                 .n_ctx = 512, .vocab_size = 300, .type = tensor::DType::kQ8_0, .head_dim = 32, .n_expert = 8,
+                 .n_expert_used = 2, .n_ff_exp = 32};
+  std::string path = ::ts::testing::temp_dir() + "/moe.gguf";
+  ASSERT_TRUE(synthesize(s, path).ok());
+  auto shape = model_shape_from_gguf(path);
+  ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+  EXPECT_EQ(shape->head_dim, 32);
+  EXPECT_EQ(shape->n_expert, 8);
+  EXPECT_EQ(shape->n_expert_used, 2);
+  ASSERT_GT(shape->active_weight_bytes, 0u);
+  EXPECT_LT(shape->active_weight_bytes, shape->weight_bytes);
+  // Experts: 3 tensors x 2 layers x 8 experts x 32 x 64 q8_0 weights; a token reads 2 of 8.
+  const uint64_t expert_bytes = 3ull * 2 * 8 * 32 * 64 / 32 * 34;
+  EXPECT_EQ(shape->weight_bytes - shape->active_weight_bytes, expert_bytes / 8 * 6 + (300ull * 64 / 32 * 34) / 300 * 299);
+  PlanOptions o;
+  o.model = *shape;
+  o.memory_bytes = 64ull << 20;
+  o.lengths = {.p50 = 256, .p95 = 512, .p99 = 512};
+  auto r = compute_plan(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kv_bytes_per_token, 2u * 2 * 2 * 32 * 2);
+  bool noted = false;
+  for (const auto& n : r->notes) noted |= n.find("8 experts, 2 used per token") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 }  // namespace
 }  // namespace ts::tools

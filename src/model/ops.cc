@@ -1,0 +1,97 @@
+#include "model/ops.h"
+
+#include <cmath>
+
+#include "tensor/fp16.h"
+
+namespace ts::model {
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void rope_angles(const RopeParams& p, int32_t pos, float* cos_out, float* sin_out) {
+  const int half = p.head_dim / 2;
+  const float theta_scale = std::pow(p.base, -2.0f / static_cast<float>(p.head_dim));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    float t = theta;
+    if (!p.factors.empty()) t /= p.factors[i];
+    t *= p.freq_scale;
+    cos_out[i] = std::cos(t) * p.mscale;
+    sin_out[i] = std::sin(t) * p.mscale;
+    theta *= theta_scale;
+  }
+}
+
+void apply_rope(float* x, int n_heads, int head_dim, bool neox, const float* cs, const float* sn) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    if (neox) {
+      for (int i = 0; i < half; ++i) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * cs[i] - b * sn[i];
+        v[i + half] = a * sn[i] + b * cs[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cs[i] - b * sn[i];
+        v[2 * i + 1] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
+void swiglu(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = a[i];
+    a[i] = g / (1.0f + std::exp(-g)) * b[i];
+  }
+}
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+namespace {
+
+// gelu of every fp16 value, rounded to fp16 (ggml_table_gelu_f16), built once.
+const uint16_t* gelu_table() {
+  static const uint16_t* table = [] {
+    auto* t = new uint16_t[1 << 16];
+    for (uint32_t i = 0; i < (1u << 16); ++i) {
+      t[i] = tensor::fp32_to_fp16(gelu_tanh(tensor::fp16_to_fp32(static_cast<uint16_t>(i))));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void geglu_ggml(float* a, const float* b, int64_t n) {
+  const uint16_t* table = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    if (x <= -10.0f) {
+      a[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      a[i] = x * b[i];
+    } else {
+      a[i] = tensor::fp16_to_fp32(table[tensor::fp32_to_fp16(x)]) * b[i];
+    }
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+}  // namespace ts::model
