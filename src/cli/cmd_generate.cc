@@ -47,6 +47,11 @@ int cmd_generate(int argc, char** argv) {
   if (!m.ok()) return fail("generate", m.status().message());
   model::Model& model = **m;
   std::fprintf(stderr, "%s\n", tensor::isa_summary().c_str());
+  {
+    const model::WeightMemory wm = model.weight_memory();
+    log::info("weights: " + std::to_string(wm.resident >> 20) + " MiB resident; " + std::to_string(wm.released >> 20) +
+              " MiB of mapped file pages released after repacking");
+  }
   std::vector<int32_t> ids = model.tokenizer().encode(prompt, !no_bos, special);
   if (ids.empty()) return fail("generate", "the prompt tokenized to nothing", 2);
   const int64_t need = static_cast<int64_t>(ids.size()) + n;

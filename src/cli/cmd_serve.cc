@@ -138,6 +138,11 @@ int cmd_serve(int argc, char** argv) {
   }
   auto model = model::Model::load(model_path);
   if (!model.ok()) return fail("serve", "cannot load " + model_path + ": " + model.status().message());
+  {
+    const model::WeightMemory wm = (*model)->weight_memory();
+    log::info("weights: " + engine::format_bytes(static_cast<int64_t>(wm.resident)) + " resident; " +
+              engine::format_bytes(static_cast<int64_t>(wm.released)) + " of mapped file pages released after repacking");
+  }
   engine::EngineOptions eo;
   if (kv_bytes) {
     eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);

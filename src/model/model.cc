@@ -79,6 +79,8 @@ Status Model::init(const std::string& path, const LoadOptions& opts) {
   return ok_status();
 }
 
+WeightMemory Model::weight_memory() const { return model::weight_memory(*weights_); }
+
 namespace {
 
 void grow(std::vector<float>& v, int64_t n) {

@@ -52,6 +52,13 @@ struct ForwardBatch {
 // Per-dimension-pair RoPE divisors for llama3 scaling (head_dim / 2 values).
 std::vector<float> llama3_rope_factors(const ModelConfig& c);
 
+// Weight memory after load: bytes the matrices keep resident (repacked arenas, or the mapped
+// file pages they read), and mapped source pages given back after repacking.
+struct WeightMemory {
+  size_t resident = 0;
+  size_t released = 0;
+};
+
 class Model {
  public:
   struct Weights;  // model_weights.h (internal to src/model)
@@ -67,6 +74,7 @@ class Model {
   const gguf::GgufFile& gguf() const { return *gguf_; }
   // Weight bytes read per forward step (for bandwidth reports).
   size_t weight_bytes() const { return weight_bytes_; }
+  WeightMemory weight_memory() const;
 
   // Runs the batch. logits: [sum of num_logits][n_vocab], sequences in order, positions in
   // order. Errors (kInvalidArgument) for a position past the KV storage or the block table,

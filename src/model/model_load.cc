@@ -32,6 +32,8 @@ Result<std::vector<float>> load_vector(const gguf::GgufFile& f, const std::strin
   return out;
 }
 
+constexpr tensor::MatrixOptions kLoadOptions{.release_source = true};
+
 Result<Matrix> load_matrix(const gguf::GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
   const gguf::TensorInfo* t = f.find_tensor(name);
   if (!t) return data_loss("model lacks tensor '" + name + "'");
@@ -39,7 +41,9 @@ Result<Matrix> load_matrix(const gguf::GgufFile& f, const std::string& name, int
     return data_loss("tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " + std::to_string(cols) + "x" +
                      std::to_string(rows));
   }
-  auto r = Matrix::create(static_cast<DType>(t->type), t->data, rows, cols);
+  // The mapping is read-only and private: once a tensor is repacked its source pages are given
+  // back, so no second copy of the weights stays resident.
+  auto r = Matrix::create(static_cast<DType>(t->type), t->data, rows, cols, kLoadOptions);
   if (!r.ok()) return Status(r.status().code(), "tensor '" + name + "': " + r.status().message());
   return r;
 }
@@ -57,7 +61,7 @@ Result<std::vector<Matrix>> load_experts(const gguf::GgufFile& f, const std::str
   std::vector<Matrix> out;
   out.reserve(n_expert);
   for (int64_t e = 0; e < n_expert; ++e) {
-    auto r = Matrix::create(static_cast<DType>(t->type), t->data + e * slice, rows, cols);
+    auto r = Matrix::create(static_cast<DType>(t->type), t->data + e * slice, rows, cols, kLoadOptions);
     if (!r.ok()) return Status(r.status().code(), "tensor '" + name + "': " + r.status().message());
     out.push_back(std::move(*r));
   }
@@ -143,6 +147,26 @@ Result<size_t> load_weights(const gguf::GgufFile& f, const ModelConfig& c, Model
     }
   }
   return bytes;
+}
+
+}  // namespace ts::model
+
+namespace ts::model {
+
+WeightMemory weight_memory(const Model::Weights& w) {
+  WeightMemory m;
+  auto add = [&](const Matrix& x) {
+    m.resident += x.resident_bytes();
+    m.released += x.released_source_bytes();
+  };
+  add(w.token_embd);
+  if (w.output == &w.output_own) add(w.output_own);
+  for (const auto& l : w.layers) {
+    for (const Matrix* x : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router}) add(*x);
+    for (const auto* v : {&l.moe.gate, &l.moe.up, &l.moe.down})
+      for (const Matrix& x : *v) add(x);
+  }
+  return m;
 }
 
 }  // namespace ts::model

@@ -34,4 +34,7 @@ struct Model::Weights {
 // reads (all matrices; for MoE, the experts a token uses). Errors as Model::load.
 Result<size_t> load_weights(const gguf::GgufFile& f, const ModelConfig& c, Model::Weights& w);
 
+// What the loaded matrices hold in memory (see Model::weight_memory).
+WeightMemory weight_memory(const Model::Weights& w);
+
 }  // namespace ts::model

@@ -350,8 +350,11 @@ int64_t Matrix::rows() const { return impl_->rows; }
 int64_t Matrix::cols() const { return impl_->cols; }
 size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
 bool Matrix::repacked() const { return kern::is_r16(impl_->layout); }
-size_t Matrix::resident_bytes() const { return repacked() ? impl_->arena_bytes : weight_bytes(); }
-size_t Matrix::released_source_bytes() const { return impl_->released; }
+size_t Matrix::resident_bytes() const {
+  if (!impl_) return 0;  // an empty (default-constructed) matrix
+  return repacked() ? impl_->arena_bytes : weight_bytes();
+}
+size_t Matrix::released_source_bytes() const { return impl_ ? impl_->released : 0; }
 
 void Matrix::dequantize_row(int64_t r, float* out) const {
   const Impl& im = *impl_;

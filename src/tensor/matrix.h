@@ -108,7 +108,7 @@ class Matrix {
   // True when create() repacked the weights into an owned interleaved layout.
   bool repacked() const;
   // Bytes of weights this matrix keeps resident: the owned arena when repacked, else the rows
-  // in the caller's memory (weight_bytes()).
+  // in the caller's memory (weight_bytes()); 0 for an empty (default-constructed) Matrix.
   size_t resident_bytes() const;
   // Bytes of the caller's memory given back with MatrixOptions::release_source (whole pages).
   size_t released_source_bytes() const;
