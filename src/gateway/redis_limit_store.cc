@@ -84,6 +84,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return v
 )lua";
 
+// KEYS[1]: counter. ARGV: delta, ttl_ms. Returns 1 when it existed (and was changed), else 0.
+constexpr const char* kAddExistingScript = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)lua";
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const { if (r) freeReplyObject(r); }
 };
@@ -168,6 +176,15 @@ class RedisLimitStore final : public LimitStore {
                                      std::to_string(delta),
                                      std::to_string(std::max<int64_t>(1, ttl.count()))};
     return command(args).status();
+  }
+
+  Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis ttl) override {
+    std::vector<std::string> args = {"EVAL", kAddExistingScript, "1", options_.prefix + key,
+                                     std::to_string(delta),
+                                     std::to_string(std::max<int64_t>(1, ttl.count()))};
+    TS_ASSIGN_OR_RETURN(Reply reply, command(args));
+    if (reply->type != REDIS_REPLY_INTEGER) return internal_error("redis: unexpected reply to add-existing");
+    return reply->integer == 1;
   }
 
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
