@@ -105,6 +105,7 @@ void OpenAIService::register_routes(http::Server& server) {
       api::ApiError e = api::error_for_http_status(503, "The server is overloaded; please retry shortly.");
       http::Response r = json_response(503, e.to_json());
       r.set_header("Retry-After", std::to_string(opts_.retry_after_seconds));
+      r.set_header("X-Request-Id", obs::resolve_request_id(ex->request().header("x-request-id")));
       ex->respond(std::move(r));
     };
   };
@@ -151,6 +152,7 @@ bool OpenAIService::metrics_authorized(const http::ExchangePtr& ex) {
               "(Authorization: Bearer ...).";
   http::Response r = json_response(401, e.to_json());
   r.set_header("WWW-Authenticate", "Bearer");
+  r.set_header("X-Request-Id", obs::resolve_request_id(ex->request().header("x-request-id")));
   ex->respond(std::move(r));
   return false;
 }
