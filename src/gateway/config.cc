@@ -79,6 +79,33 @@ class Parser {
     return *s == "open" ? OutageMode::kOpen : OutageMode::kClosed;
   }
 
+  // A secret from <name>_file (first line of the file) or <name>_env (environment variable); at
+  // most one. Error messages name the file or variable, never the value.
+  Status secret_value(const toml::table& t, const std::string& where, const std::string& name,
+                      std::string* out) {
+    const toml::node* f = t.get(name + "_file");
+    const toml::node* e = t.get(name + "_env");
+    if (f && e) return error(t.source(), where + name + "_file and " + name + "_env are exclusive");
+    if (f) {
+      auto path = f->value<std::string>();
+      if (!path || path->empty()) return error(f->source(), where + name + "_file must be a file path");
+      std::ifstream in(*path, std::ios::binary);
+      std::string v;
+      if (!in || !std::getline(in, v)) return error(f->source(), where + name + "_file: cannot read " + *path);
+      while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
+      if (v.empty()) return error(f->source(), where + name + "_file: " + *path + " is empty");
+      *out = v;
+    }
+    if (e) {
+      auto var = e->value<std::string>();
+      if (!var || var->empty()) return error(e->source(), where + name + "_env must name a variable");
+      const char* v = std::getenv(var->c_str());
+      if (!v || !*v) return error(e->source(), where + name + "_env: environment variable " + *var + " is not set");
+      *out = v;
+    }
+    return ok_status();
+  }
+
   // A key given as key_sha256 (hex), key_file (raw key, first line) or key_env (raw key in an
   // environment variable): at most one. The raw key is hashed here and never kept.
   Status secret_hash(const toml::table& t, const std::string& where, std::string* out) {
@@ -127,7 +154,7 @@ class Parser {
   Result<GovConfig> parse(const toml::table& root) {
     GovConfig c;
     c.source = name_;
-    TS_RETURN_IF_ERROR(only_keys(root, "", {"log_level", "keys", "admin", "metrics", "limits", "tiers", "tenants", "prices"}));
+    TS_RETURN_IF_ERROR(only_keys(root, "", {"log_level", "keys", "admin", "metrics", "ledger", "limits", "tiers", "tenants", "prices"}));
     if (const toml::node* n = root.get("log_level")) {
       auto s = n->value<std::string>();
       if (!s || !log::parse_level(*s, &c.log_level))
@@ -164,9 +191,15 @@ class Parser {
       }
       TS_RETURN_IF_ERROR(secret_hash(*t, "metrics.", &c.metrics_key_sha256));
     }
+    if (const toml::node* n = root.get("ledger")) {
+      TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "ledger"));
+      TS_RETURN_IF_ERROR(only_keys(*t, "[ledger]", {"url_file", "url_env"}));
+      TS_RETURN_IF_ERROR(secret_value(*t, "ledger.", "url", &c.ledger_url));
+    }
     if (const toml::node* n = root.get("limits")) {
       TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "limits"));
-      TS_RETURN_IF_ERROR(only_keys(*t, "[limits]", {"on_outage"}));
+      TS_RETURN_IF_ERROR(only_keys(*t, "[limits]", {"on_outage", "url_file", "url_env"}));
+      TS_RETURN_IF_ERROR(secret_value(*t, "limits.", "url", &c.limits_url));
       if (const toml::node* o = t->get("on_outage")) {
         TS_ASSIGN_OR_RETURN(c.limits_on_outage, outage(*o, "limits.on_outage"));
       }

@@ -17,7 +17,10 @@
 //                               # (when API keys are on); "none": open
 //   labels = "plain"            # tenant/app labels in exposition: "plain", "hash" or "drop"
 //   key_sha256 = "..."          # a metrics-only key (also key_file / key_env as for [admin])
+//   [ledger]                    # instead of --ledger, keeping a database password out of argv:
+//   url_file = "/run/secrets/ledger-url"   # or url_env = "TOKENSERVE_LEDGER_URL"
 //   [limits]
+//   url_file = "/run/secrets/redis-url"    # or url_env = ...; replaces --limits
 //   on_outage = "open"          # limit store unreachable: "open" admits (charges journaled and
 //                               # replayed later), "closed" refuses with 503
 //   [tiers.batch]               # per tenant, for requests of this tier
@@ -113,6 +116,10 @@ struct GovConfig {
   bool metrics_auth = true;            // [metrics] auth = "key" (true) | "none"
   LabelMode metrics_labels = LabelMode::kPlain;
   OutageMode limits_on_outage = OutageMode::kOpen;
+  // Secrets read at load from [ledger]/[limits] url_file / url_env: they replace the --ledger /
+  // --limits flags. Never logged (describe() of the stores redacts passwords).
+  std::string ledger_url;
+  std::string limits_url;
   std::array<TierConfig, engine::kNumTiers> tiers;  // indexed by engine::Tier
   std::map<std::string, TenantConfig> tenants;
   std::map<std::string, Price> prices; // by model name

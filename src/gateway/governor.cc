@@ -76,22 +76,25 @@ Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
     TS_ASSIGN_OR_RETURN(cfg, load_config(o.config_path));
   }
   Millis ttl = cfg.key_cache_ttl;
+  // Secrets from [ledger]/[limits] url_file / url_env replace the flags.
+  const std::string ledger_url = cfg.ledger_url.empty() ? o.ledger : cfg.ledger_url;
+  const std::string limits_url = cfg.limits_url.empty() ? o.limits : cfg.limits_url;
   owned->config = std::make_unique<ConfigHolder>(std::move(cfg));
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<SqlDb> db, open_sql_db(o.ledger));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<SqlDb> db, open_sql_db(ledger_url));
   owned->db = std::move(db);
   owned->ledger = make_sql_ledger(owned->db);
   owned->keys = std::make_unique<KeyStore>(owned->db, *clock, KeyStoreOptions{.cache_ttl = ttl});
-  if (o.limits.empty()) {
+  if (limits_url.empty()) {
     owned->limits = make_memory_limit_store();
   } else {
-    TS_ASSIGN_OR_RETURN(auto redis, make_redis_limit_store(RedisOptions{.url = o.limits}));
+    TS_ASSIGN_OR_RETURN(auto redis, make_redis_limit_store(RedisOptions{.url = limits_url}));
     std::string name = "limit store " + redis->describe();
     owned->limits = make_breaker_limit_store(std::move(redis), BreakerOptions{.name = name});
   }
   LedgerWriterOptions writer_options = o.writer;
   if (writer_options.spill_path.empty())
     writer_options.spill_path =
-        is_postgres_url(o.ledger) ? "tokenserve-ledger.spool.jsonl" : o.ledger + ".spool.jsonl";
+        is_postgres_url(ledger_url) ? "tokenserve-ledger.spool.jsonl" : ledger_url + ".spool.jsonl";
   owned->writer = std::make_unique<LedgerWriter>(*owned->ledger, writer_options);
   GovernorParts parts{.keys = owned->keys.get(), .limits = owned->limits.get(),
                       .ledger = owned->ledger.get(), .writer = owned->writer.get(),

@@ -262,8 +262,11 @@ class RedisLimitStore final : public LimitStore {
 Result<std::unique_ptr<LimitStore>> make_redis_limit_store(const RedisOptions& options) {
   std::string_view u = options.url;
   auto bad = [&] {
-    return invalid_argument("bad Redis URL '" + options.url +
-                            "': expected redis://[:password@]host:port[/db]");
+    // Never echo a password: keep only what follows the last '@'.
+    std::string shown = options.url;
+    if (size_t at = shown.rfind('@'); at != std::string::npos)
+      shown = (shown.starts_with("redis://") ? "redis://***@" : "***@") + shown.substr(at + 1);
+    return invalid_argument("bad Redis URL '" + shown + "': expected redis://[:password@]host:port[/db]");
   };
   if (!u.starts_with("redis://")) return bad();
   u.remove_prefix(8);
