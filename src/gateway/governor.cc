@@ -287,7 +287,19 @@ bool Governor::check_request_fits(AdmitContext& c, AdmitResult& out) {
 bool Governor::outage_allows(AdmitContext& c, AdmitResult& out, const Status& why) {
   ++num_limit_errors_;
   c.limits_down = true;
-  if (outage_mode_for(*c.cfg, c.key.tenant) == OutageMode::kOpen) return true;
+  const OutageMode mode = outage_mode_for(*c.cfg, c.key.tenant);
+  int64_t now_ms = to_unix_ms(parts_.clock->now());
+  int64_t last = last_outage_log_ms_.load();
+  if (now_ms - last >= 10'000 && last_outage_log_ms_.compare_exchange_strong(last, now_ms)) {
+    std::string closed;
+    for (const auto& [name, t] : c.cfg->tenants)
+      if (outage_mode_for(*c.cfg, name) == OutageMode::kClosed) closed += (closed.empty() ? "" : ", ") + name;
+    log::warn("limit store unavailable (" + why.message() + "): default mode fail-" +
+              outage_mode_name(c.cfg->limits_on_outage) + "; tenants failing closed: " +
+              (closed.empty() ? std::string("none") : closed) +
+              "; fail-open charges are journaled and replayed when it returns");
+  }
+  if (mode == OutageMode::kOpen) return true;
   give_back(c);
   out.status = unavailable("Rate limits and quotas cannot be checked right now (" + why.message() +
                            ") and tenant " + c.key.tenant + " is configured to fail closed; "
@@ -368,8 +380,8 @@ bool Governor::reserve_quotas(AdmitContext& c, AdmitResult& out) {
     }
   }
   if (!q.ok() || q->uninitialized >= 0) {
+    // Not logged per request: the breaker logs the outage once when it opens.
     Status why = q.ok() ? unavailable("quota counter could not be initialized") : q.status();
-    log::warn("quota store unavailable: " + why.message());
     if (!outage_allows(c, out, why)) return false;
     return unheld();
   }
@@ -402,9 +414,13 @@ bool Governor::reserve_quotas(AdmitContext& c, AdmitResult& out) {
   return true;
 }
 
+// Only an existing counter is charged: one that is missing (Redis restarted empty) is seeded
+// from the ledger at its next use, which then includes this request's row; creating it here
+// with just this delta would hide everything before it (and a refund would even make it
+// negative).
 void Governor::charge_quota(const QuotaHold& q, int64_t delta) {
   if (delta == 0) return;
-  if (parts_.limits->quota_add(q.key, delta, q.ttl).ok()) return;
+  if (parts_.limits->quota_add_existing(q.key, delta, q.ttl).ok()) return;
   ++num_limit_errors_;
   journal_.add(q.key, delta, q.ttl);
 }

@@ -227,7 +227,7 @@ class Governor {
   std::atomic<int64_t> num_admitted_{0}, num_refused_auth_{0}, num_refused_rate_{0},
       num_refused_quota_{0}, num_limit_errors_{0}, num_fail_open_{0}, num_refused_outage_{0},
       num_refused_backpressure_{0};
-  std::atomic<int64_t> last_backpressure_log_ms_{0};
+  std::atomic<int64_t> last_backpressure_log_ms_{0}, last_outage_log_ms_{-100'000};
   QuotaJournal journal_;
   std::mutex replay_mu_;
   std::condition_variable replay_cv_;

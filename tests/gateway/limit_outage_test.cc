@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "gateway/circuit_breaker.h"
@@ -91,9 +92,10 @@ TEST(LimitOutage, RedisDownThenUpChargesQuotasExactly) {
   testing::TcpForwarder proxy(redis_port);
   ASSERT_TRUE(proxy.start(port));
   FakeClock clock(at("2026-05-05T10:00:00Z"));
+  std::string prefix = testing::redis_prefix();
   Stack s(::ts::testing::temp_dir() + "/ledger.db", clock,
           "[tenants.acme]\nrpm = 1000\nquota = { tokens = 1000000, period = \"day\" }\n",
-          redis_store(port, testing::redis_prefix(), Millis(200), Millis(100)));
+          redis_store(port, prefix, Millis(200), Millis(100)));
   std::string bearer = s.bearer("acme");
   int64_t expected = 0;
   int n = 0;
@@ -124,6 +126,21 @@ TEST(LimitOutage, RedisDownThenUpChargesQuotasExactly) {
   ASSERT_TRUE(s.writer.flush(Millis(5000)).ok());
   EXPECT_EQ(*s.ledger->sum_tokens("acme", "", at("2026-05-05T00:00:00Z"), at("2026-05-06T00:00:00Z")),
             expected);
+
+  // Redis restarted empty while a request admitted fail-open was running: its settle must not
+  // create the counter with just its own tokens; the next use seeds it from the ledger.
+  proxy.stop();
+  AdmitResult r = s.gov.admit({.authorization = bearer, .model = "m", .prompt_tokens = 10, .max_tokens = 100});
+  ASSERT_TRUE(r.ok());
+  std::string counter = prefix + "q:tenant:acme:day:" + std::to_string(to_unix_ms(at("2026-05-05T00:00:00Z")));
+  ASSERT_EQ(std::system(("redis-cli -p " + std::to_string(redis_port) + " DEL " + counter + " >/dev/null").c_str()), 0);
+  ASSERT_TRUE(proxy.start(port));
+  std::this_thread::sleep_for(Millis(150));  // past the breaker's open time
+  s.gov.settle(*r.admission, {.request_id = "req-after-wipe", .prompt_tokens = 10, .completion_tokens = 7});
+  expected += 17;
+  ASSERT_TRUE(s.writer.flush(Millis(5000)).ok());
+  for (int i = 0; i < 100 && s.gov.stats().journal_pending_tokens != 0; ++i) std::this_thread::sleep_for(Millis(50));
+  EXPECT_EQ(quota_used(s.gov, bearer), expected);
   proxy.stop();
 }
 
