@@ -72,7 +72,14 @@ def worker(i):
             c.request("POST", "/v1/completions", body, {"Authorization": "Bearer " + key,
                                                         "Content-Type": "application/json"})
             r = c.getresponse(); data = r.read(); c.close()
-            rid = json.loads(data).get("id", "-") if r.status == 200 else "-"
+            if r.status == 200:
+                rid = json.loads(data).get("id", "-")
+            else:  # errors by kind: the OpenAI error code (or the first words of the message)
+                try:
+                    e = json.loads(data)["error"]
+                    rid = e.get("code") or "_".join(str(e.get("message", "?")).split()[:6])
+                except Exception:
+                    rid = "unparsed"
             with lock: out.write(f"{r.status} {rid}\n")
         except Exception as e:
             with lock: out.write(f"transport {type(e).__name__}\n")
@@ -127,6 +134,7 @@ kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; SERVER_RC=$?; SERVER_PID=""
 answered=$(grep -c '^200 ' load.out)
 echo "== chaos report (duration ${DURATION}s, $CLIENTS clients + 1 slow reader) =="
 echo "responses by status:"; awk '{print $1}' load.out | sort | uniq -c | sed 's/^/  /'
+echo "errors by kind:"; grep -v '^200 ' load.out | sort | uniq -c | sort -rn | head -10 | sed 's/^/  /'
 echo "slow clients:"; sort slow.out 2>/dev/null | uniq -c | sed 's/^/  /'
 grep '^200 ' load.out | awk '{print $2}' | sort >answered.ids
 psql_q "SELECT request_id FROM ts_usage WHERE tenant='chaos'" | sort >ledger.ids

@@ -55,7 +55,7 @@ OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOpt
 OpenAIService::~OpenAIService() { stop(); }
 
 void OpenAIService::stop() {
-  blocking_.reset();  // runs what is queued (the exchanges answer or are cancelled), then joins
+  if (blocking_) blocking_->shutdown();  // runs what is queued, joins; later posts answer 503
   pump_.stop();
   {
     std::lock_guard<std::mutex> lock(sampler_mu_);

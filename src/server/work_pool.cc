@@ -1,5 +1,6 @@
 #include "server/work_pool.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "core/log.h"
@@ -10,13 +11,17 @@ WorkPool::WorkPool(int num_threads, size_t max_queued) : max_queued_(max_queued)
   for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { run(); });
 }
 
-WorkPool::~WorkPool() {
+WorkPool::~WorkPool() { shutdown(); }
+
+void WorkPool::shutdown() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    threads.swap(threads_);
   }
   cv_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads) t.join();
 }
 
 bool WorkPool::post(std::function<void()> task) {

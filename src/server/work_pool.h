@@ -4,8 +4,8 @@
 // streaming of running requests carry on.
 //
 // post() never blocks: it returns false when `max_queued` tasks already wait (the caller
-// answers 503). Tasks must not throw (an escaping exception is caught and logged). The
-// destructor runs the queued tasks, then joins. Thread-safe.
+// answers 503). Tasks must not throw (an escaping exception is caught and logged). shutdown()
+// (and the destructor) runs the queued tasks, then joins. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +26,8 @@ class WorkPool {
   WorkPool& operator=(const WorkPool&) = delete;
 
   bool post(std::function<void()> task);
+  // Refuses new tasks (post() returns false), runs the queued ones, joins. Idempotent.
+  void shutdown();
   size_t num_queued() const;
 
  private:
