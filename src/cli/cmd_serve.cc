@@ -46,6 +46,8 @@ int cmd_serve(int argc, char** argv) {
   double drain_timeout_s = 30.0;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
   bool no_auth = false;
+  size_t max_connections = 0, max_connections_per_client = 0;
+  int64_t idle_timeout_s = 60;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
@@ -61,6 +63,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--model-name", model_name, "model id clients use (default: the file name without .gguf)");
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
   app.add_option("--max-body", max_body, "largest request body (default 8MiB)");
+  app.add_option("--max-connections", max_connections, "open connections at most; beyond: 503 (default 0 = no cap)");
+  app.add_option("--max-connections-per-client", max_connections_per_client,
+                 "open connections per client address at most; beyond: 503 (default 0 = no cap)");
+  app.add_option("--idle-timeout", idle_timeout_s, "seconds an idle keep-alive connection is kept (default 60)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   app.add_option("--ledger", ledger, "usage ledger and API keys: SQLite file or postgresql:// URL (default tokenserve.db)");
   app.add_option("--limits", limits, "shared rate-limit/quota store, redis://host:port (default: in this process)");
   app.add_option("--config", config_path, "governance config (TOML): tenants, apps, limits, quotas, tiers, prices, "
@@ -211,6 +218,9 @@ int cmd_serve(int argc, char** argv) {
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
+  ho.max_connections = max_connections;
+  ho.max_connections_per_client = max_connections_per_client;
+  ho.idle_timeout = std::chrono::seconds(idle_timeout_s);
   ho.error_renderer = server::OpenAIService::error_renderer();
   http::Server http(ho);
   service.register_routes(http);

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <list>
+#include <new>
+#include <stdexcept>
 #include <random>
 #include <unordered_map>
 
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/block_pool.h"
+#include "engine/fault_injection.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
@@ -152,6 +156,8 @@ struct Engine::Impl {
   int32_t max_model_len = 0;
 
   bool step();
+  void sample_guarded(SeqState& s, const float* row, int32_t V, TimePoint now);
+  void fail_all(const std::string& why);
   void take_inbox(TimePoint now);
   void check_cancellations(TimePoint now);
   // Ends one choice: removes it from the scheduler, emits its final event.
@@ -353,7 +359,15 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(Request req) {
 void Engine::loop() {
   auto& im = *impl_;
   while (!im.stopping) {
-    if (step()) continue;
+    bool busy = false;
+    try {
+      busy = step();
+    } catch (const std::exception& e) {
+      // Containment of last resort: the step's requests end with an error, the engine goes on.
+      im.fail_all(std::string("engine step failed: ") + e.what());
+      continue;
+    }
+    if (busy) continue;
     std::unique_lock<std::mutex> l(im.waker->mu);
     im.waker->cv.wait_for(l, std::chrono::milliseconds(50),
                           [&] { return im.waker->pending || im.stopping.load(); });
@@ -502,6 +516,48 @@ void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
   finish_seq(s, reason, Status(), std::move(text), std::move(ids), std::move(lps));
 }
 
+// A fault while processing one sequence (an exception from sampling or detokenization, or
+// non-finite logits) ends that sequence with an error; the rest of the batch goes on.
+void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, TimePoint now) {
+  const Fault fault = injected_fault(s.req->req);
+  std::vector<float> poisoned;
+  try {
+    if (fault == Fault::kAllocFailure) throw std::bad_alloc();
+    if (fault == Fault::kTokenizerError) throw std::runtime_error("injected tokenizer error");
+    if (fault == Fault::kNanLogits) {
+      poisoned.assign(row, row + V);
+      poisoned[static_cast<size_t>(V) / 2] = std::nanf("");
+      row = poisoned.data();
+    }
+    for (int32_t i = 0; i < V; ++i) {
+      if (!std::isfinite(row[i])) {
+        log::error("engine: request " + s.req->req.id + ": non-finite logits (token " + std::to_string(i) +
+                   "); ending the request");
+        finish_seq(s, FinishReason::kError,
+                   internal_error("the model produced non-finite logits for this request"), {}, {}, {});
+        return;
+      }
+    }
+    on_logits(s, row, now);
+  } catch (const std::exception& e) {
+    log::error("engine: request " + s.req->req.id + " failed: " + e.what() + "; ending the request");
+    if (!s.finished)
+      finish_seq(s, FinishReason::kError,
+                 internal_error(std::string("internal error while processing the request: ") + e.what()), {}, {},
+                 {});
+  }
+}
+
+void Engine::Impl::fail_all(const std::string& why) {
+  log::error("engine: " + why + "; ending the requests in flight");
+  for (auto& r : active) {
+    if (r->done) continue;
+    for (auto& s : r->seqs)
+      if (!s->finished) finish_seq(*s, FinishReason::kError, internal_error(why), {}, {}, {});
+  }
+  sweep_done();
+}
+
 void Engine::Impl::sweep_done() {
   for (auto it = active.begin(); it != active.end();) {
     if ((*it)->done) {
@@ -575,7 +631,12 @@ bool Engine::Impl::step() {
   }
   const auto t0 = Clock::now();
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
-  Status st = model->forward(batch, kv, logits.data(), &pool);
+  Status st;
+  try {
+    st = model->forward(batch, kv, logits.data(), &pool);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
+    st = internal_error(std::string("forward pass failed: ") + e.what());
+  }
   if (!st.ok()) {
     log::error("engine: forward failed: " + st.to_string());
     for (const ScheduledSeq& sc : out.scheduled) {
@@ -601,7 +662,7 @@ bool Engine::Impl::step() {
       release.push_back(s.req);
     }
     if (sc.wants_logits) {
-      on_logits(s, logits.data() + static_cast<size_t>(row) * V, after_forward);
+      sample_guarded(s, logits.data() + static_cast<size_t>(row) * V, V, after_forward);
       ++row;
       ++sampled;
     }

@@ -1,10 +1,13 @@
 #include "gateway/config.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
+
+#include "gateway/sha256.h"
 
 namespace ts::gateway {
 namespace {
@@ -69,6 +72,75 @@ class Parser {
     return std::optional<QuotaConfig>(q);
   }
 
+  Result<OutageMode> outage(const toml::node& n, const std::string& what) {
+    auto s = n.value<std::string>();
+    if (!s || (*s != "open" && *s != "closed"))
+      return error(n.source(), what + " must be \"open\" or \"closed\"");
+    return *s == "open" ? OutageMode::kOpen : OutageMode::kClosed;
+  }
+
+  // A secret from <name>_file (first line of the file) or <name>_env (environment variable); at
+  // most one. Error messages name the file or variable, never the value.
+  Status secret_value(const toml::table& t, const std::string& where, const std::string& name,
+                      std::string* out) {
+    const toml::node* f = t.get(name + "_file");
+    const toml::node* e = t.get(name + "_env");
+    if (f && e) return error(t.source(), where + name + "_file and " + name + "_env are exclusive");
+    if (f) {
+      auto path = f->value<std::string>();
+      if (!path || path->empty()) return error(f->source(), where + name + "_file must be a file path");
+      std::ifstream in(*path, std::ios::binary);
+      std::string v;
+      if (!in || !std::getline(in, v)) return error(f->source(), where + name + "_file: cannot read " + *path);
+      while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
+      if (v.empty()) return error(f->source(), where + name + "_file: " + *path + " is empty");
+      *out = v;
+    }
+    if (e) {
+      auto var = e->value<std::string>();
+      if (!var || var->empty()) return error(e->source(), where + name + "_env must name a variable");
+      const char* v = std::getenv(var->c_str());
+      if (!v || !*v) return error(e->source(), where + name + "_env: environment variable " + *var + " is not set");
+      *out = v;
+    }
+    return ok_status();
+  }
+
+  // A key given as key_sha256 (hex), key_file (raw key, first line) or key_env (raw key in an
+  // environment variable): at most one. The raw key is hashed here and never kept.
+  Status secret_hash(const toml::table& t, const std::string& where, std::string* out) {
+    const toml::node* h = t.get("key_sha256");
+    const toml::node* f = t.get("key_file");
+    const toml::node* e = t.get("key_env");
+    if (int(h != nullptr) + int(f != nullptr) + int(e != nullptr) > 1)
+      return error(t.source(), where + "key_sha256, key_file and key_env are exclusive");
+    if (h) {
+      auto s = h->value<std::string>();
+      bool ok = s && s->size() == 64 && s->find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!ok) return error(h->source(), where + "key_sha256 must be 64 lower-case hex digits");
+      *out = *s;
+    }
+    if (f) {
+      auto path = f->value<std::string>();
+      if (!path || path->empty()) return error(f->source(), where + "key_file must be a file path");
+      std::ifstream in(*path, std::ios::binary);
+      std::string key;
+      if (!in || !std::getline(in, key))
+        return error(f->source(), where + "key_file: cannot read " + *path);
+      while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+      if (key.empty()) return error(f->source(), where + "key_file: " + *path + " is empty");
+      *out = sha256_hex(key);
+    }
+    if (e) {
+      auto var = e->value<std::string>();
+      if (!var || var->empty()) return error(e->source(), where + "key_env must name a variable");
+      const char* v = std::getenv(var->c_str());
+      if (!v || !*v) return error(e->source(), where + "key_env: environment variable " + *var + " is not set");
+      *out = sha256_hex(v);
+    }
+    return ok_status();
+  }
+
   Status name_ok(const toml::key& k, const char* what) {
     std::string s(k.str());
     bool ok = !s.empty() && s.size() <= 64;
@@ -82,7 +154,7 @@ class Parser {
   Result<GovConfig> parse(const toml::table& root) {
     GovConfig c;
     c.source = name_;
-    TS_RETURN_IF_ERROR(only_keys(root, "", {"log_level", "keys", "admin", "tiers", "tenants", "prices"}));
+    TS_RETURN_IF_ERROR(only_keys(root, "", {"log_level", "keys", "admin", "metrics", "ledger", "limits", "tiers", "tenants", "prices"}));
     if (const toml::node* n = root.get("log_level")) {
       auto s = n->value<std::string>();
       if (!s || !log::parse_level(*s, &c.log_level))
@@ -99,13 +171,37 @@ class Parser {
     }
     if (const toml::node* n = root.get("admin")) {
       TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "admin"));
-      TS_RETURN_IF_ERROR(only_keys(*t, "[admin]", {"key_sha256"}));
-      if (const toml::node* h = t->get("key_sha256")) {
-        auto s = h->value<std::string>();
-        bool ok = s && s->size() == 64 &&
-                  s->find_first_not_of("0123456789abcdef") == std::string::npos;
-        if (!ok) return error(h->source(), "admin.key_sha256 must be 64 lower-case hex digits");
-        c.admin_key_sha256 = *s;
+      TS_RETURN_IF_ERROR(only_keys(*t, "[admin]", {"key_sha256", "key_file", "key_env"}));
+      TS_RETURN_IF_ERROR(secret_hash(*t, "admin.", &c.admin_key_sha256));
+    }
+    if (const toml::node* n = root.get("metrics")) {
+      TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "metrics"));
+      TS_RETURN_IF_ERROR(only_keys(*t, "[metrics]", {"auth", "labels", "key_sha256", "key_file", "key_env"}));
+      if (const toml::node* a = t->get("auth")) {
+        auto s = a->value<std::string>();
+        if (!s || (*s != "key" && *s != "none"))
+          return error(a->source(), "metrics.auth must be \"key\" or \"none\"");
+        c.metrics_auth = *s == "key";
+      }
+      if (const toml::node* l = t->get("labels")) {
+        auto s = l->value<std::string>();
+        if (!s || (*s != "plain" && *s != "hash" && *s != "drop"))
+          return error(l->source(), "metrics.labels must be plain, hash or drop");
+        c.metrics_labels = *s == "plain" ? LabelMode::kPlain : *s == "hash" ? LabelMode::kHash : LabelMode::kDrop;
+      }
+      TS_RETURN_IF_ERROR(secret_hash(*t, "metrics.", &c.metrics_key_sha256));
+    }
+    if (const toml::node* n = root.get("ledger")) {
+      TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "ledger"));
+      TS_RETURN_IF_ERROR(only_keys(*t, "[ledger]", {"url_file", "url_env"}));
+      TS_RETURN_IF_ERROR(secret_value(*t, "ledger.", "url", &c.ledger_url));
+    }
+    if (const toml::node* n = root.get("limits")) {
+      TS_ASSIGN_OR_RETURN(const toml::table* t, table(*n, "limits"));
+      TS_RETURN_IF_ERROR(only_keys(*t, "[limits]", {"on_outage", "url_file", "url_env"}));
+      TS_RETURN_IF_ERROR(secret_value(*t, "limits.", "url", &c.limits_url));
+      if (const toml::node* o = t->get("on_outage")) {
+        TS_ASSIGN_OR_RETURN(c.limits_on_outage, outage(*o, "limits.on_outage"));
       }
     }
     if (const toml::node* n = root.get("tiers")) {
@@ -141,8 +237,11 @@ class Parser {
         std::string tname(k.str());
         std::string where = "tenants." + tname + ".";
         TS_ASSIGN_OR_RETURN(const toml::table* tt, table(v, "tenants." + tname));
-        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps"}));
+        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps", "on_limit_outage"}));
         TenantConfig tc;
+        if (const toml::node* o = tt->get("on_limit_outage")) {
+          TS_ASSIGN_OR_RETURN(tc.on_limit_outage, outage(*o, where + "on_limit_outage"));
+        }
         TS_RETURN_IF_ERROR(limits(*tt, where, &tc.rpm, &tc.tpm));
         TS_ASSIGN_OR_RETURN(tc.quota, quota(*tt, where));
         if (const toml::node* apps = tt->get("apps")) {
@@ -210,6 +309,14 @@ Result<GovConfig> load_config(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), path);
+}
+
+const char* outage_mode_name(OutageMode m) { return m == OutageMode::kOpen ? "open" : "closed"; }
+
+OutageMode outage_mode_for(const GovConfig& c, const std::string& tenant) {
+  auto t = c.tenants.find(tenant);
+  if (t != c.tenants.end() && t->second.on_limit_outage) return *t->second.on_limit_outage;
+  return c.limits_on_outage;
 }
 
 int64_t cost_pico(const Price& p, int64_t prompt, int64_t cached, int64_t completion) {

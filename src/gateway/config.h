@@ -9,12 +9,26 @@
 //   default_tpm = 100000
 //   cache_ttl_ms = 5000
 //   [admin]
-//   key_sha256 = "<sha256 hex of the admin key>"
+//   key_sha256 = "<sha256 hex of the admin key>"   # or, keeping the secret out of the file:
+//   # key_file = "/run/secrets/ts-admin"          # the raw key, first line (hashed at load)
+//   # key_env = "TOKENSERVE_ADMIN_KEY"            # the raw key from this environment variable
+//   [metrics]
+//   auth = "key"                # "key": /metrics and /dashboard* need the admin or metrics key
+//                               # (when API keys are on); "none": open
+//   labels = "plain"            # tenant/app labels in exposition: "plain", "hash" or "drop"
+//   key_sha256 = "..."          # a metrics-only key (also key_file / key_env as for [admin])
+//   [ledger]                    # instead of --ledger, keeping a database password out of argv:
+//   url_file = "/run/secrets/ledger-url"   # or url_env = "TOKENSERVE_LEDGER_URL"
+//   [limits]
+//   url_file = "/run/secrets/redis-url"    # or url_env = ...; replaces --limits
+//   on_outage = "open"          # limit store unreachable: "open" admits (charges journaled and
+//                               # replayed later), "closed" refuses with 503
 //   [tiers.batch]               # per tenant, for requests of this tier
 //   rpm = 30
 //   tpm = 500000
 //   max_tokens = 4096           # largest max_tokens accepted in this tier (0 = no cap)
 //   [tenants.acme]
+//   on_limit_outage = "closed"  # overrides [limits] on_outage for this tenant
 //   rpm = 600
 //   tpm = 200000
 //   quota = { tokens = 5000000, period = "day" }
@@ -55,7 +69,15 @@ struct AppConfig {
   std::optional<QuotaConfig> quota;
 };
 
+// What admission does while the limit store (Redis) is unreachable.
+enum class OutageMode { kOpen = 0, kClosed = 1 };
+const char* outage_mode_name(OutageMode m);  // "open" | "closed"
+
+// How tenant/app names appear in metric labels and on the dashboard data.
+enum class LabelMode { kPlain = 0, kHash = 1, kDrop = 2 };
+
 struct TenantConfig {
+  std::optional<OutageMode> on_limit_outage;  // unset: GovConfig::limits_on_outage
   int64_t rpm = 0;                     // requests per minute for the whole tenant
   int64_t tpm = 0;                     // tokens per minute for the whole tenant
   std::optional<QuotaConfig> quota;
@@ -90,10 +112,21 @@ struct GovConfig {
   int64_t key_default_tpm = 0;
   Millis key_cache_ttl{5000};
   std::string admin_key_sha256;        // lower-case hex; "" = admin API disabled
+  std::string metrics_key_sha256;      // lower-case hex of a metrics-only key; "" = none
+  bool metrics_auth = true;            // [metrics] auth = "key" (true) | "none"
+  LabelMode metrics_labels = LabelMode::kPlain;
+  OutageMode limits_on_outage = OutageMode::kOpen;
+  // Secrets read at load from [ledger]/[limits] url_file / url_env: they replace the --ledger /
+  // --limits flags. Never logged (describe() of the stores redacts passwords).
+  std::string ledger_url;
+  std::string limits_url;
   std::array<TierConfig, engine::kNumTiers> tiers;  // indexed by engine::Tier
   std::map<std::string, TenantConfig> tenants;
   std::map<std::string, Price> prices; // by model name
 };
+
+// The outage mode in force for a tenant.
+OutageMode outage_mode_for(const GovConfig& c, const std::string& tenant);
 
 // Parses and validates TOML text; `name` is used in error messages (usually the path).
 // kInvalidArgument "name:line: message" on the first problem.

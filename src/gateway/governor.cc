@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "gateway/circuit_breaker.h"
 #include "gateway/sha256.h"
 
 namespace ts::gateway {
@@ -33,11 +34,35 @@ struct Governor::Owned {
 };
 
 Governor::Governor(GovernorParts parts, GovernorOptions options)
-    : parts_(parts), options_(options) {}
+    : parts_(parts), options_(options) {
+  if (options_.replay_interval.count() > 0 && parts_.limits)
+    replay_thread_ = std::thread([this] { replay_loop(); });
+}
 
 Governor::~Governor() {
+  {
+    std::lock_guard lock(replay_mu_);
+    replay_stop_ = true;
+  }
+  replay_cv_.notify_all();
+  if (replay_thread_.joinable()) replay_thread_.join();
   if (owned_) (void)shutdown(Millis(5000));
 }
+
+void Governor::replay_loop() {
+  std::unique_lock lock(replay_mu_);
+  while (!replay_cv_.wait_for(lock, options_.replay_interval, [this] { return replay_stop_; })) {
+    if (journal_.num_pending() == 0) continue;
+    lock.unlock();
+    auto r = replay_limit_journal();
+    if (r.ok() && *r > 0)
+      log::info("limit store back: replayed " + std::to_string(*r) +
+                " journaled quota charges from the outage");
+    lock.lock();
+  }
+}
+
+Result<int64_t> Governor::replay_limit_journal() { return journal_.replay(*parts_.limits); }
 
 Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
   auto owned = std::make_unique<Owned>();
@@ -51,20 +76,25 @@ Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
     TS_ASSIGN_OR_RETURN(cfg, load_config(o.config_path));
   }
   Millis ttl = cfg.key_cache_ttl;
+  // Secrets from [ledger]/[limits] url_file / url_env replace the flags.
+  const std::string ledger_url = cfg.ledger_url.empty() ? o.ledger : cfg.ledger_url;
+  const std::string limits_url = cfg.limits_url.empty() ? o.limits : cfg.limits_url;
   owned->config = std::make_unique<ConfigHolder>(std::move(cfg));
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<SqlDb> db, open_sql_db(o.ledger));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<SqlDb> db, open_sql_db(ledger_url));
   owned->db = std::move(db);
   owned->ledger = make_sql_ledger(owned->db);
   owned->keys = std::make_unique<KeyStore>(owned->db, *clock, KeyStoreOptions{.cache_ttl = ttl});
-  if (o.limits.empty()) {
+  if (limits_url.empty()) {
     owned->limits = make_memory_limit_store();
   } else {
-    TS_ASSIGN_OR_RETURN(owned->limits, make_redis_limit_store(RedisOptions{.url = o.limits}));
+    TS_ASSIGN_OR_RETURN(auto redis, make_redis_limit_store(RedisOptions{.url = limits_url}));
+    std::string name = "limit store " + redis->describe();
+    owned->limits = make_breaker_limit_store(std::move(redis), BreakerOptions{.name = name});
   }
   LedgerWriterOptions writer_options = o.writer;
   if (writer_options.spill_path.empty())
     writer_options.spill_path =
-        is_postgres_url(o.ledger) ? "tokenserve-ledger.spool.jsonl" : o.ledger + ".spool.jsonl";
+        is_postgres_url(ledger_url) ? "tokenserve-ledger.spool.jsonl" : ledger_url + ".spool.jsonl";
   owned->writer = std::make_unique<LedgerWriter>(*owned->ledger, writer_options);
   GovernorParts parts{.keys = owned->keys.get(), .limits = owned->limits.get(),
                       .ledger = owned->ledger.get(), .writer = owned->writer.get(),
@@ -110,208 +140,300 @@ Result<int64_t> Governor::seed_quota(const std::string& tenant, const std::strin
   return used;
 }
 
+// What the admission steps share.
+struct Governor::AdmitContext {
+  const AdmitRequest& req;
+  std::shared_ptr<const GovConfig> cfg;
+  WallTime now;
+  KeyInfo key;
+  int64_t reserve = 0;                 // prompt + max_tokens (or a bounded completion estimate)
+  std::string reserve_parts;           // how `reserve` was made up, for messages
+  std::vector<BucketSpec> buckets;     // every applicable RPM/TPM bucket
+  std::vector<BucketLabel> labels;     // one per bucket, for messages
+  std::vector<BucketSpec> taken;       // buckets actually debited (given back on a refusal)
+  bool limits_down = false;            // the store failed: admitted fail-open
+  std::vector<QuotaHold> holds, unheld;
+  Headers headers;
+};
+
 AdmitResult Governor::admit(const AdmitRequest& req) {
   AdmitResult out;
-  auto cfg = parts_.config->get();
-  WallTime now = parts_.clock->now();
-
-  // 1. Who is calling, and may they use this model and tier?
-  KeyInfo key;
-  if (options_.no_auth) {
-    key.tenant = kAnonymousTenant;
-    key.app = "default";
-  } else {
-    auto auth = parts_.keys->authenticate(req.authorization);
-    if (!auth.ok()) {
-      out.status = auth.status();
-      out.error_code = out.status.code() == StatusCode::kUnavailable ? "service_unavailable"
-                                                                    : "invalid_api_key";
-      ++num_refused_auth_;
-      return out;
-    }
-    key = std::move(auth).value();
-    Status allowed = KeyStore::authorize(key, req.model, req.tier);
-    if (!allowed.ok()) {
-      bool model_ok = key.models.empty() ||
-                      std::find(key.models.begin(), key.models.end(), req.model) != key.models.end();
-      out.status = allowed;
-      out.error_code = model_ok ? "tier_not_allowed" : "model_not_allowed";
-      ++num_refused_auth_;
-      return out;
-    }
-  }
-  const TierConfig& tier_cfg = cfg->tiers[size_t(req.tier)];
-  const bool estimated = req.completion_estimate > 0;
-  if (!estimated && tier_cfg.max_tokens > 0 && req.max_tokens > tier_cfg.max_tokens) {
-    out.status = invalid_argument("max_tokens " + std::to_string(req.max_tokens) + " exceeds the " +
-                                  engine::tier_name(req.tier) + " tier's limit of " +
-                                  std::to_string(tier_cfg.max_tokens));
-    out.error_code = "max_tokens_too_large";
+  AdmitContext c{.req = req, .cfg = parts_.config->get(), .now = parts_.clock->now()};
+  if (!identify(c, out) || !check_tier_cap(c, out) || !check_ledger(c, out)) return out;
+  plan_buckets(c);
+  if (!check_request_fits(c, out) || !take_rate_limits(c, out) || !reserve_quotas(c, out))
     return out;
+  Admission a;
+  a.key = std::move(c.key);
+  a.model = std::string(req.model);
+  a.tier = req.tier;
+  a.admitted_at = c.now;
+  a.reserved_tokens = c.reserve;
+  for (size_t i = 0; i < c.taken.size(); ++i)
+    if (c.labels[i].tokens) a.token_buckets.push_back(c.taken[i]);
+  a.quotas = std::move(c.holds);
+  a.unheld_quotas = std::move(c.unheld);
+  a.headers = c.headers;
+  out.headers = std::move(c.headers);
+  out.admission = std::move(a);
+  ++num_admitted_;
+  if (c.limits_down) ++num_fail_open_;
+  return out;
+}
+
+// 1. Who is calling, and may they use this model and tier?
+bool Governor::identify(AdmitContext& c, AdmitResult& out) {
+  if (options_.no_auth) {
+    c.key.tenant = kAnonymousTenant;
+    c.key.app = "default";
+    return true;
   }
+  auto auth = parts_.keys->authenticate(c.req.authorization);
+  if (!auth.ok()) {
+    out.status = auth.status();
+    out.error_code = out.status.code() == StatusCode::kUnavailable ? "service_unavailable"
+                                                                  : "invalid_api_key";
+    ++num_refused_auth_;
+    return false;
+  }
+  c.key = std::move(auth).value();
+  Status allowed = KeyStore::authorize(c.key, c.req.model, c.req.tier);
+  if (allowed.ok()) return true;
+  const auto& models = c.key.models;
+  bool model_ok = models.empty() || std::find(models.begin(), models.end(), c.req.model) != models.end();
+  out.status = allowed;
+  out.error_code = model_ok ? "tier_not_allowed" : "model_not_allowed";
+  ++num_refused_auth_;
+  return false;
+}
+
+// 2. What to reserve, and the tier's cap on max_tokens. A request without max_tokens reserves a
+// bounded estimate of its completion (settled on actual usage) and is not held to the cap: its
+// default length was already clamped to it.
+bool Governor::check_tier_cap(AdmitContext& c, AdmitResult& out) {
+  const TierConfig& tier_cfg = c.cfg->tiers[size_t(c.req.tier)];
+  const AdmitRequest& req = c.req;
+  const bool estimated = req.completion_estimate > 0;
   const int64_t completion_reserve =
       estimated ? std::min(req.completion_estimate, std::max<int64_t>(0, req.max_tokens))
                 : std::max<int64_t>(0, req.max_tokens);
-  int64_t reserve = std::max<int64_t>(0, req.prompt_tokens) + completion_reserve;
-  const std::string reserve_parts =
+  c.reserve = std::max<int64_t>(0, req.prompt_tokens) + completion_reserve;
+  c.reserve_parts =
       "prompt " + std::to_string(req.prompt_tokens) +
       (estimated ? " + an estimated " + std::to_string(completion_reserve) + " completion tokens, no max_tokens given"
                  : " + max_tokens " + std::to_string(req.max_tokens));
+  if (estimated || tier_cfg.max_tokens <= 0 || c.req.max_tokens <= tier_cfg.max_tokens) return true;
+  out.status = invalid_argument("max_tokens " + std::to_string(c.req.max_tokens) + " exceeds the " +
+                                engine::tier_name(c.req.tier) + " tier's limit of " +
+                                std::to_string(tier_cfg.max_tokens));
+  out.error_code = "max_tokens_too_large";
+  return false;
+}
 
-  // 2. Rate limits: every applicable RPM and TPM bucket, all or nothing.
-  std::vector<BucketSpec> buckets;
-  std::vector<BucketLabel> labels;
+// 3. Ledger back-pressure: no admission while the usage spool is full.
+bool Governor::check_ledger(AdmitContext& c, AdmitResult& out) {
+  (void)c;
+  if (!parts_.writer || !parts_.writer->full()) return true;
+  ++num_refused_backpressure_;
+  int64_t now_ms = to_unix_ms(parts_.clock->now());
+  int64_t last = last_backpressure_log_ms_.load();
+  if (now_ms - last >= 1000 && last_backpressure_log_ms_.compare_exchange_strong(last, now_ms))
+    log::warn("ledger spool full (" + std::to_string(parts_.writer->stats().spool_depth) +
+              " usage rows waiting; last error: " + parts_.writer->stats().last_error +
+              "): refusing new requests with 503 until it drains");
+  out.status = unavailable("The usage ledger is temporarily unavailable and its buffer is full; "
+                           "please retry shortly.");
+  out.error_code = "ledger_unavailable";
+  out.headers.emplace_back("retry-after", "5");
+  return false;
+}
+
+// 4. Every applicable RPM and TPM bucket: key, app, tenant, tenant x tier.
+void Governor::plan_buckets(AdmitContext& c) {
   auto add_pair = [&](const std::string& id, const std::string& owner, int64_t rpm, int64_t tpm) {
     if (rpm > 0) {
-      buckets.push_back({.key = "rl:" + id + ":req", .capacity = rpm, .cost = 1});
-      labels.push_back({owner, false});
+      c.buckets.push_back({.key = "rl:" + id + ":req", .capacity = rpm, .cost = 1});
+      c.labels.push_back({owner, false});
     }
     if (tpm > 0) {
-      buckets.push_back({.key = "rl:" + id + ":tok", .capacity = tpm, .cost = reserve});
-      labels.push_back({owner, true});
+      c.buckets.push_back({.key = "rl:" + id + ":tok", .capacity = tpm, .cost = c.reserve});
+      c.labels.push_back({owner, true});
     }
   };
+  const GovConfig& cfg = *c.cfg;
+  const KeyInfo& key = c.key;
   if (!options_.no_auth)
-    add_pair("key:" + key.id, "key " + key.id, key.rpm > 0 ? key.rpm : cfg->key_default_rpm,
-             key.tpm > 0 ? key.tpm : cfg->key_default_tpm);
-  auto tenant = cfg->tenants.find(key.tenant);
-  if (tenant != cfg->tenants.end()) {
+    add_pair("key:" + key.id, "key " + key.id, key.rpm > 0 ? key.rpm : cfg.key_default_rpm,
+             key.tpm > 0 ? key.tpm : cfg.key_default_tpm);
+  auto tenant = cfg.tenants.find(key.tenant);
+  if (tenant != cfg.tenants.end()) {
     auto app = tenant->second.apps.find(key.app);
     if (app != tenant->second.apps.end())
       add_pair("app:" + key.tenant + "/" + key.app, "app " + key.tenant + "/" + key.app,
                app->second.rpm, app->second.tpm);
     add_pair("tenant:" + key.tenant, "tenant " + key.tenant, tenant->second.rpm, tenant->second.tpm);
   }
-  add_pair(std::string("tier:") + engine::tier_name(req.tier) + ":" + key.tenant,
-           "tenant " + key.tenant + " (" + engine::tier_name(req.tier) + " tier)", tier_cfg.rpm,
-           tier_cfg.tpm);
+  const TierConfig& tier_cfg = cfg.tiers[size_t(c.req.tier)];
+  const char* tier = engine::tier_name(c.req.tier);
+  add_pair(std::string("tier:") + tier + ":" + key.tenant,
+           "tenant " + key.tenant + " (" + tier + " tier)", tier_cfg.rpm, tier_cfg.tpm);
+}
 
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    if (labels[i].tokens && buckets[i].cost > buckets[i].capacity) {
-      out.status = refusal(StatusCode::kResourceExhausted,
-                           "Request too large: the tokens per minute (tpm) limit of " +
-                               labels[i].owner + " is " + std::to_string(buckets[i].capacity) +
-                               ", and this request reserves " + std::to_string(reserve) + " (" +
-                               reserve_parts + "). Lower max_tokens or the prompt.");
-      out.error_code = "rate_limit_exceeded";
-      ++num_refused_rate_;
-      return out;
-    }
+// 5. A request larger than a whole TPM bucket can never be admitted: say so, not "retry".
+bool Governor::check_request_fits(AdmitContext& c, AdmitResult& out) {
+  for (size_t i = 0; i < c.buckets.size(); ++i) {
+    if (!c.labels[i].tokens || c.buckets[i].cost <= c.buckets[i].capacity) continue;
+    out.status = refusal(StatusCode::kResourceExhausted,
+                         "Request too large: the tokens per minute (tpm) limit of " +
+                             c.labels[i].owner + " is " + std::to_string(c.buckets[i].capacity) +
+                             ", and this request reserves " + std::to_string(c.reserve) + " (" +
+                             c.reserve_parts + "). Lower max_tokens or the prompt.");
+    out.error_code = "rate_limit_exceeded";
+    ++num_refused_rate_;
+    return false;
   }
+  return true;
+}
 
-  Headers headers;
-  bool limits_failed = false;
-  std::vector<BucketSpec> taken;
-  if (!buckets.empty()) {
-    auto take = parts_.limits->take(buckets, now);
-    if (!take.ok()) {
-      limits_failed = true;
-      ++num_limit_errors_;
-      log::warn("rate limits unavailable, admitting without them: " + take.status().message());
-    } else {
-      // Headers report the tightest bucket of each kind.
-      int tight[2] = {-1, -1};
-      for (size_t i = 0; i < buckets.size(); ++i) {
-        int kind = labels[i].tokens ? 1 : 0;
-        if (tight[kind] < 0 || take->states[i].remaining < take->states[size_t(tight[kind])].remaining)
-          tight[kind] = int(i);
-      }
-      const char* names[2] = {"requests", "tokens"};
-      for (int kind = 0; kind < 2; ++kind) {
-        if (tight[kind] < 0) continue;
-        const BucketState& s = take->states[size_t(tight[kind])];
-        headers.emplace_back(std::string("x-ratelimit-limit-") + names[kind], std::to_string(s.limit));
-        headers.emplace_back(std::string("x-ratelimit-remaining-") + names[kind], std::to_string(s.remaining));
-        headers.emplace_back(std::string("x-ratelimit-reset-") + names[kind], format_reset(s.reset));
-      }
-      if (!take->admitted) {
-        const BucketLabel& l = labels[size_t(take->refused)];
-        const BucketState& s = take->states[size_t(take->refused)];
-        headers.emplace_back("retry-after", seconds_ceil(take->retry_after));
-        out.headers = std::move(headers);
-        out.status = refusal(
-            StatusCode::kResourceExhausted,
-            std::string("Rate limit reached for ") +
-                (l.tokens ? "tokens per minute (tpm)" : "requests per minute (rpm)") + " on " +
-                l.owner + ": limit " + std::to_string(s.limit) + ", remaining " +
-                std::to_string(s.remaining) + (l.tokens ? ", requested " + std::to_string(reserve) : "") +
-                ". Please try again in " + format_reset(take->retry_after) + ".");
-        out.error_code = "rate_limit_exceeded";
-        ++num_refused_rate_;
-        return out;
-      }
-      taken = buckets;
-    }
+bool Governor::outage_allows(AdmitContext& c, AdmitResult& out, const Status& why) {
+  ++num_limit_errors_;
+  c.limits_down = true;
+  const OutageMode mode = outage_mode_for(*c.cfg, c.key.tenant);
+  int64_t now_ms = to_unix_ms(parts_.clock->now());
+  int64_t last = last_outage_log_ms_.load();
+  if (now_ms - last >= 10'000 && last_outage_log_ms_.compare_exchange_strong(last, now_ms)) {
+    std::string closed;
+    for (const auto& [name, t] : c.cfg->tenants)
+      if (outage_mode_for(*c.cfg, name) == OutageMode::kClosed) closed += (closed.empty() ? "" : ", ") + name;
+    log::warn("limit store unavailable (" + why.message() + "): default mode fail-" +
+              outage_mode_name(c.cfg->limits_on_outage) + "; tenants failing closed: " +
+              (closed.empty() ? std::string("none") : closed) +
+              "; fail-open charges are journaled and replayed when it returns");
   }
-  auto give_back = [&] {
-    for (const BucketSpec& b : taken) (void)parts_.limits->give(b, now);
-  };
+  if (mode == OutageMode::kOpen) return true;
+  give_back(c);
+  out.status = unavailable("Rate limits and quotas cannot be checked right now (" + why.message() +
+                           ") and tenant " + c.key.tenant + " is configured to fail closed; "
+                           "please retry shortly.");
+  out.error_code = "limits_unavailable";
+  out.headers.emplace_back("retry-after", "1");
+  ++num_refused_outage_;
+  return false;
+}
 
-  // 3. Quotas: reserve on every applicable counter, all or nothing.
+void Governor::give_back(AdmitContext& c) {
+  for (const BucketSpec& b : c.taken) (void)parts_.limits->give(b, c.now);
+  c.taken.clear();
+}
+
+// 6. Rate limits: all buckets or none; headers report the tightest bucket of each kind.
+bool Governor::take_rate_limits(AdmitContext& c, AdmitResult& out) {
+  if (c.buckets.empty()) return true;
+  auto take = parts_.limits->take(c.buckets, c.now);
+  if (!take.ok()) return outage_allows(c, out, take.status());
+  int tight[2] = {-1, -1};
+  for (size_t i = 0; i < c.buckets.size(); ++i) {
+    int kind = c.labels[i].tokens ? 1 : 0;
+    if (tight[kind] < 0 || take->states[i].remaining < take->states[size_t(tight[kind])].remaining)
+      tight[kind] = int(i);
+  }
+  const char* names[2] = {"requests", "tokens"};
+  for (int kind = 0; kind < 2; ++kind) {
+    if (tight[kind] < 0) continue;
+    const BucketState& s = take->states[size_t(tight[kind])];
+    c.headers.emplace_back(std::string("x-ratelimit-limit-") + names[kind], std::to_string(s.limit));
+    c.headers.emplace_back(std::string("x-ratelimit-remaining-") + names[kind], std::to_string(s.remaining));
+    c.headers.emplace_back(std::string("x-ratelimit-reset-") + names[kind], format_reset(s.reset));
+  }
+  if (take->admitted) {
+    c.taken = c.buckets;
+    return true;
+  }
+  const BucketLabel& l = c.labels[size_t(take->refused)];
+  const BucketState& s = take->states[size_t(take->refused)];
+  c.headers.emplace_back("retry-after", seconds_ceil(take->retry_after));
+  out.headers = std::move(c.headers);
+  out.status = refusal(
+      StatusCode::kResourceExhausted,
+      std::string("Rate limit reached for ") +
+          (l.tokens ? "tokens per minute (tpm)" : "requests per minute (rpm)") + " on " + l.owner +
+          ": limit " + std::to_string(s.limit) + ", remaining " + std::to_string(s.remaining) +
+          (l.tokens ? ", requested " + std::to_string(c.reserve) : "") + ". Please try again in " +
+          format_reset(take->retry_after) + ".");
+  out.error_code = "rate_limit_exceeded";
+  ++num_refused_rate_;
+  return false;
+}
+
+// 7. Quotas: reserve on every applicable counter, all or nothing (seeding missing counters
+// from the ledger). With the store down, the counters are charged at settle instead.
+bool Governor::reserve_quotas(AdmitContext& c, AdmitResult& out) {
   std::vector<QuotaSpec> quotas;
   std::vector<QuotaView> views;
-  add_quota_specs(*cfg, key, now, reserve, &quotas, &views);
-  std::vector<QuotaHold> holds;
-  if (!quotas.empty() && !limits_failed) {
-    Result<QuotaTake> q = QuotaTake{};
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      q = parts_.limits->quota_reserve(quotas);
-      if (!q.ok() || q->uninitialized < 0) break;
-      const QuotaView& v = views[size_t(q->uninitialized)];
-      std::string app = v.scope == std::string("app") ? key.app : "";
-      auto seeded = seed_quota(key.tenant, app, now, v.period, quotas[size_t(q->uninitialized)].key,
-                               quotas[size_t(q->uninitialized)].ttl);
-      if (!seeded.ok()) {
-        q = seeded.status();
-        break;
-      }
-    }
-    if (!q.ok() || q->uninitialized >= 0) {
-      ++num_limit_errors_;
-      log::warn("quota store unavailable, admitting without quota: " +
-                (q.ok() ? std::string("counter not initialized") : q.status().message()));
-    } else if (!q->admitted) {
-      give_back();
-      const QuotaView& v = views[size_t(q->refused)];
-      int64_t used = q->used[size_t(q->refused)];
-      headers.emplace_back("retry-after", seconds_ceil(std::chrono::duration_cast<Millis>(v.resets_at - now)));
-      out.headers = std::move(headers);
-      out.status = refusal(
-          StatusCode::kResourceExhausted,
-          "You exceeded your token quota: " + v.scope + " " + v.name + " has used " +
-              std::to_string(used) + " of " + std::to_string(v.limit) + " tokens this " +
-              period_name(v.period) + " (including requests in flight); this request needs " +
-              std::to_string(reserve) + ". The quota resets at " + format_rfc3339(v.resets_at) + ".");
-      out.error_code = "insufficient_quota";
-      ++num_refused_quota_;
-      return out;
-    } else {
-      size_t tight = 0;
-      for (size_t i = 0; i < quotas.size(); ++i) {
-        holds.push_back({quotas[i].key, quotas[i].ttl});
-        if (views[i].limit - q->used[i] < views[tight].limit - q->used[tight]) tight = i;
-      }
-      headers.emplace_back("x-quota-limit-tokens", std::to_string(views[tight].limit));
-      headers.emplace_back("x-quota-remaining-tokens",
-                           std::to_string(std::max<int64_t>(0, views[tight].limit - q->used[tight])));
-      headers.emplace_back("x-quota-reset", format_rfc3339(views[tight].resets_at));
+  add_quota_specs(*c.cfg, c.key, c.now, c.reserve, &quotas, &views);
+  if (quotas.empty()) return true;
+  auto unheld = [&] {
+    for (const QuotaSpec& q : quotas) c.unheld.push_back({q.key, q.ttl});
+    return true;
+  };
+  if (c.limits_down) return unheld();
+  Result<QuotaTake> q = QuotaTake{};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    q = parts_.limits->quota_reserve(quotas);
+    if (!q.ok() || q->uninitialized < 0) break;
+    const QuotaView& v = views[size_t(q->uninitialized)];
+    std::string app = v.scope == std::string("app") ? c.key.app : "";
+    auto seeded = seed_quota(c.key.tenant, app, c.now, v.period, quotas[size_t(q->uninitialized)].key,
+                             quotas[size_t(q->uninitialized)].ttl);
+    if (!seeded.ok()) {
+      q = seeded.status();
+      break;
     }
   }
+  if (!q.ok() || q->uninitialized >= 0) {
+    // Not logged per request: the breaker logs the outage once when it opens.
+    Status why = q.ok() ? unavailable("quota counter could not be initialized") : q.status();
+    if (!outage_allows(c, out, why)) return false;
+    return unheld();
+  }
+  if (!q->admitted) {
+    give_back(c);
+    const QuotaView& v = views[size_t(q->refused)];
+    int64_t used = q->used[size_t(q->refused)];
+    c.headers.emplace_back("retry-after",
+                           seconds_ceil(std::chrono::duration_cast<Millis>(v.resets_at - c.now)));
+    out.headers = std::move(c.headers);
+    out.status = refusal(
+        StatusCode::kResourceExhausted,
+        "You exceeded your token quota: " + v.scope + " " + v.name + " has used " +
+            std::to_string(used) + " of " + std::to_string(v.limit) + " tokens this " +
+            period_name(v.period) + " (including requests in flight); this request needs " +
+            std::to_string(c.reserve) + ". The quota resets at " + format_rfc3339(v.resets_at) + ".");
+    out.error_code = "insufficient_quota";
+    ++num_refused_quota_;
+    return false;
+  }
+  size_t tight = 0;
+  for (size_t i = 0; i < quotas.size(); ++i) {
+    c.holds.push_back({quotas[i].key, quotas[i].ttl});
+    if (views[i].limit - q->used[i] < views[tight].limit - q->used[tight]) tight = i;
+  }
+  c.headers.emplace_back("x-quota-limit-tokens", std::to_string(views[tight].limit));
+  c.headers.emplace_back("x-quota-remaining-tokens",
+                         std::to_string(std::max<int64_t>(0, views[tight].limit - q->used[tight])));
+  c.headers.emplace_back("x-quota-reset", format_rfc3339(views[tight].resets_at));
+  return true;
+}
 
-  Admission a;
-  a.key = std::move(key);
-  a.model = std::string(req.model);
-  a.tier = req.tier;
-  a.admitted_at = now;
-  a.reserved_tokens = reserve;
-  for (size_t i = 0; i < taken.size(); ++i)
-    if (labels[i].tokens) a.token_buckets.push_back(taken[i]);
-  a.quotas = std::move(holds);
-  a.headers = headers;
-  out.headers = std::move(headers);
-  out.admission = std::move(a);
-  ++num_admitted_;
-  return out;
+// Only an existing counter is charged: one that is missing (Redis restarted empty) is seeded
+// from the ledger at its next use, which then includes this request's row; creating it here
+// with just this delta would hide everything before it (and a refund would even make it
+// negative).
+void Governor::charge_quota(const QuotaHold& q, int64_t delta) {
+  if (delta == 0) return;
+  if (parts_.limits->quota_add_existing(q.key, delta, q.ttl).ok()) return;
+  ++num_limit_errors_;
+  journal_.add(q.key, delta, q.ttl);
 }
 
 void Governor::settle(Admission& a, UsageRecord r) {
@@ -333,8 +455,8 @@ void Governor::settle(Admission& a, UsageRecord r) {
       if (!parts_.limits->give(b, now).ok()) ++num_limit_errors_;
     }
   }
-  for (const QuotaHold& q : a.quotas)
-    if (!parts_.limits->quota_add(q.key, actual - a.reserved_tokens, q.ttl).ok()) ++num_limit_errors_;
+  for (const QuotaHold& q : a.quotas) charge_quota(q, actual - a.reserved_tokens);
+  for (const QuotaHold& q : a.unheld_quotas) charge_quota(q, actual);
   parts_.writer->append(std::move(r));
 }
 
@@ -387,13 +509,24 @@ std::string usage_me_json(const UsageMe& me) {
   return j.dump();
 }
 
-bool Governor::is_admin(std::string_view authorization) const {
-  auto cfg = parts_.config->get();
-  if (cfg->admin_key_sha256.empty()) return false;
+namespace {
+bool key_matches(std::string_view authorization, const std::string& want_sha256) {
+  if (want_sha256.size() != 64) return false;
   std::string h = sha256_hex(strip_bearer(authorization));
   unsigned diff = 0;  // constant time in the hash
-  for (size_t i = 0; i < h.size(); ++i) diff |= unsigned(h[i] ^ cfg->admin_key_sha256[i]);
+  for (size_t i = 0; i < h.size(); ++i) diff |= unsigned(h[i] ^ want_sha256[i]);
   return diff == 0;
+}
+}  // namespace
+
+bool Governor::is_admin(std::string_view authorization) const {
+  return key_matches(authorization, parts_.config->get()->admin_key_sha256);
+}
+
+bool Governor::may_read_metrics(std::string_view authorization) const {
+  auto cfg = parts_.config->get();
+  return key_matches(authorization, cfg->admin_key_sha256) ||
+         key_matches(authorization, cfg->metrics_key_sha256);
 }
 
 Status Governor::reload_config() {
@@ -419,6 +552,12 @@ GovernorStats Governor::stats() const {
   s.num_refused_rate = num_refused_rate_.load();
   s.num_refused_quota = num_refused_quota_.load();
   s.num_limit_errors = num_limit_errors_.load();
+  s.num_admitted_fail_open = num_fail_open_.load();
+  s.num_refused_outage = num_refused_outage_.load();
+  s.num_refused_backpressure = num_refused_backpressure_.load();
+  s.journal_pending_tokens = journal_.tokens_pending();
+  s.journal_replayed = journal_.num_replayed();
+  if (parts_.limits) s.limits = parts_.limits->health();
   if (parts_.writer) s.ledger = parts_.writer->stats();
   return s;
 }

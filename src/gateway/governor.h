@@ -28,14 +28,26 @@
 // With no_auth, every request is admitted as tenant "anonymous", app "default" (tenant limits
 // from the config still apply) and a warning is logged at open().
 //
-// If the limit store (e.g. Redis) is unreachable, admission fails open (the request is
-// admitted without rate limits/quota and limit_errors is counted) — serving beats refusing
-// everyone because of the limiter.
+// Ledger back-pressure: while the ledger writer's spool is full (the database has been away
+// for long), admit() refuses with 503 + Retry-After (code "ledger_unavailable"), counted and
+// logged, rather than serve requests whose rows could not be kept.
+//
+// Limit-store outages (Redis unreachable or hanging; open() wraps the store in a circuit
+// breaker, circuit_breaker.h, so once it is open a call fails in microseconds): each tenant's
+// mode ([limits] on_outage, tenants.X.on_limit_outage) decides. "open" (default) admits without
+// rate limits and without a quota hold, and settle() journals the request's charges
+// (QuotaJournal) instead; a background thread replays the journal every 200 ms once the store
+// answers, so quotas end up charged exactly. "closed" refuses with 503 + Retry-After
+// ("limits_unavailable"). The mode in force is logged at each breaker transition and exposed in
+// stats (metrics).
 //
 // Thread-safe: admit/settle/usage_me may run concurrently from any number of HTTP workers.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +62,7 @@
 #include "gateway/ledger.h"
 #include "gateway/ledger_writer.h"
 #include "gateway/limit_store.h"
+#include "gateway/quota_journal.h"
 
 namespace ts::gateway {
 
@@ -85,6 +98,8 @@ struct Admission {
   int64_t reserved_tokens = 0;         // prompt_tokens + max_tokens (or + completion_estimate)
   std::vector<BucketSpec> token_buckets;  // TPM buckets charged `reserved_tokens`
   std::vector<QuotaHold> quotas;       // counters holding the reservation
+  std::vector<QuotaHold> unheld_quotas;  // counters to charge at settle without a reservation
+                                         // (admitted fail-open while the store was down)
   Headers headers;                     // x-ratelimit-* and x-quota-* to send with the response
   bool settled = false;                // set by settle()
 };
@@ -127,7 +142,13 @@ struct GovernorStats {
   int64_t num_refused_auth = 0;        // 401 + 403
   int64_t num_refused_rate = 0;        // 429 rate_limit_exceeded
   int64_t num_refused_quota = 0;       // 429 insufficient_quota
-  int64_t num_limit_errors = 0;        // limit store unreachable (admitted anyway)
+  int64_t num_limit_errors = 0;        // limit store calls that failed
+  int64_t num_admitted_fail_open = 0;  // admitted without the limit store
+  int64_t num_refused_outage = 0;      // 503: limit store down and the tenant fails closed
+  int64_t num_refused_backpressure = 0;  // 503: ledger spool full
+  int64_t journal_pending_tokens = 0;  // quota charges waiting for the store
+  int64_t journal_replayed = 0;        // journaled charges applied after an outage
+  LimitStoreHealth limits;             // breaker state
   LedgerStats ledger;
 };
 
@@ -144,6 +165,7 @@ struct GovernanceOptions {
 
 struct GovernorOptions {
   bool no_auth = false;
+  Millis replay_interval{200};         // journal replay period; 0 = no background thread
 };
 
 // Non-owning parts for tests and for open().
@@ -172,6 +194,10 @@ class Governor {
   Result<UsageMe> usage_me(std::string_view authorization);
   // True when `authorization` carries the admin key from [admin] key_sha256.
   bool is_admin(std::string_view authorization) const;
+  // True for the admin key or the metrics key ([metrics] key_sha256).
+  bool may_read_metrics(std::string_view authorization) const;
+  // Applies journaled quota charges now (the background thread does this periodically).
+  Result<int64_t> replay_limit_journal();
 
   Status reload_config();
   Status shutdown(Millis timeout);
@@ -184,6 +210,21 @@ class Governor {
 
  private:
   struct Owned;
+  struct AdmitContext;
+  // admit(), step by step (each returns false after filling `out` with a refusal).
+  bool identify(AdmitContext& c, AdmitResult& out);
+  bool check_tier_cap(AdmitContext& c, AdmitResult& out);
+  bool check_ledger(AdmitContext& c, AdmitResult& out);
+  void plan_buckets(AdmitContext& c);
+  bool check_request_fits(AdmitContext& c, AdmitResult& out);
+  bool take_rate_limits(AdmitContext& c, AdmitResult& out);
+  bool reserve_quotas(AdmitContext& c, AdmitResult& out);
+  // Limit store down: false (503 filled in) when the tenant fails closed.
+  bool outage_allows(AdmitContext& c, AdmitResult& out, const Status& why);
+  void give_back(AdmitContext& c);
+  void charge_quota(const QuotaHold& q, int64_t delta);
+  void replay_loop();
+
   Result<int64_t> seed_quota(const std::string& tenant, const std::string& app, WallTime now,
                              Period period, const std::string& key, Millis ttl);
   void add_quota_specs(const GovConfig& cfg, const KeyInfo& key, WallTime now, int64_t amount,
@@ -193,7 +234,14 @@ class Governor {
   GovernorOptions options_;
   std::unique_ptr<Owned> owned_;       // set by open()
   std::atomic<int64_t> num_admitted_{0}, num_refused_auth_{0}, num_refused_rate_{0},
-      num_refused_quota_{0}, num_limit_errors_{0};
+      num_refused_quota_{0}, num_limit_errors_{0}, num_fail_open_{0}, num_refused_outage_{0},
+      num_refused_backpressure_{0};
+  std::atomic<int64_t> last_backpressure_log_ms_{0}, last_outage_log_ms_{-100'000};
+  QuotaJournal journal_;
+  std::mutex replay_mu_;
+  std::condition_variable replay_cv_;
+  bool replay_stop_ = false;
+  std::thread replay_thread_;
 };
 
 }  // namespace ts::gateway

@@ -1,6 +1,12 @@
 #include "gateway/ledger_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,55 +62,179 @@ Result<UsageRecord> usage_record_from_json(std::string_view line) {
   return r;
 }
 
+// One journal file. The fd stays open while records in it are outstanding; the file is
+// removed when the last of them is committed and the segment is no longer the active one.
+struct LedgerWriter::Segment {
+  std::string path;
+  int fd = -1;
+  int64_t num_lines = 0;      // records written to it (or loaded from it)
+  int64_t outstanding = 0;    // of those, not yet committed
+  bool sealed = false;        // no more appends (rotated, or loaded at start-up)
+  ~Segment() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+namespace {
+
+// Segment files of `base`: the legacy spill file itself (number 0) and `base.<n>`.
+std::vector<std::pair<uint64_t, std::string>> journal_files(const std::string& base) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  namespace fs = std::filesystem;
+  fs::path b(base);
+  fs::path dir = b.has_parent_path() ? b.parent_path() : fs::path(".");
+  std::string stem = b.filename().string();
+  std::error_code ec;
+  if (fs::is_regular_file(b, ec)) out.emplace_back(0, base);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.size() <= stem.size() + 1 || !name.starts_with(stem + ".")) continue;
+    std::string num = name.substr(stem.size() + 1);
+    if (num.empty() || num.size() > 18 ||
+        num.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    out.emplace_back(std::stoull(num), it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 LedgerWriter::LedgerWriter(LedgerStore& store, LedgerWriterOptions options)
     : store_(store), options_(options) {
-  load_spill();
+  load_journal();
   thread_ = std::thread([this] { run(); });
 }
 
-void LedgerWriter::load_spill() {
+void LedgerWriter::load_journal() {
   if (options_.spill_path.empty()) return;
-  std::ifstream in(options_.spill_path, std::ios::binary);
-  if (!in) return;
-  std::string line;
-  int64_t bad = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto r = usage_record_from_json(line);
-    if (!r.ok()) {
-      ++bad;
-      continue;
+  int64_t loaded = 0;
+  for (const auto& [num, path] : journal_files(options_.spill_path)) {
+    next_segment_ = std::max(next_segment_, num + 1);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    auto seg = std::make_shared<Segment>();
+    seg->path = path;
+    seg->sealed = true;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      auto r = usage_record_from_json(line);
+      if (!r.ok()) {
+        ++stats_.num_torn;
+        continue;
+      }
+      spool_.push_back(Entry{std::move(r).value(), seg});
+      ++seg->num_lines;
+      ++seg->outstanding;
+      ++num_enqueued_;
+      ++loaded;
     }
-    spool_.push_back(std::move(r).value());
-    ++num_enqueued_;
-    ++stats_.num_unspilled;
+    if (seg->outstanding == 0) {
+      std::remove(path.c_str());
+    } else {
+      ++stats_.journal_segments;
+    }
   }
-  in.close();
-  std::remove(options_.spill_path.c_str());
-  log::info("ledger: loaded " + std::to_string(stats_.num_unspilled) + " spilled usage records from " +
-            options_.spill_path + (bad ? " (" + std::to_string(bad) + " malformed lines skipped)" : ""));
+  stats_.num_unspilled = loaded;
+  if (loaded > 0 || stats_.num_torn > 0)
+    log::info("ledger: replaying " + std::to_string(loaded) + " journaled usage records from " +
+              options_.spill_path + ".*" +
+              (stats_.num_torn ? " (" + std::to_string(stats_.num_torn) + " torn lines skipped)" : "") +
+              "; rows already stored are skipped by request id");
 }
 
-Status LedgerWriter::spill(std::deque<UsageRecord>& records) {
-  std::ofstream out(options_.spill_path, std::ios::binary | std::ios::app);
-  for (const UsageRecord& r : records) out << usage_record_to_json(r) << "\n";
-  out.flush();
-  if (!out) return internal_error("cannot write spill file " + options_.spill_path);
-  return ok_status();
+std::shared_ptr<LedgerWriter::Segment> LedgerWriter::journal_line(const std::string& line) {
+  if (active_ && active_->num_lines >= int64_t(options_.segment_records)) {
+    // Rotate: make the old segment durable now, so a sync only ever needs the active one.
+    if (options_.sync && ::fdatasync(active_->fd) != 0) ++stats_.num_journal_failures;
+    active_->sealed = true;
+    if (active_->outstanding == 0) {
+      std::remove(active_->path.c_str());
+      --stats_.journal_segments;
+    }
+    active_.reset();
+  }
+  if (!active_) {
+    auto seg = std::make_shared<Segment>();
+    seg->path = options_.spill_path + "." + std::to_string(next_segment_++);
+    seg->fd = ::open(seg->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (seg->fd < 0) {
+      ++stats_.num_journal_failures;
+      log::error("ledger journal: cannot open " + seg->path + ": " + std::strerror(errno) +
+                 " (the record is kept in memory only)");
+      return nullptr;
+    }
+    ++stats_.journal_segments;
+    active_ = std::move(seg);
+  }
+  if (!write_all(active_->fd, line)) {
+    ++stats_.num_journal_failures;
+    log::error("ledger journal: write to " + active_->path + " failed: " + std::strerror(errno) +
+               " (the record is kept in memory only)");
+    return nullptr;
+  }
+  ++active_->num_lines;
+  ++active_->outstanding;
+  ++written_seq_;
+  return active_;
+}
+
+void LedgerWriter::sync_journal(uint64_t seq) {
+  std::lock_guard sync_lock(sync_mu_);
+  if (synced_seq_ >= seq) return;  // another append's sync covered this line (group commit)
+  std::shared_ptr<Segment> seg;
+  uint64_t target;
+  {
+    std::lock_guard lock(mu_);
+    target = written_seq_;
+    seg = active_;
+  }
+  // Lines up to `target` are in `seg` or in an older segment synced when it was rotated.
+  if (seg && ::fdatasync(seg->fd) != 0) {
+    std::lock_guard lock(mu_);
+    ++stats_.num_journal_failures;
+    log::error("ledger journal: fdatasync " + seg->path + " failed: " + std::strerror(errno));
+    return;
+  }
+  synced_seq_ = target;
 }
 
 LedgerWriter::~LedgerWriter() { (void)close(Millis(5000)); }
 
 bool LedgerWriter::append(UsageRecord record) {
-  std::lock_guard lock(mu_);
-  if (stopping_ || spool_.size() >= options_.max_spool) {
-    ++stats_.num_dropped;
-    return false;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    std::shared_ptr<Segment> seg;
+    if (!options_.spill_path.empty()) {
+      seg = journal_line(usage_record_to_json(record) + "\n");
+      if (seg) seq = written_seq_;
+    }
+    spool_.push_back(Entry{std::move(record), std::move(seg)});
+    ++num_enqueued_;
+    work_cv_.notify_one();
   }
-  spool_.push_back(std::move(record));
-  ++num_enqueued_;
-  work_cv_.notify_one();
+  if (seq > 0 && options_.sync) sync_journal(seq);
   return true;
+}
+
+bool LedgerWriter::full() const {
+  std::lock_guard lock(mu_);
+  return spool_.size() >= options_.max_spool;
 }
 
 Status LedgerWriter::flush(Millis timeout) {
@@ -115,6 +245,17 @@ Status LedgerWriter::flush(Millis timeout) {
   return Status(StatusCode::kDeadlineExceeded,
                 "ledger flush timed out with " + std::to_string(spool_.size()) +
                     " records spooled; last error: " + stats_.last_error);
+}
+
+void LedgerWriter::retire(std::deque<Entry>::iterator begin, std::deque<Entry>::iterator end) {
+  for (auto it = begin; it != end; ++it) {
+    Segment* seg = it->segment.get();
+    if (!seg || --seg->outstanding > 0) continue;
+    if (seg->sealed) {
+      std::remove(seg->path.c_str());
+      --stats_.journal_segments;
+    }
+  }
 }
 
 Status LedgerWriter::close(Millis timeout) {
@@ -128,30 +269,28 @@ Status LedgerWriter::close(Millis timeout) {
   }
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
-  if (spool_.empty()) return ok_status();
-  if (!options_.spill_path.empty()) {
-    Status st = spill(spool_);
-    if (st.ok()) {
-      int64_t n = int64_t(spool_.size());
-      stats_.num_spilled += n;
-      num_retired_ += n;
-      spool_.clear();
-      log::warn("ledger " + store_.describe() + " unreachable at shutdown (" + stats_.last_error +
-                "): " + std::to_string(n) + " usage records saved to " + options_.spill_path +
-                "; they are written at the next start");
-      done_cv_.notify_all();
-      return ok_status();
-    }
-    log::error(st.message());
+  if (active_ && active_->outstanding == 0) {  // everything committed: nothing to keep
+    std::remove(active_->path.c_str());
+    --stats_.journal_segments;
   }
-  int64_t lost = int64_t(spool_.size());
-  stats_.num_dropped += lost;
-  num_retired_ += lost;
+  active_.reset();
+  if (spool_.empty()) return ok_status();
+  int64_t n = int64_t(spool_.size()), kept = 0;
+  for (const Entry& e : spool_) kept += e.segment ? 1 : 0;
+  stats_.num_spilled += kept;
+  num_retired_ += n;
+  int64_t lost = n - kept;
   spool_.clear();
-  std::string msg = "ledger " + store_.describe() + ": " + std::to_string(lost) +
-                    " usage records lost at shutdown; last error: " + stats_.last_error;
-  log::error(msg);
   done_cv_.notify_all();
+  if (kept > 0)
+    log::warn("ledger " + store_.describe() + " unreachable at shutdown (" + stats_.last_error +
+              "): " + std::to_string(kept) + " usage records stay journaled in " +
+              options_.spill_path + ".*; they are written at the next start");
+  if (lost == 0) return ok_status();
+  stats_.num_dropped += lost;
+  std::string msg = "ledger " + store_.describe() + ": " + std::to_string(lost) +
+                    " usage records lost at shutdown (no journal); last error: " + stats_.last_error;
+  log::error(msg);
   return data_loss(msg);
 }
 
@@ -170,12 +309,15 @@ void LedgerWriter::run() {
     work_cv_.wait(lock, [&] { return stopping_ || !spool_.empty(); });
     if (spool_.empty()) return;  // stopping and drained
     size_t n = std::min(options_.batch_size, spool_.size());
-    batch.assign(spool_.begin(), spool_.begin() + long(n));
+    batch.clear();
+    for (size_t i = 0; i < n; ++i) batch.push_back(spool_[i].record);
     lock.unlock();
     Status st = store_.append(batch);
     lock.lock();
     if (st.ok()) {
-      // Only this thread pops, so the front n records are still the batch.
+      // Only this thread pops, so the front n records are still the batch. Their journal
+      // lines may go only now that the rows are committed.
+      retire(spool_.begin(), spool_.begin() + long(n));
       spool_.erase(spool_.begin(), spool_.begin() + long(n));
       stats_.num_written += int64_t(n);
       num_retired_ += int64_t(n);

@@ -1,24 +1,37 @@
 // Appends usage records to a LedgerStore from a background thread, off the request path.
 //
-// append() only queues the record in a bounded in-memory spool. The writer thread takes
-// batches from the front of the spool and appends them in one transaction; a record leaves the
-// spool only after its batch is committed. When the database is unreachable the batch stays,
-// the failure is counted, and the thread retries with exponential back-off — so a short
-// outage loses nothing. Because LedgerStore::append skips request ids already stored, a batch
-// re-sent after an unclear failure is never double counted.
+// Durability. With a journal (options.spill_path set; the name is kept from the older spill
+// file), append() first writes the record as one JSON line to an append-only journal segment
+// and fdatasync()s it (group commit: concurrent appends share one sync) before returning, so a
+// record whose append() returned survives a SIGKILL or power loss. Segments are files
+// `<spill_path>.<n>`; a segment is deleted only after every record in it is committed to the
+// store. At start-up every segment (and a legacy `<spill_path>` spill file) is replayed into the
+// spool; because LedgerStore::append skips request ids already stored, a record that was
+// committed just before a crash is stored once (exactly-once by request id). A torn last line
+// (a crash in the middle of a write, whose append() never returned) is skipped and counted.
+// Without a journal the spool is memory only and a crash loses it.
 //
-// close() (and the destructor) drains the spool before returning, retrying until its timeout;
-// call it on SIGTERM after the HTTP server has drained. Records still unwritten then go to the
-// spill file (options.spill_path, JSON lines) when one is set — the next LedgerWriter on the
-// same path loads them back into its spool at start-up — and are otherwise counted in
-// num_dropped and logged. (A hard crash loses what was only in memory.)
+// The writer thread takes batches from the front of the spool and appends them in one
+// transaction; a record leaves the spool only after its batch is committed. When the database
+// is unreachable the batch stays, the failure is counted, and the thread retries with
+// exponential back-off.
 //
-// Thread-safe: append/flush/stats may be called from any thread.
+// Back-pressure, not loss: append() accepts every record (they belong to requests already
+// served); full() turns true once max_spool records wait, and the Governor then refuses new
+// admissions with 503 + Retry-After until the spool drains. Memory is therefore bounded by
+// max_spool plus the requests in flight.
+//
+// close() (and the destructor) drains the spool before returning, retrying until its timeout.
+// Records still unwritten stay in the journal (counted in num_spilled) for the next start; with
+// no journal they are counted in num_dropped and logged (kDataLoss).
+//
+// Thread-safe: append/flush/stats/full may be called from any thread.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,11 +41,13 @@
 namespace ts::gateway {
 
 struct LedgerWriterOptions {
-  size_t max_spool = 100'000;            // records held at most; append() refuses beyond
+  size_t max_spool = 100'000;            // records waiting before full() (back-pressure)
   size_t batch_size = 256;               // records per transaction at most
   Millis retry_initial{50};              // first back-off after a failed write
   Millis retry_max{2000};                // back-off ceiling
-  std::string spill_path;                // "" = none; see the header comment
+  std::string spill_path;                // journal base path; "" = none (see the header)
+  size_t segment_records = 4096;         // records per journal segment before a new one
+  bool sync = true;                      // fdatasync each append (tests of bulk paths may skip)
 };
 
 // One record as a JSON line (spill files) and back; kDataLoss for a malformed line.
@@ -44,9 +59,12 @@ struct LedgerStats {
   int64_t spool_depth = 0;               // records waiting to be written
   int64_t num_written = 0;               // records committed
   int64_t num_write_failures = 0;        // failed write attempts (each retried)
-  int64_t num_dropped = 0;               // records lost: spool full, or unwritten at close
-  int64_t num_spilled = 0;               // records saved to the spill file at close
-  int64_t num_unspilled = 0;             // records loaded back from the spill file at start
+  int64_t num_dropped = 0;               // records lost: unwritten at close without a journal
+  int64_t num_spilled = 0;               // records left in the journal at close
+  int64_t num_unspilled = 0;             // records replayed from the journal at start
+  int64_t num_torn = 0;                  // malformed journal lines skipped at start
+  int64_t num_journal_failures = 0;      // journal writes/syncs that failed (record kept in memory)
+  int64_t journal_segments = 0;          // segment files on disk
   std::string last_error;                // message of the latest failure ("" if none)
 };
 
@@ -57,35 +75,52 @@ class LedgerWriter {
   LedgerWriter(const LedgerWriter&) = delete;
   LedgerWriter& operator=(const LedgerWriter&) = delete;
 
-  // Queues a record. False when the spool is full (the record is dropped and counted) or the
-  // writer is closed.
+  // Journals (when configured; durable on return) and queues a record. False only when the
+  // writer is closed (the record is then not stored). Never drops for a full spool.
   bool append(UsageRecord record);
+  // True while max_spool or more records wait: callers should stop admitting new work.
+  bool full() const;
   // Waits until every record appended before this call is committed. kDeadlineExceeded (with
   // the last database error) when `timeout` passes first; the records stay spooled.
   Status flush(Millis timeout);
   // Drains, then stops the thread. Idempotent. If the spool could not be drained within
-  // `timeout`, the rest is spilled (ok) or, without a spill file, lost (kDataLoss saying how
+  // `timeout`, the rest stays in the journal (ok) or, without one, is lost (kDataLoss saying how
   // many).
   Status close(Millis timeout);
   LedgerStats stats() const;
 
  private:
+  struct Segment;
+  struct Entry {
+    UsageRecord record;
+    std::shared_ptr<Segment> segment;  // journal segment holding it (null without a journal)
+  };
   void run();
-  void load_spill();
-  Status spill(std::deque<UsageRecord>& records);
+  void load_journal();
+  // Writes one line to the active segment (rotating when full); returns the segment or null
+  // when the journal write failed. Caller holds mu_.
+  std::shared_ptr<Segment> journal_line(const std::string& line);
+  void sync_journal(uint64_t seq);
+  void retire(std::deque<Entry>::iterator begin, std::deque<Entry>::iterator end);  // holds mu_
 
   LedgerStore& store_;
   const LedgerWriterOptions options_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // writer waits for records / stop
   std::condition_variable done_cv_;   // flushers wait for progress
-  std::deque<UsageRecord> spool_;
+  std::deque<Entry> spool_;
   int64_t num_enqueued_ = 0;          // records ever accepted
   int64_t num_retired_ = 0;           // records written or dropped after acceptance
   LedgerStats stats_;
   bool stopping_ = false;
   bool closed_ = false;
   std::chrono::steady_clock::time_point close_deadline_{};
+  // Journal state (mu_): the segment appended to, the next segment number, lines written.
+  std::shared_ptr<Segment> active_;
+  uint64_t next_segment_ = 1;
+  uint64_t written_seq_ = 0;
+  std::mutex sync_mu_;                // one fdatasync at a time; synced_seq_ under it
+  uint64_t synced_seq_ = 0;
   std::thread thread_;
 };
 

@@ -64,6 +64,15 @@ struct QuotaTake {
   std::vector<int64_t> used;    // per counter, after the reservation (or as it stood)
 };
 
+// Health of the store as the governor reports it (see circuit_breaker.h). Plain stores are
+// always "closed".
+enum class BreakerState { kClosed = 0, kOpen = 1, kHalfOpen = 2 };
+struct LimitStoreHealth {
+  BreakerState breaker = BreakerState::kClosed;  // unless a breaker wraps the store
+  int64_t num_opened = 0;       // times the circuit opened
+  int64_t num_fast_failures = 0;  // calls refused at once while open
+};
+
 class LimitStore {
  public:
   virtual ~LimitStore() = default;
@@ -77,6 +86,10 @@ class LimitStore {
   virtual Status quota_init(const std::string& key, int64_t used, Millis ttl) = 0;
   // Adds `delta` (may be negative) to an existing or new counter.
   virtual Status quota_add(const std::string& key, int64_t delta, Millis ttl) = 0;
+  // Adds `delta` only when the counter exists (true); false when it does not, so that it is
+  // seeded from the ledger instead (replay of charges journaled during an outage).
+  virtual Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis ttl) = 0;
+  virtual LimitStoreHealth health() const { return {}; }
   // Current value, or nullopt when the counter does not exist.
   virtual Result<std::optional<int64_t>> quota_used(const std::string& key) = 0;
 };
@@ -94,7 +107,8 @@ std::unique_ptr<LimitStore> make_memory_limit_store();
 struct RedisOptions {
   std::string url;              // redis://[:password@]host:port[/db]
   std::string prefix = "ts:";   // prepended to every key (tests use a unique one)
-  Millis timeout{2000};         // connect and command timeout
+  Millis timeout{250};          // connect and command timeout (a loopback/LAN Redis answers in
+                                // well under 1 ms; a hung one is cut off by the breaker)
 };
 // Connects lazily; kInvalidArgument only for a malformed URL.
 Result<std::unique_ptr<LimitStore>> make_redis_limit_store(const RedisOptions& options);

@@ -109,6 +109,14 @@ class MemoryLimitStore final : public LimitStore {
     return ok_status();
   }
 
+  Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis) override {
+    std::lock_guard lock(mu_);
+    auto it = counters_.find(key);
+    if (it == counters_.end()) return false;
+    it->second += delta;
+    return true;
+  }
+
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     std::lock_guard lock(mu_);
     auto it = counters_.find(key);

@@ -8,11 +8,15 @@
 namespace ts::gateway {
 namespace {
 
-// postgresql://user:secret@host/db -> postgresql://user:***@host/db
-std::string redact(const std::string& url) {
+// postgresql://user:secret@host/db?password=x -> postgresql://user:***@host/db?password=***
+std::string redact(std::string url) {
+  for (size_t p = url.find("password="); p != std::string::npos; p = url.find("password=", p + 1)) {
+    size_t end = url.find('&', p);
+    url = url.substr(0, p + 9) + "***" + (end == std::string::npos ? "" : url.substr(end));
+  }
   size_t scheme = url.find("://");
-  size_t at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos) return url;
+  size_t at = url.rfind('@', url.find('/', scheme == std::string::npos ? 0 : scheme + 3));
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
   size_t colon = url.find(':', scheme + 3);
   if (colon == std::string::npos || colon > at) return url;
   return url.substr(0, colon + 1) + "***" + url.substr(at);

@@ -84,6 +84,14 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return v
 )lua";
 
+// KEYS[1]: counter. ARGV: delta, ttl_ms. Returns 1 when it existed (and was changed), else 0.
+constexpr const char* kAddExistingScript = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)lua";
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const { if (r) freeReplyObject(r); }
 };
@@ -170,6 +178,15 @@ class RedisLimitStore final : public LimitStore {
     return command(args).status();
   }
 
+  Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis ttl) override {
+    std::vector<std::string> args = {"EVAL", kAddExistingScript, "1", options_.prefix + key,
+                                     std::to_string(delta),
+                                     std::to_string(std::max<int64_t>(1, ttl.count()))};
+    TS_ASSIGN_OR_RETURN(Reply reply, command(args));
+    if (reply->type != REDIS_REPLY_INTEGER) return internal_error("redis: unexpected reply to add-existing");
+    return reply->integer == 1;
+  }
+
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     std::vector<std::string> args = {"GET", options_.prefix + key};
     TS_ASSIGN_OR_RETURN(Reply reply, command(args));
@@ -245,8 +262,11 @@ class RedisLimitStore final : public LimitStore {
 Result<std::unique_ptr<LimitStore>> make_redis_limit_store(const RedisOptions& options) {
   std::string_view u = options.url;
   auto bad = [&] {
-    return invalid_argument("bad Redis URL '" + options.url +
-                            "': expected redis://[:password@]host:port[/db]");
+    // Never echo a password: keep only what follows the last '@'.
+    std::string shown = options.url;
+    if (size_t at = shown.rfind('@'); at != std::string::npos)
+      shown = (shown.starts_with("redis://") ? "redis://***@" : "***@") + shown.substr(at + 1);
+    return invalid_argument("bad Redis URL '" + shown + "': expected redis://[:password@]host:port[/db]");
   };
   if (!u.starts_with("redis://")) return bad();
   u.remove_prefix(8);

@@ -1,5 +1,6 @@
 #include "gateway/sha256.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -66,6 +67,61 @@ std::array<uint8_t, 32> sha256(std::string_view data) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 4; ++j) out[4 * i + j] = uint8_t(state[i] >> (24 - 8 * j));
   return out;
+}
+
+Sha256::Sha256()
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+
+void Sha256::update(std::string_view data) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t n = data.size();
+  total_ += n;
+  if (buf_len_ > 0) {
+    size_t take = std::min(n, 64 - buf_len_);
+    std::memcpy(buf_ + buf_len_, p, take);
+    buf_len_ += take;
+    p += take;
+    n -= take;
+    if (buf_len_ < 64) return;
+    compress(state_, buf_);
+    buf_len_ = 0;
+  }
+  for (; n >= 64; p += 64, n -= 64) compress(state_, p);
+  std::memcpy(buf_, p, n);
+  buf_len_ = n;
+}
+
+std::string Sha256::hex_digest() {
+  uint8_t tail[128] = {};
+  std::memcpy(tail, buf_, buf_len_);
+  tail[buf_len_] = 0x80;
+  size_t tail_len = buf_len_ + 1 + 8 <= 64 ? 64 : 128;
+  uint64_t bits = total_ * 8;
+  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = uint8_t(bits >> (8 * i));
+  compress(state_, tail);
+  if (tail_len == 128) compress(state_, tail + 64);
+  static const char kHex[] = "0123456789abcdef";
+  std::string s(64, '0');
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j) {
+      uint8_t b = uint8_t(state_[i] >> (24 - 8 * j));
+      s[2 * (4 * i + j)] = kHex[b >> 4];
+      s[2 * (4 * i + j) + 1] = kHex[b & 15];
+    }
+  return s;
+}
+
+Result<std::string> sha256_file_hex(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return not_found("cannot read " + path);
+  Sha256 h;
+  std::string buf(1 << 20, '\0');
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) h.update(std::string_view(buf.data(), n));
+  bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  if (err) return not_found("read error on " + path);
+  return h.hex_digest();
 }
 
 std::string sha256_hex(std::string_view data) {

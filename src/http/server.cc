@@ -8,6 +8,8 @@
 // drops its Exchange unanswered is noticed and answered 500).
 #include "http/server.h"
 
+#include "http/conn_limits.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -37,7 +39,9 @@ using Strand = net::strand<net::io_context::executor_type>;
 class Connection;
 
 struct Server::Impl {
-  explicit Impl(ServerOptions o) : opts(std::move(o)), ioc(std::max(1, opts.num_io_threads)) {}
+  explicit Impl(ServerOptions o)
+      : opts(std::move(o)), ioc(std::max(1, opts.num_io_threads)),
+        limiter(opts.max_connections, opts.max_connections_per_client) {}
 
   ServerOptions opts;
   Router router;
@@ -56,6 +60,7 @@ struct Server::Impl {
   std::atomic<uint64_t> num_open{0}, num_accepted{0}, num_requests{0}, num_in_flight{0},
       num_cancelled{0};
 
+  ConnectionLimiter limiter;
   std::mutex post_mu;  // posts vs. stop(): no handler is queued after the io_context stopped
 
   Response render_error(int status, std::string_view message) const {
@@ -109,6 +114,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   const Strand& strand() const { return strand_; }
   Server::Impl& server() { return *server_; }
+  // The address counted by the connection limiter; released when the connection closes.
+  void set_client(std::string client) { client_ = std::move(client); }
 
   void start() { do_read(); }
 
@@ -167,6 +174,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   net::steady_timer read_timer_, write_timer_;
   uint64_t read_timer_gen_ = 0, write_timer_gen_ = 0;
   boost::beast::flat_buffer buffer_;
+  std::string client_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string remote_;
 
@@ -659,6 +667,7 @@ void Connection::close() {
     std::lock_guard<std::mutex> lock(server_->mu);
     server_->conns.erase(this);
     server_->num_open.fetch_sub(1);
+    server_->limiter.release(client_);
     server_->cv.notify_all();
   }
 }
@@ -682,7 +691,24 @@ void Server::Impl::do_accept(const std::shared_ptr<Impl>& self) {
               }));
           return;
         }
+        boost::system::error_code aec;
+        auto ep = socket.remote_endpoint(aec);
+        std::string client = aec ? std::string("?") : ep.address().to_string();
+        ConnVerdict verdict = self->limiter.try_acquire(client);
+        if (verdict != ConnVerdict::kAccepted) {
+          // Small enough for the socket buffer: written without waiting, then closed.
+          Response r = self->render_error(503, connection_refusal_message(verdict, client, self->opts.max_connections,
+                                                                          self->opts.max_connections_per_client));
+          std::string bytes = connection_refusal(r.content_type, r.body);
+          socket.non_blocking(true, aec);
+          net::write(socket, net::buffer(bytes), aec);
+          socket.shutdown(tcp::socket::shutdown_both, aec);
+          socket.close(aec);
+          self->do_accept(self);
+          return;
+        }
         auto conn = std::make_shared<Connection>(self, strand, std::move(socket));
+        conn->set_client(std::move(client));
         {
           std::lock_guard<std::mutex> lock(self->mu);
           self->conns.emplace(conn.get(), conn);
@@ -712,7 +738,8 @@ ServerStats Server::stats() const {
                      .num_connections_accepted = impl_->num_accepted.load(),
                      .num_requests = impl_->num_requests.load(),
                      .num_in_flight = impl_->num_in_flight.load(),
-                     .num_cancelled = impl_->num_cancelled.load()};
+                     .num_cancelled = impl_->num_cancelled.load(),
+                     .num_refused_connections = impl_->limiter.num_refused()};
 }
 
 Status Server::start() {

@@ -9,7 +9,10 @@
 // Lifecycle: construct, add routes, start() (binds; port 0 = ephemeral, see port()), then
 // drain() or stop() (the destructor stops). drain(): stop accepting, close idle connections, let
 // in-flight requests finish (their connection then closes) until the deadline, then close the
-// rest (cancelling their exchanges). Thread-safe: start/drain/stop from one controlling thread;
+// rest (cancelling their exchanges). Connection caps (max_connections, per client address):
+// a connection beyond them is answered 503 + Retry-After and closed without reading. Memory per
+// connection grows only as data arrives (reads of 4 KiB into a buffer bounded by the header and
+// body limits). Thread-safe: start/drain/stop from one controlling thread;
 // stats from any thread.
 #pragma once
 
@@ -35,6 +38,9 @@ struct ServerOptions {
   std::chrono::milliseconds read_timeout{30'000};     // one request, first byte to last
   std::chrono::milliseconds write_timeout{30'000};    // each write of a response or chunk
   size_t max_stream_buffer_bytes = 16u << 20;         // queued, unsent chunk bytes per stream
+  size_t max_connections = 0;                         // open connections at most (0 = no cap);
+                                                      // beyond: 503 + close (conn_limits.h)
+  size_t max_connections_per_client = 0;              // per client IP address (0 = no cap)
   std::string server_name = "tokenserve";             // "Server" header
   ErrorRenderer error_renderer;                       // empty: text/plain
 };
@@ -45,6 +51,7 @@ struct ServerStats {
   uint64_t num_requests = 0;       // requests dispatched to handlers or answered with an error
   uint64_t num_in_flight = 0;      // requests whose response is not finished
   uint64_t num_cancelled = 0;      // exchanges cancelled before their response finished
+  uint64_t num_refused_connections = 0;  // refused by max_connections / per-client caps
 };
 
 class Server {

@@ -217,11 +217,13 @@ class Routes {
 
 }  // namespace
 
-void register_governance_routes(http::Server& server, gateway::Governor& governor) {
+void register_governance_routes(http::Server& server, gateway::Governor& governor,
+                                std::function<http::Handler(http::Handler)> offload) {
   auto routes = std::make_shared<Routes>(governor);
   using http::Method;
-  auto bind = [routes](void (Routes::*fn)(const http::ExchangePtr&)) {
-    return [routes, fn](const http::ExchangePtr& ex) { ((*routes).*fn)(ex); };
+  auto bind = [routes, offload](void (Routes::*fn)(const http::ExchangePtr&)) {
+    http::Handler h = [routes, fn](const http::ExchangePtr& ex) { ((*routes).*fn)(ex); };
+    return offload ? offload(std::move(h)) : h;
   };
   server.route(Method::kGet, "/v1/usage/me", bind(&Routes::usage_me));
   server.route(Method::kPost, "/admin/keys", bind(&Routes::create_key));

@@ -10,16 +10,20 @@
 //                                      the report of `tokenserve usage --format json`
 //
 // /admin/* needs the admin key ([admin] key_sha256 in the governance config): 401 otherwise.
-// Errors use OpenAI's error body. Handlers run on io threads and touch the ledger database
-// (admin calls are rare; /v1/usage/me reads cached counters and seeds them once per period).
+// Errors use OpenAI's error body. Handlers touch the ledger database and the limit store, so
+// the service registers them through an `offload` that runs them off the io threads.
 // Thread-safe as the Governor is; it must outlive the server.
 #pragma once
+
+#include <functional>
 
 #include "gateway/governor.h"
 #include "http/server.h"
 
 namespace ts::server {
 
-void register_governance_routes(http::Server& server, gateway::Governor& governor);
+// `offload`, when set, wraps each handler (e.g. to run it on a WorkPool off the io threads).
+void register_governance_routes(http::Server& server, gateway::Governor& governor,
+                                std::function<http::Handler(http::Handler)> offload = {});
 
 }  // namespace ts::server

@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "obs/dashboard_assets.h"
 #include "obs/request_log.h"
+#include "gateway/circuit_breaker.h"
+#include "gateway/sha256.h"
 #include "server/governance_routes.h"
 
 namespace ts::server {
@@ -44,6 +46,7 @@ OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOpt
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   if (opts_.created == 0) opts_.created = unix_now();
+  if (opts_.governor) blocking_ = std::make_unique<WorkPool>(opts_.num_blocking_threads, 4096);
   if (opts_.metrics) {
     refresh_metrics();
     sampler_ = std::thread([this] { sampler_loop(); });
@@ -53,6 +56,7 @@ OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOpt
 OpenAIService::~OpenAIService() { stop(); }
 
 void OpenAIService::stop() {
+  if (blocking_) blocking_->shutdown();  // runs what is queued, joins; later posts answer 503
   pump_.stop();
   {
     std::lock_guard<std::mutex> lock(sampler_mu_);
@@ -94,16 +98,29 @@ void OpenAIService::register_routes(http::Server& server) {
   auto bind = [this](void (OpenAIService::*fn)(const http::ExchangePtr&)) {
     return [this, fn](const http::ExchangePtr& ex) { (this->*fn)(ex); };
   };
-  server.route(Method::kPost, "/v1/completions", bind(&OpenAIService::handle_completions));
-  server.route(Method::kPost, "/v1/chat/completions", bind(&OpenAIService::handle_chat));
-  server.route(Method::kGet, "/v1/models", bind(&OpenAIService::handle_models));
-  server.route(Method::kGet, "/v1/models/{id*}", bind(&OpenAIService::handle_model));
-  server.route(Method::kPost, "/tokenize", bind(&OpenAIService::handle_tokenize));
-  server.route(Method::kPost, "/detokenize", bind(&OpenAIService::handle_detokenize));
+  // Handlers that may wait on a database or Redis run on the blocking pool.
+  auto offload = [this](http::Handler h) -> http::Handler {
+    if (!blocking_) return h;
+    return [this, h = std::move(h)](const http::ExchangePtr& ex) {
+      if (blocking_->post([h, ex] { h(ex); })) return;
+      api::ApiError e = api::error_for_http_status(503, "The server is overloaded; please retry shortly.");
+      http::Response r = json_response(503, e.to_json());
+      r.set_header("Retry-After", std::to_string(opts_.retry_after_seconds));
+      r.set_header("X-Request-Id", obs::resolve_request_id(ex->request().header("x-request-id")));
+      ex->respond(std::move(r));
+    };
+  };
+  auto blocking = [&](void (OpenAIService::*fn)(const http::ExchangePtr&)) { return offload(bind(fn)); };
+  server.route(Method::kPost, "/v1/completions", blocking(&OpenAIService::handle_completions));
+  server.route(Method::kPost, "/v1/chat/completions", blocking(&OpenAIService::handle_chat));
+  server.route(Method::kGet, "/v1/models", blocking(&OpenAIService::handle_models));
+  server.route(Method::kGet, "/v1/models/{id*}", blocking(&OpenAIService::handle_model));
+  server.route(Method::kPost, "/tokenize", blocking(&OpenAIService::handle_tokenize));
+  server.route(Method::kPost, "/detokenize", blocking(&OpenAIService::handle_detokenize));
   server.route(Method::kGet, "/health", bind(&OpenAIService::handle_health));
   server.route(Method::kGet, "/ready", bind(&OpenAIService::handle_ready));
   server.route(Method::kGet, "/metrics", bind(&OpenAIService::handle_metrics));
-  if (opts_.governor) register_governance_routes(server, *opts_.governor);
+  if (opts_.governor) register_governance_routes(server, *opts_.governor, offload);
   if (opts_.metrics) {
     server.route(Method::kGet, "/dashboard", bind(&OpenAIService::handle_dashboard));
     server.route(Method::kGet, "/dashboard/data", bind(&OpenAIService::handle_dashboard_data));
@@ -123,6 +140,32 @@ bool OpenAIService::authorized(const http::ExchangePtr& ex, const Call& call) {
   api::ApiError e = api::error_from_status(key.status(), "", down ? "service_unavailable" : "invalid_api_key");
   respond_error(ex, e, call);
   return false;
+}
+
+bool OpenAIService::metrics_authorized(const http::ExchangePtr& ex) {
+  if (!opts_.require_auth || !opts_.governor || !opts_.governor->config()->metrics_auth) return true;
+  if (opts_.governor->may_read_metrics(ex->request().header("authorization"))) return true;
+  api::ApiError e;
+  e.http_status = 401;
+  e.type = "invalid_request_error";
+  e.code = "invalid_api_key";
+  e.message = "Metrics and the dashboard need the admin key or the metrics key "
+              "(Authorization: Bearer ...).";
+  http::Response r = json_response(401, e.to_json());
+  r.set_header("WWW-Authenticate", "Bearer");
+  r.set_header("X-Request-Id", obs::resolve_request_id(ex->request().header("x-request-id")));
+  ex->respond(std::move(r));
+  return false;
+}
+
+std::string OpenAIService::metric_label(const std::string& name) const {
+  if (!opts_.governor || name.empty()) return name;
+  switch (opts_.governor->config()->metrics_labels) {
+    case gateway::LabelMode::kPlain: return name;
+    case gateway::LabelMode::kHash: return "h" + gateway::sha256_hex(name).substr(0, 12);
+    case gateway::LabelMode::kDrop: return "redacted";
+  }
+  return name;
 }
 
 bool OpenAIService::known_model(const std::string& name) const {
@@ -299,8 +342,8 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
   o.model = opts_.model_id;
   o.tier = tier;
   if (admission) {
-    o.tenant = admission->key.tenant;
-    o.app = admission->key.app;
+    o.tenant = metric_label(admission->key.tenant);
+    o.app = metric_label(admission->key.app);
   }
   o.prompt_tokens = r.usage.prompt_tokens;
   o.cached_tokens = r.usage.cached_tokens;
@@ -314,6 +357,10 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
   o.num_preemptions = r.timings.num_preemptions;
   if (opts_.metrics) opts_.metrics->on_request_finished(o);
   if (opts_.log_requests) {
+    if (admission) {  // the log line keeps the real names (it is not exposition)
+      o.tenant = admission->key.tenant;
+      o.app = admission->key.app;
+    }
     nlohmann::json line = obs::request_log_json(call.request_id, o);
     line["response_id"] = response_id;
     if (admission) line["key_id"] = admission->key.id;
@@ -456,6 +503,7 @@ void OpenAIService::handle_ready(const http::ExchangePtr& ex) {
 }
 
 void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
+  if (!metrics_authorized(ex)) return;
   std::string m;
   if (opts_.metrics) {
     refresh_metrics();
@@ -505,8 +553,28 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
             static_cast<uint64_t>(gs.ledger.num_write_failures));
     counter("tokenserve_ledger_dropped_total", "Usage rows lost (spool full or unwritten at close).", "",
             static_cast<uint64_t>(gs.ledger.num_dropped));
-    counter("tokenserve_limit_store_errors_total", "Admissions made without the limit store (unreachable).", "",
+    counter("tokenserve_limit_store_errors_total", "Limit store calls that failed (unreachable or circuit open).", "",
             static_cast<uint64_t>(gs.num_limit_errors));
+    counter("tokenserve_ledger_journal_failures_total", "Ledger journal writes or syncs that failed.", "",
+            static_cast<uint64_t>(gs.ledger.num_journal_failures));
+    counter("tokenserve_ledger_backpressure_refusals_total",
+            "Requests refused with 503 because the ledger spool was full.", "",
+            static_cast<uint64_t>(gs.num_refused_backpressure));
+    counter("tokenserve_limit_fail_open_admissions_total",
+            "Requests admitted without the limit store (charges journaled).", "",
+            static_cast<uint64_t>(gs.num_admitted_fail_open));
+    counter("tokenserve_limit_fail_closed_refusals_total",
+            "Requests refused with 503: limit store down and the tenant fails closed.", "",
+            static_cast<uint64_t>(gs.num_refused_outage));
+    counter("tokenserve_limit_journal_replayed_total", "Journaled quota charges applied after an outage.", "",
+            static_cast<uint64_t>(gs.journal_replayed));
+    gauge("tokenserve_limit_journal_pending_tokens", "Quota tokens journaled, waiting for the limit store.",
+          static_cast<double>(gs.journal_pending_tokens));
+    m += "# HELP tokenserve_limit_store_circuit Limit store circuit breaker state (1 = in force).\n"
+         "# TYPE tokenserve_limit_store_circuit gauge\n";
+    for (auto st : {gateway::BreakerState::kClosed, gateway::BreakerState::kOpen, gateway::BreakerState::kHalfOpen})
+      m += std::string("tokenserve_limit_store_circuit{state=\"") + gateway::breaker_state_name(st) + "\"} " +
+           (gs.limits.breaker == st ? "1" : "0") + "\n";
   }
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -515,6 +583,7 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
 }
 
 void OpenAIService::handle_dashboard(const http::ExchangePtr& ex) {
+  if (!metrics_authorized(ex)) return;
   http::Response r;
   r.content_type = "text/html; charset=utf-8";
   r.body = std::string(obs::dashboard_html());
@@ -523,6 +592,7 @@ void OpenAIService::handle_dashboard(const http::ExchangePtr& ex) {
 }
 
 void OpenAIService::handle_dashboard_data(const http::ExchangePtr& ex) {
+  if (!metrics_authorized(ex)) return;
   refresh_metrics();
   http::Response r = json_response(200, opts_.metrics->dashboard_json_text());
   r.set_header("Cache-Control", "no-store");

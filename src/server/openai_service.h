@@ -20,6 +20,15 @@
 // settled exactly once: one ledger row, metrics (on_request_finished) and one JSON log line.
 // Every response carries x-request-id (the client's valid one echoed, or a generated one).
 // Handlers never block an io thread on the engine: events are consumed by a ResponsePump.
+// With a governor, every handler that may touch a database or Redis (API-key lookups,
+// admission, /v1/usage/me, /admin/*) runs on a WorkPool instead of an io thread, so a slow or
+// hung store never stalls /health or running streams (503 + Retry-After if that pool's queue is
+// full).
+//
+// Observability: with require_auth and the governance config's [metrics] auth = "key" (the
+// default), /metrics, /dashboard and /dashboard/data need the admin key or the metrics key
+// (401 otherwise). [metrics] labels = "hash" | "drop" replaces tenant/app names in metric
+// labels and dashboard data by a short hash or "redacted".
 // Thread-safe; the backend, prompt builder's tokenizer and the http server must outlive it.
 #pragma once
 
@@ -41,6 +50,7 @@
 #include "server/backend.h"
 #include "server/prompt_builder.h"
 #include "server/response_job.h"
+#include "server/work_pool.h"
 
 namespace ts::server {
 
@@ -53,6 +63,7 @@ struct ServiceOptions {
   bool require_auth = false;                 // API key required (needs governor)
   obs::ServerMetrics* metrics = nullptr;     // null = only the built-in counters on /metrics
   bool log_requests = false;                 // one JSON line per generation request
+  int num_blocking_threads = 8;              // WorkPool threads (with a governor)
   std::chrono::milliseconds sample_interval{1000};  // engine stats -> metrics period
 };
 
@@ -101,6 +112,10 @@ class OpenAIService {
   Call begin_call(const http::ExchangePtr& ex) const;
   // With require_auth: checks the key; answers 401 (returns false) when it is not valid.
   bool authorized(const http::ExchangePtr& ex, const Call& call);
+  // For /metrics and /dashboard*: answers 401 (returns false) unless the caller may read them.
+  bool metrics_authorized(const http::ExchangePtr& ex);
+  // Tenant/app name as metrics may show it ([metrics] labels).
+  std::string metric_label(const std::string& name) const;
   // Admits (governor), submits and starts the job; answers the refusal or error otherwise.
   // max_tokens_default: the client gave no max_tokens (reserve an estimate, settle on usage).
   void run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
@@ -142,6 +157,7 @@ class OpenAIService {
   std::condition_variable sampler_cv_;
   bool sampler_stop_ = false;
   std::thread sampler_;
+  std::unique_ptr<WorkPool> blocking_;       // with a governor; see the header comment
 };
 
 }  // namespace ts::server

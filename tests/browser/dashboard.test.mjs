@@ -5,7 +5,8 @@
 //  - standalone (default): a Node http server serves the page with a fixed /dashboard/data
 //    payload (fixture.mjs) and a matching /metrics; checks every rendered value, that the page
 //    refreshes to a new payload, and that it marks itself stale when the endpoint fails.
-//  - live server: TOKENSERVE_URL=http://127.0.0.1:8080 (optionally TOKENSERVE_API_KEY, and
+//  - live server: TOKENSERVE_URL=http://127.0.0.1:8080 (optionally TOKENSERVE_API_KEY,
+//    TOKENSERVE_METRICS_KEY for /metrics and the dashboard when API keys are on, and
 //    TOKENSERVE_TRAFFIC=N requests to send, default 4; 0 = send none). Sends known traffic to
 //    /v1/completions, then checks the /metrics deltas against the usage bodies, and the rendered
 //    page against both the payload it rendered and /metrics.
@@ -234,7 +235,10 @@ describe("dashboard against a live tokenserve", { skip: LIVE_URL ? false : "set 
     if (browser) await rm(browser.profile, { recursive: true, force: true });
   });
 
-  const scrape = async () => parseMetrics(await (await fetch(`${LIVE_URL}/metrics`)).text());
+  // With API keys on, /metrics and /dashboard* need the metrics (or admin) key.
+  const obsHeaders = process.env.TOKENSERVE_METRICS_KEY
+    ? { authorization: `Bearer ${process.env.TOKENSERVE_METRICS_KEY}` } : {};
+  const scrape = async () => parseMetrics(await (await fetch(`${LIVE_URL}/metrics`, { headers: obsHeaders })).text());
 
   test("known traffic shows up in /metrics and on the rendered page", async () => {
     const P = "tokenserve:";
@@ -263,6 +267,7 @@ describe("dashboard against a live tokenserve", { skip: LIVE_URL ? false : "set 
       before.sum(P + "time_to_first_token_seconds_count"), completion > 0 ? traffic : 0);
 
     const page = await browser.context.newPage();
+    await page.setExtraHTTPHeaders(obsHeaders);  // the page and its /dashboard/data fetches
     await page.goto(`${LIVE_URL}/dashboard?interval=1000`);
     await waitForPayload(page);
     const rendered = await page.evaluate(() => window.__dashboard.last);

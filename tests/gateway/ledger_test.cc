@@ -4,7 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "gateway/ledger_writer.h"
@@ -147,40 +154,166 @@ TEST(LedgerWriter, SqliteOutageKeepsRecordsSpooledUntilTheDatabaseIsBack) {
   EXPECT_EQ(*ledger->count(), 30);
 }
 
-TEST(LedgerWriter, BoundedSpoolDropsAndCountsBeyondItsCapacity) {
+TEST(LedgerWriter, FullSpoolSignalsBackPressureAndNeverDrops) {
   auto ledger = open_ledger(::ts::testing::temp_dir() + "/missing/dir/ledger.db");
   LedgerWriter writer(*ledger, {.max_spool = 10, .retry_initial = Millis(10)});
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(writer.append(record(i)));
-  EXPECT_FALSE(writer.append(record(10)));
-  EXPECT_EQ(writer.stats().num_dropped, 1);
-  Status st = writer.close(Millis(50));  // still unreachable: the 10 are reported lost
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(writer.append(record(i)));
+  EXPECT_FALSE(writer.full());
+  EXPECT_TRUE(writer.append(record(9)));
+  EXPECT_TRUE(writer.full());
+  EXPECT_TRUE(writer.append(record(10)));  // a served request's row is kept, never dropped
+  EXPECT_EQ(writer.stats().spool_depth, 11);
+  EXPECT_EQ(writer.stats().num_dropped, 0);
+  Status st = writer.close(Millis(50));  // still unreachable and no journal: reported lost
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_EQ(writer.stats().num_dropped, 11);
 }
 
-TEST(LedgerWriter, UnwrittenRecordsAreSpilledAtCloseAndWrittenAtTheNextStart) {
+size_t journal_file_count(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().starts_with("ledger.spool.jsonl")) ++n;
+  return n;
+}
+
+TEST(LedgerWriter, JournalIsKeptUntilCommittedAndReplayedAtTheNextStart) {
   std::string dir = ::ts::testing::temp_dir();
   std::string spill = dir + "/ledger.spool.jsonl";
   std::vector<UsageRecord> recs;
   for (int i = 0; i < 25; ++i) recs.push_back(record(i));
   {
     auto down = open_ledger(dir + "/not/yet/ledger.db");
-    LedgerWriter writer(*down, {.retry_initial = Millis(10), .spill_path = spill});
+    LedgerWriter writer(*down, {.retry_initial = Millis(10), .spill_path = spill,
+                                .segment_records = 10});
     for (const auto& r : recs) ASSERT_TRUE(writer.append(r));
-    ASSERT_TRUE(writer.close(Millis(100)).ok());  // saved, not lost
+    EXPECT_EQ(writer.stats().journal_segments, 3);
+    ASSERT_TRUE(writer.close(Millis(100)).ok());  // journaled, not lost
     EXPECT_EQ(writer.stats().num_spilled, 25);
     EXPECT_EQ(writer.stats().num_dropped, 0);
   }
-  ASSERT_TRUE(std::filesystem::exists(spill));
+  EXPECT_EQ(journal_file_count(dir), 3u);
+  {
+    // Loaded again but the database is still down: the journal must survive the load.
+    auto down = open_ledger(dir + "/not/yet/ledger.db");
+    LedgerWriter writer(*down, {.retry_initial = Millis(10), .spill_path = spill});
+    EXPECT_EQ(writer.stats().num_unspilled, 25);
+    ASSERT_TRUE(writer.close(Millis(50)).ok());
+  }
+  EXPECT_EQ(journal_file_count(dir), 3u);
+  // A torn last line, as a crash in the middle of a write leaves it.
+  {
+    std::ofstream torn(spill + ".3", std::ios::app);
+    torn << "{\"request_id\":\"req-torn\",\"time_m";
+  }
   auto up = open_ledger(dir + "/ledger.db");
   LedgerWriter writer(*up, {.spill_path = spill});
   EXPECT_EQ(writer.stats().num_unspilled, 25);
-  EXPECT_FALSE(std::filesystem::exists(spill));
+  EXPECT_EQ(writer.stats().num_torn, 1);
   ASSERT_TRUE(writer.flush(Millis(5000)).ok());
+  EXPECT_EQ(journal_file_count(dir), 0u);  // removed once committed
   auto rows = up->rows({});
   ASSERT_EQ(rows->size(), 25u);
   for (size_t i = 0; i < recs.size(); ++i) expect_same((*rows)[i], recs[i]);
   EXPECT_EQ(usage_record_from_json("{\"request_id\": 1}").status().code(), StatusCode::kDataLoss);
+}
+
+// A child process appends rows from 4 threads and reports each id on a pipe once append()
+// returned (the moment a response may be sent). It is SIGKILLed mid-load. A new writer on the
+// same journal must then store every reported row exactly once.
+void sigkill_under_load(const std::string& ledger_url, const std::string& spill) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto ledger = open_ledger(ledger_url);
+    LedgerWriter writer(*ledger, {.batch_size = 16, .spill_path = spill, .segment_records = 64});
+    std::mutex pipe_mu;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0;; ++i) {
+          int id = t * 1'000'000 + i;
+          if (!writer.append(record(id))) break;
+          std::lock_guard lock(pipe_mu);
+          if (::write(fds[1], &id, sizeof(id)) != sizeof(id)) ::_exit(3);
+        }
+      });
+    for (auto& th : threads) th.join();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::set<int> acked;
+  int id;
+  while (acked.size() < 600 && ::read(fds[0], &id, sizeof(id)) == sizeof(id)) acked.insert(id);
+  ::kill(pid, SIGKILL);
+  while (::read(fds[0], &id, sizeof(id)) == sizeof(id)) acked.insert(id);  // acked before death
+  ::close(fds[0]);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  ASSERT_TRUE(WIFSIGNALED(wstatus));
+  ASSERT_GE(acked.size(), 600u);
+
+  auto ledger = open_ledger(ledger_url);
+  LedgerWriter writer(*ledger, {.spill_path = spill});
+  ASSERT_TRUE(writer.flush(Millis(20'000)).ok()) << writer.stats().last_error;
+  auto rows = ledger->rows({});
+  ASSERT_TRUE(rows.ok());
+  std::set<std::string> stored;
+  for (const auto& r : *rows) EXPECT_TRUE(stored.insert(r.request_id).second) << r.request_id;
+  size_t missing = 0;
+  for (int a : acked) missing += stored.count(record(a).request_id) ? 0 : 1;
+  EXPECT_EQ(missing, 0u) << "of " << acked.size() << " acknowledged rows";
+  EXPECT_GE(stored.size(), acked.size());
+}
+
+TEST(LedgerWriter, SigkillUnderConcurrentLoadLosesNoAcknowledgedRowSqlite) {
+  std::string dir = ::ts::testing::temp_dir();
+  sigkill_under_load(dir + "/ledger.db", dir + "/ledger.spool.jsonl");
+}
+
+TEST(LedgerWriter, SigkillUnderConcurrentLoadLosesNoAcknowledgedRowPostgres) {
+  TS_REQUIRE_PG(pg);
+  testing::PgDatabase db(pg);
+  sigkill_under_load(db.url(), ::ts::testing::temp_dir() + "/ledger.spool.jsonl");
+}
+
+// PostgreSQL unreachable under concurrent load, the process restarted while it is down, then
+// it comes back: every row is stored exactly once.
+TEST(LedgerWriter, PostgresDownThenUpReplaysExactlyOnceAcrossARestart) {
+  TS_REQUIRE_PG(pg);
+  testing::PgDatabase db(pg);
+  int pg_port = std::stoi(pg.substr(pg.rfind(':') + 1, pg.rfind('/') - pg.rfind(':') - 1));
+  int port = testing::free_port();
+  testing::TcpForwarder proxy(pg_port);
+  ASSERT_TRUE(proxy.start(port));
+  std::string url = testing::pg_url_with_port(db.url(), port);
+  std::string spill = ::ts::testing::temp_dir() + "/ledger.spool.jsonl";
+  {
+    auto ledger = open_ledger(url);
+    LedgerWriter writer(*ledger, {.batch_size = 32, .retry_initial = Millis(10),
+                                  .retry_max = Millis(50), .spill_path = spill});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 150; ++i) {
+          ASSERT_TRUE(writer.append(record(t * 1000 + i)));
+          if (t == 0 && i == 50) proxy.stop();  // the database goes away mid-load
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_FALSE(writer.flush(Millis(200)).ok());
+    EXPECT_GT(writer.stats().spool_depth, 0);
+    ASSERT_TRUE(writer.close(Millis(100)).ok());  // what is unwritten stays journaled
+  }
+  ASSERT_TRUE(proxy.start(port));
+  auto ledger = open_ledger(url);
+  LedgerWriter writer(*ledger, {.spill_path = spill});
+  ASSERT_TRUE(writer.flush(Millis(10'000)).ok()) << writer.stats().last_error;
+  auto direct = open_ledger(db.url());
+  EXPECT_EQ(*direct->count(), 600);  // nothing lost, nothing doubled
+  proxy.stop();
 }
 
 TEST(LedgerWriter, PostgresOutageThroughACutConnection) {

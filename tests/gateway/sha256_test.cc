@@ -38,5 +38,17 @@ TEST(RandomBase62, LengthAlphabetAndUniqueness) {
   EXPECT_EQ(seen.size(), 200u);
 }
 
+TEST(Sha256, IncrementalInOddPiecesEqualsOneShot) {
+  std::string data;
+  for (int i = 0; i < 1000; ++i) data += static_cast<char>(i * 7 + 3);
+  for (size_t piece : {1u, 3u, 63u, 64u, 65u, 200u}) {
+    Sha256 h;
+    for (size_t off = 0; off < data.size(); off += piece) h.update(std::string_view(data).substr(off, piece));
+    EXPECT_EQ(h.hex_digest(), sha256_hex(data)) << "pieces of " << piece;
+  }
+  Sha256 empty;
+  EXPECT_EQ(empty.hex_digest(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
 }  // namespace
 }  // namespace ts::gateway

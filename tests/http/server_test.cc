@@ -434,6 +434,47 @@ TEST_F(ServerTest, ManyIdleConnectionsWithTwoIoThreads) {
   }
 }
 
+TEST_F(ServerTest, ConnectionCapsRefuseWith503AndFreeSlotsOnClose) {
+  ServerOptions opts;
+  opts.max_connections = 3;
+  opts.max_connections_per_client = 2;
+  start(std::move(opts));
+  // Per client (every test connection comes from 127.0.0.1): the third is refused.
+  auto a = std::make_unique<Client>(connect());
+  auto b = std::make_unique<Client>(connect());
+  ASSERT_TRUE(a->request("GET", "/hello").ok());
+  ASSERT_TRUE(b->request("GET", "/hello").ok());
+  Client c = connect();
+  auto refused = c.read_response();  // the server speaks first: 503 and close
+  ASSERT_TRUE(refused.ok()) << refused.status().to_string();
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->header("retry-after"), "1");
+  EXPECT_NE(refused->body.find("Too many connections from 127.0.0.1"), std::string::npos) << refused->body;
+  EXPECT_TRUE(c.wait_closed(2000ms));
+  EXPECT_EQ(server_->stats().num_refused_connections, 1u);
+  // Closing one frees its slot.
+  a.reset();
+  EXPECT_TRUE(eventually([&] { return server_->stats().num_connections_open == 1; }));
+  Client d = connect();
+  auto ok = d.request("GET", "/hello");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServerTest, TotalConnectionCapRefusesWith503) {
+  ServerOptions opts;
+  opts.max_connections = 2;
+  start(std::move(opts));
+  Client a = connect(), b = connect();
+  ASSERT_TRUE(a.request("GET", "/hello").ok());
+  ASSERT_TRUE(b.request("GET", "/hello").ok());
+  Client c = connect();
+  auto refused = c.read_response();
+  ASSERT_TRUE(refused.ok()) << refused.status().to_string();
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("too many open connections (limit 2)"), std::string::npos) << refused->body;
+}
+
 TEST_F(ServerTest, OccupiedPortFailsWithClearStatus) {
   start();
   ServerOptions opts;

@@ -24,9 +24,13 @@ cleanup() {
 trap cleanup EXIT
 
 KEY=$("$BIN" keys create --tenant dash --app live --ledger "$DIR/ledger.db" | tail -n 1)
+# /metrics and the dashboard need the metrics key when API keys are on; it comes from a file.
+METRICS_KEY=ts-metrics-dashboard-live-key
+echo "$METRICS_KEY" >"$DIR/metrics.key"
+printf '[metrics]\nkey_file = "%s"\n' "$DIR/metrics.key" >"$DIR/gov.toml"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port "$PORT" --threads 1 --ledger "$DIR/ledger.db" \
-  >"$DIR/server.log" 2>&1 &
+  --config "$DIR/gov.toml" >"$DIR/server.log" 2>&1 &
 PID=$!
 for _ in $(seq 300); do
   curl -fs "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break
@@ -36,7 +40,7 @@ done
 curl -fs "http://127.0.0.1:$PORT/ready" >/dev/null || { cat "$DIR/server.log"; echo "server not ready"; exit 1; }
 
 rc=0
-TOKENSERVE_URL="http://127.0.0.1:$PORT" TOKENSERVE_API_KEY="$KEY" TOKENSERVE_TRAFFIC=${TOKENSERVE_TRAFFIC:-6} \
+TOKENSERVE_URL="http://127.0.0.1:$PORT" TOKENSERVE_API_KEY="$KEY" TOKENSERVE_METRICS_KEY="$METRICS_KEY" TOKENSERVE_TRAFFIC=${TOKENSERVE_TRAFFIC:-6} \
   node --test "$ROOT/tests/browser/dashboard.test.mjs" || rc=$?
 
 kill -TERM "$PID"

@@ -77,7 +77,7 @@ test('missing, unknown, disabled and expired keys are 401 invalid_api_key', { sk
   assert.ok(!x.text.includes(e.key), 'the secret is never echoed');
 });
 
-test('every /v1 endpoint and /tokenize need a key; health, ready, metrics and dashboard do not', { skip }, async () => {
+test('every /v1 endpoint and /tokenize need a key; metrics and dashboard the admin key; health and ready none', { skip }, async () => {
   const k = createKey(ledger, { tenant: 'acme', app: 'open' });
   for (const [method, p, body] of [['GET', '/v1/models'], ['GET', `/v1/models/${model}`], ['GET', '/v1/usage/me'],
     ['POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }],
@@ -86,8 +86,13 @@ test('every /v1 endpoint and /tokenize need a key; health, ready, metrics and da
     const ok = await call(server.url, p, { method, body, key: k.key });
     assert.equal(ok.status, 200, `${p}: ${ok.text}`);
   }
-  for (const p of ['/health', '/ready', '/metrics', '/dashboard', '/dashboard/data']) {
+  for (const p of ['/health', '/ready']) {
     assert.equal((await call(server.url, p, { method: 'GET' })).status, 200, p);
+  }
+  for (const p of ['/metrics', '/dashboard', '/dashboard/data']) {
+    assertError(await call(server.url, p, { method: 'GET' }), 401, 'invalid_api_key');
+    assert.equal((await call(server.url, p, { method: 'GET', key: k.key })).status, 401, `${p} with a tenant key`);
+    assert.equal((await call(server.url, p, { method: 'GET', key: ADMIN_KEY })).status, 200, p);
   }
 });
 

@@ -7,7 +7,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startServer, haveShared } from './server_harness.mjs';
+import crypto from 'node:crypto';
 import { call, completion, createKey, metricSum, model, parseProm, sseUsage, tempDir } from './gov_helpers.mjs';
+
+// With API keys on, /metrics and /dashboard/data need the metrics (or admin) key.
+const METRICS_KEY = 'ts-metrics-integration-test-key';
 
 const skip = !haveShared && 'shared test data not found';
 let dir, server, key;
@@ -17,7 +21,9 @@ before(async () => {
   dir = tempDir('metrics');
   const ledger = path.join(dir, 'ledger.db');
   key = createKey(ledger, { tenant: 'metered', app: 'm', rpm: 100 }).key;
-  server = await startServer(['--threads', '1', '--ledger', ledger]);
+  const config = path.join(dir, 'gov.toml');
+  fs.writeFileSync(config, `[metrics]\nkey_sha256 = "${crypto.createHash('sha256').update(METRICS_KEY).digest('hex')}"\n`);
+  server = await startServer(['--threads', '1', '--ledger', ledger, '--config', config]);
 });
 
 after(async () => {
@@ -26,7 +32,7 @@ after(async () => {
 });
 
 test('counters and histograms match the usage bodies of a known workload', { skip }, async () => {
-  const before = parseProm((await call(server.url, '/metrics', { method: 'GET' })).text);
+  const before = parseProm((await call(server.url, '/metrics', { method: 'GET', key: METRICS_KEY })).text);
   assert.equal(metricSum(before, 'tokenserve:request_success_total'), 0);
 
   const usages = [];
@@ -57,7 +63,7 @@ test('counters and histograms match the usage bodies of a known workload', { ski
   const N = usages.length;
   const prompt = usages.reduce((a, u) => a + u.prompt_tokens, 0);
   const gen = usages.reduce((a, u) => a + u.completion_tokens, 0);
-  const m = parseProm((await call(server.url, '/metrics', { method: 'GET' })).text);
+  const m = parseProm((await call(server.url, '/metrics', { method: 'GET', key: METRICS_KEY })).text);
   assert.equal(metricSum(m, 'tokenserve:request_success_total'), N);
   assert.equal(metricSum(m, 'tokenserve:prompt_tokens_total'), prompt);
   assert.equal(metricSum(m, 'tokenserve:generation_tokens_total'), gen);
@@ -76,7 +82,7 @@ test('counters and histograms match the usage bodies of a known workload', { ski
   assert.ok(m.some((s) => s.name === 'tokenserve:kv_cache_usage_perc'), 'engine gauges sampled');
   assert.ok(m.some((s) => s.name.startsWith('tokenserve:') && s.name.includes('spool')), 'ledger spool depth exported');
 
-  const data = await call(server.url, '/dashboard/data', { method: 'GET' });
+  const data = await call(server.url, '/dashboard/data', { method: 'GET', key: METRICS_KEY });
   assert.equal(data.json.totals.requests, N);
   assert.equal(data.json.totals.prompt_tokens, prompt);
   assert.equal(data.json.totals.generation_tokens, gen);
@@ -95,11 +101,11 @@ test('counters and histograms match the usage bodies of a known workload', { ski
 });
 
 test('rate-limit refusals are counted', { skip }, async () => {
-  const m0 = parseProm((await call(server.url, '/metrics', { method: 'GET' })).text);
+  const m0 = parseProm((await call(server.url, '/metrics', { method: 'GET', key: METRICS_KEY })).text);
   const dirKey = createKey(path.join(dir, 'ledger.db'), { tenant: 'limited', app: 'x', rpm: 1 }).key;
   assert.equal((await completion(server.url, dirKey, { max_tokens: 2 })).status, 200);
   assert.equal((await completion(server.url, dirKey, { max_tokens: 2 })).status, 429);
-  const m = parseProm((await call(server.url, '/metrics', { method: 'GET' })).text);
+  const m = parseProm((await call(server.url, '/metrics', { method: 'GET', key: METRICS_KEY })).text);
   assert.equal(metricSum(m, 'tokenserve:rate_limited_total') - metricSum(m0, 'tokenserve:rate_limited_total'), 1);
   assert.equal(metricSum(m, 'tokenserve:request_errors_total', { code: '429' })
     - metricSum(m0, 'tokenserve:request_errors_total', { code: '429' }), 1);

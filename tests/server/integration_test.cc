@@ -17,6 +17,7 @@
 #include "http/client.h"
 #include "http/server.h"
 #include "model/model.h"
+#include "engine/fault_injection.h"
 #include "server/openai_service.h"
 #include "test_util.h"
 
@@ -180,6 +181,24 @@ int run_capture(const std::string& cmd, std::string* out) {
   while (fgets(buf, sizeof(buf), f)) *out += buf;
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST_F(RealServer, EngineFaultInOneRequestIs500AndTheServerKeepsServing) {
+  engine::set_fault_hook([](const engine::Request& r) {
+    return r.sampling.seed.value_or(0) == 13 ? engine::Fault::kNanLogits : engine::Fault::kNone;
+  });
+  auto bad = post("/v1/completions", R"({"model":"stories260K","prompt":"Once","max_tokens":4,"seed":13})");
+  EXPECT_EQ(bad.status, 500) << bad.body;
+  json e = json::parse(bad.body, nullptr, false);
+  ASSERT_TRUE(e.is_object() && e.contains("error")) << bad.body;
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("non-finite"), std::string::npos) << bad.body;
+  auto stream = post("/v1/completions",
+                     R"({"model":"stories260K","prompt":"Once","max_tokens":4,"seed":13,"stream":true})");
+  EXPECT_EQ(stream.status, 200);
+  EXPECT_NE(stream.body.find("\"error\""), std::string::npos) << stream.body;
+  engine::set_fault_hook({});
+  auto good = post("/v1/completions", R"({"model":"stories260K","prompt":"Once","max_tokens":4,"seed":13})");
+  EXPECT_EQ(good.status, 200) << good.body;
 }
 
 TEST(ServeBinary, BadModelPathAndOccupiedPortAreOneClearLine) {

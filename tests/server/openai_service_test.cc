@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -15,6 +20,7 @@
 
 #include "gguf/gguf.h"
 #include "gateway/governor.h"
+#include "gateway/sha256.h"
 #include "obs/server_metrics.h"
 #include "http/client.h"
 #include "test_util.h"
@@ -426,8 +432,13 @@ class GovernedServiceTest : public ServiceTest {
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "gov.toml") << "[tenants.acme]\nquota = { tokens = 1000, period = \"day\" }\n";
+    std::ofstream(dir_ / "metrics.key") << kMetricsKey << "\n";
+    std::ofstream(dir_ / "gov.toml") << "[tenants.acme]\nquota = { tokens = 1000, period = \"day\" }\n"
+                                     << "[admin]\nkey_sha256 = \"" << gateway::sha256_hex(kAdminKey) << "\"\n"
+                                     << "[metrics]\nkey_file = \"" << (dir_ / "metrics.key").string() << "\"\n"
+                                     << extra_toml();
     auto gov = gateway::Governor::open({.ledger = (dir_ / "ledger.db").string(),
+                                        .limits = limits_url(),
                                         .config_path = (dir_ / "gov.toml").string()});
     ASSERT_TRUE(gov.ok()) << gov.status().to_string();
     gov_ = std::move(gov).value();
@@ -442,6 +453,10 @@ class GovernedServiceTest : public ServiceTest {
     gov_.reset();
     std::filesystem::remove_all(dir_);
   }
+  static constexpr const char* kAdminKey = "ts-admin-secret-for-tests";
+  static constexpr const char* kMetricsKey = "ts-metrics-secret-for-tests";
+  virtual std::string extra_toml() { return ""; }
+  virtual std::string limits_url() { return ""; }
   void add_options(ServiceOptions* so) override {
     so->governor = gov_.get();
     so->require_auth = true;
@@ -556,6 +571,96 @@ TEST_F(GovernedServiceTest, DefaultMaxTokensRespectsTheTierCap) {
                              auth_);
   ASSERT_TRUE(big.ok());
   expect_error(*big, 400, "max_tokens", "max_tokens_too_large");
+}
+
+TEST_F(GovernedServiceTest, ObservabilityNeedsTheAdminOrMetricsKey) {
+  for (const char* path : {"/metrics", "/dashboard", "/dashboard/data"}) {
+    auto anon = client_.request("GET", path);
+    ASSERT_TRUE(anon.ok());
+    expect_error(*anon, 401, "", "invalid_api_key");
+    auto tenant_key = client_.request("GET", path, "", auth_);  // an ordinary API key
+    ASSERT_TRUE(tenant_key.ok());
+    EXPECT_EQ(tenant_key->status, 401) << path;
+    for (const char* key : {kAdminKey, kMetricsKey}) {
+      auto ok = client_.request("GET", path, "", {{"Authorization", std::string("Bearer ") + key}});
+      ASSERT_TRUE(ok.ok());
+      EXPECT_EQ(ok->status, 200) << path << " " << ok->body.substr(0, 200);
+    }
+  }
+}
+
+class HashedLabelsTest : public GovernedServiceTest {
+ protected:
+  std::string extra_toml() override { return "labels = \"hash\"\n"; }  // inside [metrics]
+};
+
+TEST_F(HashedLabelsTest, TenantNamesAreHashedInMetricsAndDashboardData) {
+  auto r = client_.request("POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":2})", auth_);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  http::HeaderList admin = {{"Authorization", std::string("Bearer ") + kAdminKey}};
+  auto m = client_.request("GET", "/metrics", "", admin);
+  auto d = client_.request("GET", "/dashboard/data", "", admin);
+  ASSERT_TRUE(m.ok() && d.ok());
+  std::string hashed = "h" + gateway::sha256_hex("acme").substr(0, 12);
+  EXPECT_EQ(m->body.find("\"acme\""), std::string::npos);
+  EXPECT_NE(m->body.find(hashed), std::string::npos) << m->body.substr(0, 2000);
+  EXPECT_EQ(d->body.find("acme"), std::string::npos);
+}
+
+// A limit store that accepts connections and never answers (a hung Redis): admissions wait on
+// the blocking pool, never on the io threads, so /health stays fast; once the breaker opens,
+// requests are admitted fail-open and still settled.
+class HungRedisTest : public GovernedServiceTest {
+ protected:
+  void SetUp() override {
+    hole_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(hole_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    ::listen(hole_fd_, 64);
+    socklen_t len = sizeof(a);
+    ::getsockname(hole_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    hole_port_ = ntohs(a.sin_port);
+    GovernedServiceTest::SetUp();
+  }
+  void TearDown() override {
+    GovernedServiceTest::TearDown();
+    ::close(hole_fd_);
+  }
+  std::string limits_url() override { return "redis://127.0.0.1:" + std::to_string(hole_port_); }
+  int hole_fd_ = -1;
+  int hole_port_ = 0;
+};
+
+TEST_F(HungRedisTest, HealthStaysFastWhileAdmissionsWaitOnAHungLimitStore) {
+  constexpr int kClients = 4;  // more than the server's io threads
+  std::vector<std::unique_ptr<http::Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<http::Client>());
+    ASSERT_TRUE(clients.back()->connect("127.0.0.1", http_->port()).ok());
+    ASSERT_TRUE(clients.back()
+                    ->send_request("POST", "/v1/completions", R"({"model":"stories","prompt":"x","max_tokens":2})",
+                                   auth_)
+                    .ok());
+  }
+  std::this_thread::sleep_for(30ms);
+  http::Client probe;
+  ASSERT_TRUE(probe.connect("127.0.0.1", http_->port()).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto h = probe.request("GET", "/health");
+  double health_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->status, 200);
+  EXPECT_LT(health_ms, 150.0) << "/health waited behind the limit store";
+  for (auto& c : clients) {
+    auto r = c->read_response();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->status, 200) << r->body;  // admitted fail-open
+  }
+  EXPECT_EQ(gov_->stats().num_admitted_fail_open, kClients);
+  EXPECT_EQ(ledger_rows().size(), size_t(kClients));
 }
 
 }  // namespace

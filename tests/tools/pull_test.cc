@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "gateway/sha256.h"
 #include "test_util.h"
 
 namespace ts::tools {
@@ -26,6 +27,10 @@ class FileServer {
   std::atomic<int64_t> cut_after{-1};        // close the connection after this many body bytes
   bool ignore_range = false;
   std::atomic<int> requests{0};
+  std::atomic<int64_t> body_bytes_sent{0};
+  bool send_etag = false;                    // ETag: "<sha256 of the body>" (as HF's CDN)
+  bool linked_etag = false;                  // X-Linked-Etag on a redirect (as huggingface.co)
+  std::string etag_override;                 // announce this sha256 instead of the body's
 
   FileServer() {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
@@ -77,7 +82,12 @@ class FileServer {
     ++requests;
     std::string path = req.substr(4, req.find(' ', 4) - 4);
     if (path.rfind("/redirect/", 0) == 0) {
-      send_all(c, "HTTP/1.1 302 Found\r\nLocation: /" + path.substr(10) + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+      std::string linked;
+      auto target = files.find("/" + path.substr(10));
+      if (linked_etag && target != files.end())
+        linked = "X-Linked-Etag: \"" + etag_of(target->second) + "\"\r\n";
+      send_all(c, "HTTP/1.1 302 Found\r\nLocation: /" + path.substr(10) + "\r\n" + linked +
+                      "Content-Length: 0\r\nConnection: close\r\n\r\n");
       return;
     }
     if (path.find("gated") != std::string::npos) {
@@ -93,6 +103,11 @@ class FileServer {
     size_t from = 0;
     auto r = req.find("Range: bytes=");
     bool partial = r != std::string::npos && !ignore_range;
+    auto ir = req.find("If-Range: ");
+    if (partial && ir != std::string::npos) {  // a stale validator: send the whole (new) file
+      std::string v = req.substr(ir + 10, req.find("\r\n", ir) - ir - 10);
+      if (v != "\"" + etag_of(body) + "\"") partial = false;
+    }
     if (partial) from = std::stoull(req.substr(r + 13));
     std::string head;
     if (partial) {
@@ -101,12 +116,17 @@ class FileServer {
     } else {
       head = "HTTP/1.1 200 OK\r\n";
     }
+    if (send_etag) head += "ETag: \"" + etag_of(body) + "\"\r\n";
     head += "Content-Length: " + std::to_string(body.size() - from) + "\r\nConnection: close\r\n\r\n";
     send_all(c, head);
     std::string rest = body.substr(from);
     int64_t cut = cut_after.exchange(-1);
     if (cut >= 0 && cut < static_cast<int64_t>(rest.size())) rest.resize(static_cast<size_t>(cut));
+    body_bytes_sent += static_cast<int64_t>(rest.size());
     send_all(c, rest);
+  }
+  std::string etag_of(const std::string& body) const {
+    return etag_override.empty() ? gateway::sha256_hex(body) : etag_override;
   }
 
   int fd_ = -1;
@@ -127,7 +147,9 @@ TEST(Pull, ParsesSpecs) {
   EXPECT_EQ(s->repo, "Qwen/Qwen2.5-0.5B-Instruct-GGUF");
   EXPECT_EQ(s->file, "qwen2.5-0.5b-instruct-q8_0.gguf");
   EXPECT_TRUE(parse_pull_spec("a/b/sub/dir/f.gguf").ok());
-  for (const char* bad : {"", "a", "a/b", "a/b/", "/b/c", "a//c", "a/b/../../etc/passwd"}) {
+  for (const char* bad : {"", "a", "a/b", "a/b/", "/b/c", "a//c", "a/b/../../etc/passwd", "a/b//etc/passwd",
+                          "../../x/f.gguf", "a/../f.gguf", "..a/b/f.gguf", "a/b/./f.gguf", "a/b/dir/../f.gguf",
+                          "a/b c/f.gguf", "a/b/f\\x.gguf", "a/b/f\nx.gguf", "a/b/f%2e.gguf", "a/b--c/f.gguf"}) {
     EXPECT_FALSE(parse_pull_spec(bad).ok()) << bad;
   }
   EXPECT_EQ(default_models_dir("/m", "/home/x"), "/m");
@@ -140,6 +162,7 @@ TEST(Pull, DownloadsResumesAndVerifies) {
   FileServer srv;
   const std::string body = fake_gguf(300000);
   srv.files["/o/r/resolve/main/m.gguf"] = body;
+  srv.send_etag = true;
   PullOptions o{.endpoint = srv.url(), .models_dir = ::ts::testing::temp_dir()};
   int64_t last_done = 0, last_total = 0;
   o.progress = [&](int64_t d, int64_t t) { last_done = d; last_total = t; };
@@ -154,9 +177,12 @@ TEST(Pull, DownloadsResumesAndVerifies) {
   ASSERT_TRUE(std::filesystem::exists(partial));
   EXPECT_EQ(std::filesystem::file_size(partial), 100000u);
 
-  // Second attempt continues with a Range request and completes.
+  // Second attempt continues with a Range request and completes; the SHA-256 is checked over
+  // the whole file.
+  srv.body_bytes_sent = 0;
   auto r2 = pull_model(spec, o);
   ASSERT_TRUE(r2.ok()) << r2.status().to_string();
+  EXPECT_EQ(srv.body_bytes_sent, static_cast<int64_t>(body.size()) - 100000);
   EXPECT_EQ(::ts::testing::read_file(*r2), body);
   EXPECT_FALSE(std::filesystem::exists(partial));
   EXPECT_EQ(last_done, static_cast<int64_t>(body.size()));
@@ -205,6 +231,74 @@ TEST(Pull, ClearErrors) {
   EXPECT_FALSE(std::filesystem::exists(model_path_for(o.models_dir, {"o/r", "notgguf.bin"})));
   PullOptions down{.endpoint = "http://127.0.0.1:1", .models_dir = ::ts::testing::temp_dir()};
   EXPECT_EQ(pull_model({"o/r", "m.gguf"}, down).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(Pull, ChecksumMismatchIsRefusedAndRemoved) {
+  FileServer srv;
+  srv.files["/o/r/resolve/main/m.gguf"] = fake_gguf(40000);
+  srv.send_etag = true;
+  srv.etag_override = gateway::sha256_hex("some other content");
+  PullOptions o{.endpoint = srv.url(), .models_dir = ::ts::testing::temp_dir()};
+  PullSpec spec{"o/r", "m.gguf"};
+  auto r = pull_model(spec, o);
+  ASSERT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("checksum mismatch"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(std::filesystem::exists(model_path_for(o.models_dir, spec)));
+  EXPECT_FALSE(std::filesystem::exists(model_path_for(o.models_dir, spec) + ".partial"));
+}
+
+TEST(Pull, LinkedEtagOfTheHubRedirectIsVerifiedAfterAResume) {
+  FileServer srv;
+  const std::string body = fake_gguf(60000);
+  srv.files["/o/r/resolve/main/m.gguf"] = body;
+  srv.send_etag = true;
+  srv.linked_etag = true;
+  PullOptions o{.endpoint = srv.url() + "/redirect", .models_dir = ::ts::testing::temp_dir()};
+  PullSpec spec{"o/r", "m.gguf"};
+  srv.cut_after = 25000;
+  ASSERT_FALSE(pull_model(spec, o).ok());
+  // Corrupt the kept part: the resume itself succeeds but the whole-file checksum cannot.
+  {
+    std::FILE* f = std::fopen((model_path_for(o.models_dir, spec) + ".partial").c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 1000, SEEK_SET);
+    std::fputc('#', f);
+    std::fclose(f);
+  }
+  auto bad = pull_model(spec, o);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().to_string();
+  auto good = pull_model(spec, o);  // a clean restart
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(::ts::testing::read_file(*good), body);
+}
+
+TEST(Pull, ChangedRemoteFileRestartsCleanlyThroughIfRange) {
+  FileServer srv;
+  const std::string v1 = fake_gguf(50000);
+  std::string v2 = v1;
+  for (size_t i = 30000; i < v2.size(); ++i) v2[i] = 'Z';  // same size, new revision
+  srv.files["/o/r/resolve/main/m.gguf"] = v1;
+  srv.send_etag = true;
+  PullOptions o{.endpoint = srv.url(), .models_dir = ::ts::testing::temp_dir()};
+  PullSpec spec{"o/r", "m.gguf"};
+  srv.cut_after = 20000;
+  ASSERT_FALSE(pull_model(spec, o).ok());
+  srv.files["/o/r/resolve/main/m.gguf"] = v2;
+  srv.body_bytes_sent = 0;
+  auto r = pull_model(spec, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(::ts::testing::read_file(*r), v2);  // not v1's first 20000 bytes spliced onto v2
+  EXPECT_EQ(srv.body_bytes_sent, static_cast<int64_t>(v2.size()));
+}
+
+TEST(Pull, HandBuiltSpecsAndRevisionsAreValidatedToo) {
+  PullOptions o{.endpoint = "http://127.0.0.1:1", .models_dir = ::ts::testing::temp_dir()};
+  EXPECT_EQ(pull_model({"o/r", "/etc/passwd"}, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pull_model({"../..", "f.gguf"}, o).status().code(), StatusCode::kInvalidArgument);
+  o.revision = "../../x";
+  EXPECT_EQ(pull_model({"o/r", "f.gguf"}, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(validate_revision("main").ok());
+  EXPECT_TRUE(validate_revision("refs/pr/1").ok());
 }
 
 }  // namespace
