@@ -43,6 +43,14 @@ OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOpt
   std::random_device rd;
   id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   if (opts_.created == 0) opts_.created = unix_now();
+  tool_format_ = opts_.tool_call_format.value_or(api::detect_tool_call_format(prompts_.template_source()));
+  reasoning_format_ = api::detect_reasoning_format(prompts_.template_source());
+  if (tool_format_ == api::ToolCallFormat::kHarmony) reasoning_format_ = api::ReasoningFormat::kHarmony;
+  log::info(std::string("chat output: tool calls in the ") + api::tool_call_format_name(tool_format_) +
+            " format" + (opts_.tool_call_format ? " (--tool-call-format)" : " (from the chat template)") +
+            (reasoning_format_ == api::ReasoningFormat::kThink     ? ", reasoning in <think>"
+             : reasoning_format_ == api::ReasoningFormat::kHarmony ? ", reasoning in harmony's analysis channel"
+                                                                   : ""));
   if (opts_.metrics) {
     refresh_metrics();
     sampler_ = std::thread([this] { sampler_loop(); });
@@ -350,7 +358,16 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
-  auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
+  ChatRenderOptions ro;
+  ro.tools_json = req.tools_json;  // tool_choice none still shows the tools, as OpenAI does
+  ro.add_generation_prompt = req.add_generation_prompt;
+  ro.template_kwargs_json = req.chat_template_kwargs_json;
+  ro.reasoning_effort = req.reasoning_effort;
+  std::optional<api::ForcedCallPlan> plan =
+      api::forced_call_plan(tool_format_, req.tools, req.tool_choice, req.parallel_tool_calls);
+  if (plan) ro.assistant_prefill = plan->prefill;
+  std::string rendered;
+  auto ids = prompts_.chat_prompt(req.messages, ro, &rendered);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);
   auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages");
   if (!budget.ok()) return respond_error(ex, budget.error(), call);
@@ -362,9 +379,20 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   spec.meta = api::ResponseMeta{.id = next_id("chatcmpl"), .created = unix_now(), .model = req.model};
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs;
+  spec.output_parser.tools =
+      req.tool_choice.mode == api::ToolChoiceMode::kNone ? api::ToolCallFormat::kNone : tool_format_;
+  spec.output_parser.reasoning = reasoning_format_;
+  spec.output_parser.starts_in_reasoning =
+      reasoning_format_ == api::ReasoningFormat::kThink && api::prompt_opens_reasoning(rendered);
+  if (plan) spec.output_prefill = plan->prefill;
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
+  // PARTIAL: plan->schema is the JSON Schema the generated text after the prefill must satisfy.
+  // Constrained decoding lives on the `structured` branch (structured::ConstraintSpec{.kind =
+  // kJsonSchema, .source = plan->schema}); until it is wired into engine::Request here, the
+  // prefill alone makes the call likely, not guaranteed.
+
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
 }
 
