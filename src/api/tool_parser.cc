@@ -589,6 +589,44 @@ std::string new_tool_call_id(ToolCallFormat f) {
   return id;
 }
 
+std::string render_tool_calls(ToolCallFormat f, const std::vector<ParsedToolCall>& calls) {
+  auto obj = [](const ParsedToolCall& c, const char* key) {
+    json args = json::parse(c.arguments, nullptr, false);
+    if (args.is_discarded()) args = c.arguments;
+    return json{{"name", c.name}, {key, std::move(args)}};
+  };
+  std::string out;
+  json list = json::array();
+  for (const ParsedToolCall& c : calls) {
+    switch (f) {
+      case ToolCallFormat::kNone:
+      case ToolCallFormat::kHermes:
+        out += std::string(kHermesOpen) + "\n" + obj(c, "arguments").dump() + "\n" + std::string(kHermesClose) + "\n";
+        break;
+      case ToolCallFormat::kLlama3:
+        out += (out.empty() ? "" : "; ") + obj(c, "parameters").dump();
+        break;
+      case ToolCallFormat::kMistral:
+      case ToolCallFormat::kGranite:
+        list.push_back(obj(c, "arguments"));
+        break;
+      case ToolCallFormat::kDeepSeek:
+        out += std::string(kDsCallBegin) + "function" + std::string(kDsSep) + c.name + "\n```json\n" + c.arguments +
+               "\n```" + std::string(kDsCallEnd);
+        break;
+      case ToolCallFormat::kHarmony:
+        out += std::string(kHChannel) + "commentary to=functions." + c.name + " " + std::string(kHConstrain) + "json" +
+               std::string(kHMessage) + c.arguments + std::string(kHCall);
+        break;
+    }
+  }
+  if (f == ToolCallFormat::kMistral) return std::string(kMistralCalls) + list.dump();
+  if (f == ToolCallFormat::kGranite) return std::string(kGraniteCall) + list.dump();
+  if (f == ToolCallFormat::kDeepSeek) return std::string(kDsCallsBegin) + out + std::string(kDsCallsEnd);
+  if (f == ToolCallFormat::kHermes || f == ToolCallFormat::kNone) return std::string(rstrip(out));
+  return out;
+}
+
 OutputDelta OutputStreamParser::diff(const ParsedOutput& now) {
   OutputDelta d;
   // Monotone by construction; guard anyway so a parser slip never resends or underflows.

@@ -80,6 +80,10 @@ bool prompt_opens_reasoning(std::string_view rendered_prompt);
 // templates refuse other ids when the call is sent back).
 std::string new_tool_call_id(ToolCallFormat f);
 
+// A call list as the family's model writes it (the inverse of parse_model_output for calls):
+// for templates that do not render an assistant's tool_calls themselves.
+std::string render_tool_calls(ToolCallFormat f, const std::vector<ParsedToolCall>& calls);
+
 // Streaming: feed the output text as it comes; each push returns what became certain.
 struct ToolCallDelta {
   int32_t index = 0;                  // call index in the message

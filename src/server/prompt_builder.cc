@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/tool_parser.h"
 #include "core/log.h"
 
 namespace ts::server {
@@ -58,12 +59,15 @@ api::ApiResult<std::string> PromptBuilder::render_chat(const std::vector<api::Ch
 
 api::ApiResult<std::string> PromptBuilder::render_chat(const std::vector<api::ChatMessage>& messages,
                                                        const ChatRenderOptions& opts) const {
-  auto out = render_once(messages, opts, /*object_arguments=*/true);
+  auto out = render_once(messages, opts, /*object_arguments=*/true, /*null_content=*/true);
   bool has_calls = std::any_of(messages.begin(), messages.end(),
                                [](const api::ChatMessage& m) { return !m.tool_calls.empty(); });
-  if (!out.ok() && has_calls && out.error().http_status == 400) {
-    auto as_text = render_once(messages, opts, /*object_arguments=*/false);
-    if (as_text.ok()) out = std::move(as_text);
+  // Templates differ in what they expect of a tool-call message: arguments as an object or as
+  // text, content null or "" (Qwen3's tests `'</think>' in content`). Try the others before
+  // reporting the first error.
+  for (int variant = 1; !out.ok() && has_calls && out.error().http_status == 400 && variant < 4; ++variant) {
+    auto again = render_once(messages, opts, /*object_arguments=*/variant % 2 == 0, /*null_content=*/variant < 2);
+    if (again.ok()) out = std::move(again);
   }
   if (out.ok() && !opts.assistant_prefill.empty()) out.value() += opts.assistant_prefill;
   return out;
@@ -71,7 +75,7 @@ api::ApiResult<std::string> PromptBuilder::render_chat(const std::vector<api::Ch
 
 api::ApiResult<std::string> PromptBuilder::render_once(const std::vector<api::ChatMessage>& messages,
                                                        const ChatRenderOptions& opts,
-                                                       bool object_arguments) const {
+                                                       bool object_arguments, bool null_content) const {
   if (!tmpl_) {
     api::ApiError e;
     e.http_status = 500;
@@ -82,7 +86,15 @@ api::ApiResult<std::string> PromptBuilder::render_once(const std::vector<api::Ch
   ojson msgs = ojson::array();
   for (const api::ChatMessage& m : messages) {
     ojson j{{"role", m.role}};
-    j["content"] = m.content ? ojson(*m.content) : ojson(nullptr);
+    j["content"] = m.content ? ojson(*m.content) : null_content ? ojson(nullptr) : ojson("");
+    if (!m.tool_calls.empty() && !renders_tool_calls_) {
+      // The template ignores tool_calls (Granite 3.3's): write them into the content the way
+      // the model writes them, so the next turn still shows what it called.
+      std::vector<api::ParsedToolCall> calls;
+      for (const api::ToolCall& c : m.tool_calls) calls.push_back(api::ParsedToolCall{c.function_name, c.arguments});
+      std::string text = m.content ? *m.content : std::string();
+      j["content"] = text + api::render_tool_calls(api::detect_tool_call_format(source_), calls);
+    }
     if (!m.name.empty()) j["name"] = m.name;
     if (m.reasoning_content) {
       j["reasoning_content"] = *m.reasoning_content;  // Qwen3

@@ -70,15 +70,18 @@ class PromptBuilder {
  private:
   PromptBuilder(const tokenizer::Tokenizer& tok, std::shared_ptr<const chat::ChatTemplate> tmpl,
                 bool fallback, std::string source)
-      : tok_(&tok), tmpl_(std::move(tmpl)), fallback_(fallback), source_(std::move(source)) {}
+      : tok_(&tok), tmpl_(std::move(tmpl)), fallback_(fallback), source_(std::move(source)),
+        renders_tool_calls_(source_.find("tool_calls") != std::string::npos) {}
   std::vector<int32_t> encode_rendered(const std::string& text) const;
   api::ApiResult<std::string> render_once(const std::vector<api::ChatMessage>& messages,
-                                          const ChatRenderOptions& opts, bool object_arguments) const;
+                                          const ChatRenderOptions& opts, bool object_arguments,
+                                          bool null_content) const;
 
   const tokenizer::Tokenizer* tok_;
   std::shared_ptr<const chat::ChatTemplate> tmpl_;
   bool fallback_ = false;
   std::string source_;
+  bool renders_tool_calls_ = true;  // the template reads messages' tool_calls
 };
 
 }  // namespace ts::server
