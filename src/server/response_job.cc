@@ -53,8 +53,8 @@ ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
   }
 }
 
-std::string ResponseJob::raw_text(const engine::Event& ev) const {
-  std::string raw = ev.text;
+std::string ResponseJob::raw_text(std::string text, const engine::Event& ev) const {
+  std::string raw = std::move(text);
   for (int32_t id : ev.token_ids) {
     if (!tok_->is_control(id) || tok_->is_eog(id)) continue;
     std::string t = tok_->token_bytes(id);
@@ -139,7 +139,7 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
     bool ended = ev.finish != engine::FinishReason::kNone;
     std::string out;
     bool was_answering = c.parser->answer_started();
-    api::OutputDelta d = c.parser->push(raw_text(ev));
+    api::OutputDelta d = c.parser->push(raw_text(text, ev));
     if (!was_answering && spec_.output_parser.reasoning != api::ReasoningFormat::kNone)
       c.reasoning_tokens += static_cast<int64_t>(ev.token_ids.size());
     if (ended && ev.finish != engine::FinishReason::kError && ev.finish != engine::FinishReason::kCancelled) {

@@ -95,7 +95,8 @@ class ResponseJob {
   // Splits raw output through the choice's parser; streams or accumulates what became certain.
   void on_parsed(ChoiceState& c, int32_t index, const api::OutputDelta& d,
                  std::vector<api::TokenLogprobs> lps, std::string* out);
-  std::string raw_text(const engine::Event& ev) const;
+  // The event's text (already taken from it) with spliced control-token markers.
+  std::string raw_text(std::string text, const engine::Event& ev) const;
   void finish_job();
   JobResult result() const;
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
