@@ -138,9 +138,9 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   if (c.parser) {
     bool ended = ev.finish != engine::FinishReason::kNone;
     std::string out;
-    bool was_answering = c.parser->answer_started();
     api::OutputDelta d = c.parser->push(raw_text(text, ev));
-    if (!was_answering && spec_.output_parser.reasoning != api::ReasoningFormat::kNone)
+    // Reasoning tokens: those generated before the answer (content or a call) started.
+    if (!c.parser->answer_started() && spec_.output_parser.reasoning != api::ReasoningFormat::kNone)
       c.reasoning_tokens += static_cast<int64_t>(ev.token_ids.size());
     if (ended && ev.finish != engine::FinishReason::kError && ev.finish != engine::FinishReason::kCancelled) {
       api::OutputDelta rest = c.parser->finish();
