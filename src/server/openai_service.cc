@@ -284,6 +284,7 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
                                                 .prompt_tokens = r.usage.prompt_tokens,
                                                 .cached_tokens = r.usage.cached_tokens,
                                                 .completion_tokens = r.usage.completion_tokens,
+                                                .reasoning_tokens = r.usage.reasoning_tokens.value_or(0),
                                                 .ttft_ms = ttft_ms,
                                                 .duration_ms = duration_cast<milliseconds>(now - call.start).count(),
                                                 .finish_reason = engine::finish_reason_name(finish),
