@@ -11,6 +11,13 @@
 #include "obs/dashboard_assets.h"
 #include "obs/request_log.h"
 #include "server/governance_routes.h"
+// Constrained decoding (the `structured` branch): wired for forced tool calls when present.
+#if __has_include("server/structured_output.h")
+#include "server/structured_output.h"
+#define TS_HAVE_STRUCTURED_OUTPUT 1
+#else
+#define TS_HAVE_STRUCTURED_OUTPUT 0
+#endif
 
 namespace ts::server {
 
@@ -389,10 +396,32 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
-  // PARTIAL: plan->schema is the JSON Schema the generated text after the prefill must satisfy.
-  // Constrained decoding lives on the `structured` branch (structured::ConstraintSpec{.kind =
-  // kJsonSchema, .source = plan->schema}); until it is wired into engine::Request here, the
-  // prefill alone makes the call likely, not guaranteed.
+#if TS_HAVE_STRUCTURED_OUTPUT
+  // A forced call: the text after the prefill must be the plan's JSON (the call, or its
+  // arguments). Otherwise response_format; for a model that reasons first (<think> not closed
+  // by the prompt) it applies to the text after "</think>".
+  std::string start_after;
+  if (reasoning_format_ == api::ReasoningFormat::kThink) {
+    std::string_view p = rendered;
+    while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.remove_suffix(1);
+    if (!p.ends_with("</think>")) start_after = "</think>";
+  }
+  api::ResponseFormat forced;
+  if (plan && !plan->schema.empty()) {
+    forced.type = api::ResponseFormat::Type::kJsonSchema;
+    forced.source = plan->schema;
+    start_after.clear();
+  }
+  auto constraint = constraint_for(plan && !plan->schema.empty() ? forced : req.response_format, prompts_.tokenizer(),
+                                   start_after);
+  if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
+  reqs.back().constraint = constraint.value();
+#else
+  // PARTIAL (this branch alone): without src/structured (constrained decoding) plan->schema is
+  // not enforced; the prefill alone makes the call likely, not guaranteed. Merged with the
+  // `structured` branch the block above is compiled in (checked in a trial merge: the SDK tests
+  // "zodResponseFormat" and "tool_choice required / named on the real model" pass).
+#endif
 
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
 }
