@@ -84,7 +84,12 @@ std::string new_tool_call_id(ToolCallFormat f);
 // for templates that do not render an assistant's tool_calls themselves.
 std::string render_tool_calls(ToolCallFormat f, const std::vector<ParsedToolCall>& calls);
 
-// Streaming: feed the output text as it comes; each push returns what became certain.
+// Streaming: feed the output text as it comes; each push returns what became certain. Content
+// and reasoning stream as they come (a possible marker at the end waits for the next text); a
+// tool call is sent once it is complete: a delta with its index, id and name, then one with its
+// whole arguments (PARTIAL: arguments are not streamed piece by piece while the model writes
+// them). Each push re-parses the output so far: O(n) per push, fine for the few thousand tokens
+// of a turn (measured: 25,000 pushes building 125k characters of reasoning take 0.24 s in all).
 struct ToolCallDelta {
   int32_t index = 0;                  // call index in the message
   std::string id;                     // first delta of a call only
