@@ -82,7 +82,9 @@ void ResponseJob::on_parsed(ChoiceState& c, int32_t index, const api::OutputDelt
     if (!d.reasoning.empty()) ch.reasoning = d.reasoning;
     *out += api::sse_event(api::chat_content_chunk(spec_.meta, ch, spec_.include_usage));
   }
-  if (!d.calls.empty()) *out += api::sse_event(api::chat_tool_call_chunk(spec_.meta, index, d.calls, spec_.include_usage));
+  // One chunk per delta, as OpenAI streams them: the call's header, then its arguments.
+  for (const api::ToolCallDelta& t : d.calls)
+    *out += api::sse_event(api::chat_tool_call_chunk(spec_.meta, index, {t}, spec_.include_usage));
 }
 
 void ResponseJob::begin() {

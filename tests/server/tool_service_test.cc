@@ -3,6 +3,8 @@
 // ScriptedBackend in place of the forward pass (server/scripted_backend.h says what that covers).
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
@@ -185,6 +187,32 @@ TEST_F(ToolService, Qwen3ReasoningIsSeparatedAndCounted) {
   ASSERT_EQ(off.status, 200) << off.body;
   EXPECT_EQ(json::parse(off.body)["choices"][0]["message"]["content"], "Hello there!");
   EXPECT_FALSE(json::parse(off.body)["choices"][0]["message"].contains("reasoning_content"));
+}
+
+// Each choice of n > 1 has its own parser and its own call ids.
+TEST_F(ToolService, EveryChoiceIsParsedOnItsOwn) {
+  start("ggml-vocab-qwen2.gguf", "Qwen-Qwen2.5-7B-Instruct.jinja",
+        {{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", {}},
+         {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", {}}});
+  auto r = chat({{"tools", tools()}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_NE(j["choices"][0]["message"]["tool_calls"][0]["id"], j["choices"][1]["message"]["tool_calls"][0]["id"]);
+  auto s = chat({{"tools", tools()}, {"n", 2}, {"stream", true}});
+  ASSERT_EQ(s.status, 200) << s.body;
+  std::map<int, std::string> args, finish;
+  for (const json& c : sse_json(s.body)) {
+    const json& ch = c["choices"][0];
+    int i = ch["index"];
+    if (ch["delta"].contains("tool_calls")) args[i] += ch["delta"]["tool_calls"][0]["function"]["arguments"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish[i] = ch["finish_reason"];
+  }
+  ASSERT_EQ(args.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(json::parse(args[i]), json({{"city", "Rome"}})) << i;
+    EXPECT_EQ(finish[i], "tool_calls") << i;
+  }
 }
 
 }  // namespace
