@@ -53,6 +53,9 @@ ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
   }
 }
 
+// The engine gives control tokens no text; a marker among them is appended after the event's
+// text. Known limit: text the engine still holds back (a possible stop string, an incomplete
+// UTF-8 character) when a marker token arrives comes after the marker.
 std::string ResponseJob::raw_text(std::string text, const engine::Event& ev) const {
   std::string raw = std::move(text);
   for (int32_t id : ev.token_ids) {
