@@ -472,6 +472,14 @@ Err parse_messages(const json& o, std::vector<ChatMessage>* out) {
       }
     }
     if (msg.role == "tool") API_TRY(get_string(m, "tool_call_id", &msg.tool_call_id, true, path));
+    if (msg.role == "assistant") {
+      std::string reasoning;
+      const char* rkey = field(m, "reasoning_content") ? "reasoning_content" : "reasoning";
+      if (field(m, rkey)) {
+        API_TRY(get_string(m, rkey, &reasoning, true, path));
+        msg.reasoning_content = std::move(reasoning);
+      }
+    }
     if (!msg.content && !(msg.role == "assistant"))
       return missing_param(path + ".content");
     out->push_back(std::move(msg));
@@ -487,6 +495,39 @@ Err get_model(const json& o, std::string* model, bool required) {
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// tools, tool_choice, parallel_tool_calls, chat_template_kwargs, reasoning_effort.
+Err parse_tools_fields(const json& o, ChatRequest* r) {
+  if (const json* tools = field(o, "tools")) {
+    auto parsed = parse_tools(*tools);
+    if (!parsed.ok()) return parsed.error();
+    r->tools = std::move(parsed).value();
+    if (!tools->empty()) r->tools_json = dump(*tools);
+  }
+  const json* tc = field(o, "tool_choice");
+  auto choice = parse_tool_choice(tc, r->tools);
+  if (!choice.ok()) return choice.error();
+  r->tool_choice = std::move(choice).value();
+  if (tc) r->tool_choice_json = dump(*tc);
+  API_TRY(get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls));
+  if (const json* kw = field(o, "chat_template_kwargs")) {
+    if (!kw->is_object()) return invalid_type("chat_template_kwargs", "an object");
+    static const char* kReserved[] = {"messages", "tools", "bos_token", "eos_token", "add_generation_prompt"};
+    for (auto it = kw->begin(); it != kw->end(); ++it)
+      if (std::any_of(std::begin(kReserved), std::end(kReserved), [&](const char* k) { return it.key() == k; }))
+        return invalid_value("chat_template_kwargs." + it.key(),
+                             "Invalid 'chat_template_kwargs." + it.key() + "': '" + it.key() +
+                                 "' is set by the server and cannot be overridden.");
+    r->chat_template_kwargs_json = dump(*kw);
+  }
+  API_TRY(get_string(o, "reasoning_effort", &r->reasoning_effort, false));
+  static const char* kEfforts[] = {"minimal", "low", "medium", "high"};
+  if (!r->reasoning_effort.empty() &&
+      std::none_of(std::begin(kEfforts), std::end(kEfforts), [&](const char* e) { return r->reasoning_effort == e; }))
+    return invalid_value("reasoning_effort", "Invalid 'reasoning_effort': expected one of minimal, low, medium, "
+                                             "high, but got '" + r->reasoning_effort + "'.");
+  return {};
+}
 
 // Keeps exceptions (e.g. std::bad_alloc, or a json accessor surprise) from crossing the border.
 template <typename T, typename F>
@@ -557,16 +598,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     API_TRY(parse_stream(o, &r.stream, &r.include_usage));
     API_TRY(get_string(o, "user", &r.user, false));
     API_TRY(get_bool(o, "add_generation_prompt", &r.add_generation_prompt));
-    if (const json* tools = field(o, "tools")) {
-      if (!tools->is_array()) return invalid_type("tools", "an array of tool objects");
-      for (size_t i = 0; i < tools->size(); ++i)
-        if (!(*tools)[i].is_object()) return invalid_type("tools[" + std::to_string(i) + "]", "a tool object");
-      if (!tools->empty()) r.tools_json = dump(*tools);
-    }
-    if (const json* tc = field(o, "tool_choice")) {
-      if (!tc->is_string() && !tc->is_object()) return invalid_type("tool_choice", "a string or an object");
-      r.tool_choice_json = dump(*tc);
-    }
+    API_TRY(parse_tools_fields(o, &r));
     if (const json* rf = field(o, "response_format")) {
       if (!rf->is_object()) return invalid_type("response_format", "an object");
       std::string type;

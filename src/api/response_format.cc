@@ -33,6 +33,27 @@ ojson usage_json(const UsageInfo& u) {
                {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+ojson chat_usage_json(const UsageInfo& u) {
+  ojson j = usage_json(u);
+  if (u.reasoning_tokens) j["completion_tokens_details"] = ojson{{"reasoning_tokens", *u.reasoning_tokens}};
+  return j;
+}
+
+ojson chat_message_json(const Choice& c) {
+  ojson m{{"role", "assistant"}};
+  m["content"] = c.tool_calls.empty() || !c.text.empty() ? ojson(c.text) : ojson(nullptr);
+  if (c.reasoning) m["reasoning_content"] = *c.reasoning;
+  m["refusal"] = nullptr;
+  if (!c.tool_calls.empty()) {
+    ojson calls = ojson::array();
+    for (const ToolCallOut& t : c.tool_calls)
+      calls.push_back(ojson{{"id", t.id}, {"type", "function"},
+                            {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
 ojson bytes_json(std::string_view s) {
   ojson a = ojson::array();
   for (char c : s) a.push_back(static_cast<int>(static_cast<unsigned char>(c)));
@@ -108,11 +129,11 @@ std::string chat_completion_body(const ResponseMeta& meta, const std::vector<Cho
   ojson arr = ojson::array();
   for (const Choice& c : choices)
     arr.push_back(ojson{{"index", c.index},
-                        {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                        {"message", chat_message_json(c)},
                         {"logprobs", chat_logprobs_json(c)},
                         {"finish_reason", finish_json(c.finish)}});
   j["choices"] = std::move(arr);
-  j["usage"] = usage_json(usage);
+  j["usage"] = chat_usage_json(usage);
   return dump(j);
 }
 
@@ -138,9 +159,35 @@ std::string chat_role_chunk(const ResponseMeta& meta, int32_t index, bool usage_
 
 std::string chat_content_chunk(const ResponseMeta& meta, const Choice& delta, bool usage_field) {
   ojson j = envelope(meta, "chat.completion.chunk");
+  ojson d = ojson::object();
+  if (!delta.text.empty() || !delta.reasoning || delta.reasoning->empty()) d["content"] = delta.text;
+  if (delta.reasoning && !delta.reasoning->empty()) d["reasoning_content"] = *delta.reasoning;
   j["choices"] = ojson::array({ojson{{"index", delta.index},
-                                     {"delta", {{"content", delta.text}}},
+                                     {"delta", std::move(d)},
                                      {"logprobs", chat_logprobs_json(delta)},
+                                     {"finish_reason", nullptr}}});
+  if (usage_field) j["usage"] = nullptr;
+  return dump(j);
+}
+
+std::string chat_tool_call_chunk(const ResponseMeta& meta, int32_t index,
+                                 const std::vector<ToolCallDelta>& calls, bool usage_field) {
+  ojson j = envelope(meta, "chat.completion.chunk");
+  ojson arr = ojson::array();
+  for (const ToolCallDelta& c : calls) {
+    ojson t{{"index", c.index}};
+    if (!c.id.empty()) {
+      t["id"] = c.id;
+      t["type"] = "function";
+      t["function"] = ojson{{"name", c.name}, {"arguments", c.arguments}};
+    } else {
+      t["function"] = ojson{{"arguments", c.arguments}};
+    }
+    arr.push_back(std::move(t));
+  }
+  j["choices"] = ojson::array({ojson{{"index", index},
+                                     {"delta", {{"tool_calls", std::move(arr)}}},
+                                     {"logprobs", nullptr},
                                      {"finish_reason", nullptr}}});
   if (usage_field) j["usage"] = nullptr;
   return dump(j);
@@ -160,7 +207,7 @@ std::string chat_finish_chunk(const ResponseMeta& meta, int32_t index, FinishRea
 std::string usage_chunk(const ResponseMeta& meta, bool chat, const UsageInfo& usage) {
   ojson j = envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
   j["choices"] = ojson::array();
-  j["usage"] = usage_json(usage);
+  j["usage"] = chat ? chat_usage_json(usage) : usage_json(usage);
   return dump(j);
 }
 

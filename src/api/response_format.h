@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/tool_parser.h"
 #include "api/types.h"
 
 namespace ts::api {
@@ -22,9 +23,14 @@ std::string chat_completion_body(const ResponseMeta& meta, const std::vector<Cho
 // OpenAI does on every chunk but the last when stream_options.include_usage is set.
 // Completions: one chunk per text delta; the choice's last one carries finish_reason.
 std::string completion_chunk(const ResponseMeta& meta, const Choice& delta, bool usage_field);
-// Chat: first a role chunk per choice, then content chunks, then a finish chunk (empty delta).
+// Chat: first a role chunk per choice, then content chunks (delta "content" and/or
+// "reasoning_content"), then a finish chunk (empty delta).
 std::string chat_role_chunk(const ResponseMeta& meta, int32_t index, bool usage_field);
 std::string chat_content_chunk(const ResponseMeta& meta, const Choice& delta, bool usage_field);
+// Chat tool-call deltas: a call's first delta carries id, type and name (arguments ""); later
+// ones only argument fragments, which the SDK's stream helpers concatenate.
+std::string chat_tool_call_chunk(const ResponseMeta& meta, int32_t index,
+                                 const std::vector<ToolCallDelta>& calls, bool usage_field);
 std::string chat_finish_chunk(const ResponseMeta& meta, int32_t index, FinishReason finish,
                               bool usage_field);
 // The final usage chunk ("choices": []) sent when include_usage is set, before [DONE].

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/tool_spec.h"
 #include "engine/request.h"
 
 namespace ts::api {
@@ -62,6 +63,8 @@ struct ChatMessage {
   std::string name;                   // optional participant name
   std::vector<ToolCall> tool_calls;   // assistant only
   std::string tool_call_id;           // tool only (required there)
+  std::optional<std::string> reasoning_content;  // assistant only: earlier reasoning (given to
+                                      // templates as reasoning_content and gpt-oss's thinking)
 };
 
 // POST /v1/chat/completions
@@ -76,6 +79,11 @@ struct ChatRequest {
   std::string user;
   std::string tools_json;             // `tools` as JSON text, "" when absent (for the template)
   std::string tool_choice_json;       // `tool_choice` as JSON text, "" when absent
+  std::vector<ToolSpec> tools;        // validated `tools`
+  ToolChoice tool_choice;             // kNone without tools, kAuto by default with them
+  bool parallel_tool_calls = true;    // several calls in one message allowed
+  std::string chat_template_kwargs_json;  // object of extra template variables, "" when absent
+  std::string reasoning_effort;       // "low" | "medium" | "high" (or "minimal"), "" when absent
   bool add_generation_prompt = true;  // vLLM extension
 };
 
@@ -110,9 +118,18 @@ struct TokenLogprobs {
   std::vector<TopLogprob> top;        // most likely first
 };
 
+// One tool call of an assistant message (response side).
+struct ToolCallOut {
+  std::string id;
+  std::string name;
+  std::string arguments;              // JSON object text
+};
+
 struct Choice {
   int32_t index = 0;
   std::string text;                   // completion text or assistant message content
+  std::optional<std::string> reasoning;  // chat: reasoning_content (nullopt = omitted)
+  std::vector<ToolCallOut> tool_calls;   // chat: the message's tool_calls (content null if "")
   FinishReason finish = FinishReason::kNull;
   bool has_logprobs = false;
   std::vector<TokenLogprobs> logprobs;  // one per generated token when has_logprobs
@@ -123,6 +140,7 @@ struct UsageInfo {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  std::optional<int64_t> reasoning_tokens;  // completion tokens spent reasoning (thinking models)
 };
 
 struct ResponseMeta {

@@ -3,6 +3,8 @@
 //                  --io-threads N --drain-timeout S --max-body BYTES]
 //                 [--ledger tokenserve.db|postgresql://... --limits redis://host:port
 //                  --config governance.toml --no-auth --log-format text|json]
+//                 [--tool-call-format hermes|llama3|mistral|deepseek|granite|harmony|none]
+//                 [--scripted-replies FILE (test only: server/scripted_backend.h)]
 // Loads the model, opens governance (API keys, limits, quotas, usage ledger) and metrics,
 // starts the engine and the OpenAI-compatible HTTP server, and serves until SIGTERM/SIGINT:
 // then /ready turns 503, new work is refused, running requests finish up to the drain deadline,
@@ -22,6 +24,7 @@
 #include <pthread.h>
 #include <sstream>
 
+#include "api/tool_parser.h"
 #include "cli/cli_util.h"
 #include "tensor/matrix.h"
 #include "tools/pull.h"
@@ -36,6 +39,7 @@
 #include "server/backend.h"
 #include "server/openai_service.h"
 #include "server/prompt_builder.h"
+#include "server/scripted_backend.h"
 
 namespace ts::cli {
 
@@ -77,7 +81,21 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   std::string isa;
   app.add_option("--isa", isa, kIsaHelp);
+  std::string tool_call_format, scripted_replies;
+  app.add_option("--tool-call-format", tool_call_format,
+                 "how tool calls are read from the output: hermes, llama3, mistral, deepseek, granite, harmony, "
+                 "none (default: detected from the chat template)");
+  app.add_option("--scripted-replies", scripted_replies,
+                 "TEST ONLY: answer requests with the replies of this JSON script instead of running the model "
+                 "(see server/scripted_backend.h)");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  std::optional<api::ToolCallFormat> tool_format;
+  if (!tool_call_format.empty()) {
+    tool_format = api::parse_tool_call_format(tool_call_format);
+    if (!tool_format)
+      return fail("serve", "unknown --tool-call-format '" + tool_call_format +
+                               "': expected hermes, llama3, mistral, deepseek, granite, harmony or none");
+  }
 
   std::error_code ec;
   if (model_path.empty()) {
@@ -203,7 +221,19 @@ int cmd_serve(int argc, char** argv) {
   if (so.model_id != stem) so.model_aliases.push_back(stem);
   const std::string& general_name = (*model)->config().name;
   if (!general_name.empty() && general_name != so.model_id) so.model_aliases.push_back(general_name);
-  server::EngineBackend backend(**engine);
+  so.tool_call_format = tool_format;
+  server::EngineBackend engine_backend(**engine);
+  std::unique_ptr<server::ScriptedBackend> scripted;
+  if (!scripted_replies.empty()) {
+    auto script = server::ScriptedBackend::load(scripted_replies);
+    if (!script.ok()) return fail("serve", script.status().message());
+    log::warn("--scripted-replies: answering from " + scripted_replies + " instead of running the model (test only)");
+    // No forward pass, so no context limit of the model's (tool schemas make long prompts for
+    // tiny test models).
+    scripted = std::make_unique<server::ScriptedBackend>((*model)->tokenizer(), std::move(script).value(),
+                                                         int32_t{1} << 16);
+  }
+  server::Backend& backend = scripted ? static_cast<server::Backend&>(*scripted) : engine_backend;
   server::PromptBuilder prompts = server::PromptBuilder::create(
       (*model)->tokenizer(), (*model)->gguf().get_string("tokenizer.chat_template"));
   obs::ServerMetrics metrics(obs::ServerMetricsOptions{.model = so.model_id});

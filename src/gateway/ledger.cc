@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS ts_usage (
   ttft_ms BIGINT NOT NULL,
   duration_ms BIGINT NOT NULL,
   finish_reason TEXT NOT NULL,
-  http_status INTEGER NOT NULL
+  http_status INTEGER NOT NULL,
+  reasoning_tokens BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS ts_usage_time ON ts_usage (time_ms);
 CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
@@ -48,7 +49,10 @@ CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
 
 constexpr const char* kColumns =
     "request_id, time_ms, tenant, app, key_id, model, tier, prompt_tokens, cached_tokens, "
-    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status";
+    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status, reasoning_tokens";
+
+// Ledgers created before the column existed get it (old rows: 0).
+constexpr const char* kReasoningColumn = "ALTER TABLE ts_usage ADD COLUMN reasoning_tokens BIGINT NOT NULL DEFAULT 0";
 
 int64_t to_i64(const std::string& s) { return s.empty() ? 0 : std::strtoll(s.c_str(), nullptr, 10); }
 
@@ -76,7 +80,7 @@ class SqlLedger final : public LedgerStore {
     TS_RETURN_IF_ERROR(ensure_schema());
     if (records.empty()) return ok_status();
     std::string sql = std::string("INSERT INTO ts_usage (") + kColumns +
-                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)"
+                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)"
                       " ON CONFLICT (request_id) DO NOTHING";
     return db_->transaction([&]() -> Status {
       for (const UsageRecord& r : records) {
@@ -84,7 +88,8 @@ class SqlLedger final : public LedgerStore {
                         r.app,         r.key_id,           r.model,
                         std::string(engine::tier_name(r.tier)), r.prompt_tokens,
                         r.cached_tokens, r.completion_tokens, r.ttft_ms,
-                        r.duration_ms, r.finish_reason,    int64_t(r.http_status)};
+                        r.duration_ms, r.finish_reason,    int64_t(r.http_status),
+                        r.reasoning_tokens};
         TS_RETURN_IF_ERROR(db_->exec(sql, p));
       }
       return ok_status();
@@ -116,6 +121,7 @@ class SqlLedger final : public LedgerStore {
       r.duration_ms = to_i64(row[11]);
       r.finish_reason = row[12];
       r.http_status = int32_t(to_i64(row[13]));
+      r.reasoning_tokens = to_i64(row[14]);
       out.push_back(std::move(r));
     }
     return out;
@@ -176,6 +182,10 @@ class SqlLedger final : public LedgerStore {
     Status st = db_->exec_script(kSchema);
     // Two processes creating the schema at once can collide in PostgreSQL; once more settles it.
     if (!st.ok() && st.code() != StatusCode::kUnavailable) st = db_->exec_script(kSchema);
+    if (st.ok() && !db_->query("SELECT reasoning_tokens FROM ts_usage LIMIT 0").ok()) {
+      st = db_->exec(kReasoningColumn);
+      if (!st.ok() && db_->query("SELECT reasoning_tokens FROM ts_usage LIMIT 0").ok()) st = ok_status();  // raced
+    }
     if (st.ok()) schema_ready_.store(true);
     return st;
   }

@@ -30,6 +30,7 @@ struct UsageRecord {
   int64_t prompt_tokens = 0;      // prompt length (cached ones included)
   int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;  // generated tokens over all choices
+  int64_t reasoning_tokens = 0;   // of completion_tokens, those spent reasoning (thinking models)
   int64_t ttft_ms = -1;           // time to first token; -1 when none was produced
   int64_t duration_ms = 0;        // admission to last byte
   std::string finish_reason;      // "stop" | "length" | "cancelled" | "error" | ""

@@ -28,6 +28,7 @@ std::string usage_record_to_json(const UsageRecord& r) {
   j["prompt_tokens"] = r.prompt_tokens;
   j["cached_tokens"] = r.cached_tokens;
   j["completion_tokens"] = r.completion_tokens;
+  if (r.reasoning_tokens) j["reasoning_tokens"] = r.reasoning_tokens;
   j["ttft_ms"] = r.ttft_ms;
   j["duration_ms"] = r.duration_ms;
   j["finish_reason"] = r.finish_reason;
@@ -52,6 +53,7 @@ Result<UsageRecord> usage_record_from_json(std::string_view line) {
     r.prompt_tokens = j.at("prompt_tokens").get<int64_t>();
     r.cached_tokens = j.at("cached_tokens").get<int64_t>();
     r.completion_tokens = j.at("completion_tokens").get<int64_t>();
+    r.reasoning_tokens = j.value("reasoning_tokens", int64_t{0});
     r.ttft_ms = j.at("ttft_ms").get<int64_t>();
     r.duration_ms = j.at("duration_ms").get<int64_t>();
     r.finish_reason = j.at("finish_reason").get<std::string>();

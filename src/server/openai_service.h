@@ -12,6 +12,11 @@
 // prompt + max_tokens past the context 400 (with the counts), engine queue full or draining
 // 503 + Retry-After. A client disconnect cancels its engine requests within one step.
 //
+// Chat tools and reasoning: the output is split into content, reasoning_content and tool_calls
+// by the format of the chat template (or ServiceOptions::tool_call_format); tool_choice
+// "required" / a named function appends the format's call opener to the prompt
+// (api::forced_call_plan; its JSON Schema is the constraint to hand to constrained decoding).
+//
 // Governance (ServiceOptions::governor): with require_auth every /v1/* endpoint and
 // /tokenize, /detokenize need a valid API key (401 otherwise). A generation request is parsed,
 // tokenized, then admitted (401/403/400/429 with OpenAI error bodies and x-ratelimit-* /
@@ -40,10 +45,12 @@
 #include <thread>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/error.h"
+#include "api/tool_parser.h"
 #include "gateway/governor.h"
 #include "http/server.h"
 #include "obs/server_metrics.h"
@@ -65,6 +72,9 @@ struct ServiceOptions {
   bool log_requests = false;                 // one JSON line per generation request
   int num_blocking_threads = 8;              // WorkPool threads (with a governor)
   std::chrono::milliseconds sample_interval{1000};  // engine stats -> metrics period
+  // How tool calls are read from the model's output; nullopt = detected from the chat template
+  // (api::detect_tool_call_format). Reasoning (<think>, harmony channels) is always detected.
+  std::optional<api::ToolCallFormat> tool_call_format;
 };
 
 class OpenAIService {
@@ -147,6 +157,8 @@ class OpenAIService {
   Backend& backend_;
   PromptBuilder prompts_;
   ServiceOptions opts_;
+  api::ToolCallFormat tool_format_ = api::ToolCallFormat::kHermes;
+  api::ReasoningFormat reasoning_format_ = api::ReasoningFormat::kNone;
   http::Server* http_ = nullptr;
   ResponsePump pump_;
   Counters counters_;

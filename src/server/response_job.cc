@@ -1,5 +1,6 @@
 #include "server/response_job.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "api/engine_mapping.h"
@@ -42,7 +43,52 @@ ResponseJob::ResponseJob(JobSpec spec, http::ExchangePtr exchange,
       timings_(handles_.size()),
       choices_(handles_.size() * static_cast<size_t>(spec_.n)),
       tok_(&tok),
-      on_done_(std::move(on_done)) {}
+      on_done_(std::move(on_done)) {
+  if (spec_.chat && spec_.output_parser.active()) {
+    markers_ = spec_.output_parser.markers();
+    for (ChoiceState& c : choices_) {
+      c.parser = std::make_shared<api::OutputStreamParser>(spec_.output_parser);
+      if (!spec_.output_prefill.empty()) (void)c.parser->push(spec_.output_prefill);  // held: an opener
+    }
+  }
+}
+
+// The engine gives control tokens no text; a marker among them is appended after the event's
+// text. Known limit: text the engine still holds back (a possible stop string, an incomplete
+// UTF-8 character) when a marker token arrives comes after the marker.
+std::string ResponseJob::raw_text(std::string text, const engine::Event& ev) const {
+  std::string raw = std::move(text);
+  for (int32_t id : ev.token_ids) {
+    if (!tok_->is_control(id) || tok_->is_eog(id)) continue;
+    std::string t = tok_->token_bytes(id);
+    if (std::find(markers_.begin(), markers_.end(), t) != markers_.end()) raw += t;
+  }
+  return raw;
+}
+
+void ResponseJob::on_parsed(ChoiceState& c, int32_t index, const api::OutputDelta& d,
+                            std::vector<api::TokenLogprobs> lps, std::string* out) {
+  if (!spec_.stream) {
+    c.text += d.content;
+    c.reasoning += d.reasoning;
+    for (const api::ToolCallDelta& t : d.calls) {
+      if (!t.id.empty()) c.calls.push_back(api::ToolCallOut{.id = t.id, .name = t.name, .arguments = ""});
+      else if (!c.calls.empty()) c.calls.back().arguments += t.arguments;
+    }
+    for (auto& l : lps) c.logprobs.push_back(std::move(l));
+    return;
+  }
+  if (!d.content.empty() || !d.reasoning.empty() || !lps.empty()) {
+    api::Choice ch{.index = index, .text = d.content, .reasoning = {}, .tool_calls = {},
+                   .finish = api::FinishReason::kNull, .has_logprobs = spec_.logprobs && !lps.empty(),
+                   .logprobs = std::move(lps), .text_offset_base = 0};
+    if (!d.reasoning.empty()) ch.reasoning = d.reasoning;
+    *out += api::sse_event(api::chat_content_chunk(spec_.meta, ch, spec_.include_usage));
+  }
+  // One chunk per delta, as OpenAI streams them: the call's header, then its arguments.
+  for (const api::ToolCallDelta& t : d.calls)
+    *out += api::sse_event(api::chat_tool_call_chunk(spec_.meta, index, {t}, spec_.include_usage));
+}
 
 void ResponseJob::begin() {
   auto handles = handles_;
@@ -94,6 +140,29 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
     for (const auto& e : ev.logprobs) lps.push_back(to_logprobs(e));
   api::FinishReason finish = api::finish_from_engine(ev.finish);
 
+  if (c.parser) {
+    bool ended = ev.finish != engine::FinishReason::kNone;
+    std::string out;
+    api::OutputDelta d = c.parser->push(raw_text(text, ev));
+    // Reasoning tokens: those generated before the answer (content or a call) started.
+    if (!c.parser->answer_started() && spec_.output_parser.reasoning != api::ReasoningFormat::kNone)
+      c.reasoning_tokens += static_cast<int64_t>(ev.token_ids.size());
+    if (ended && ev.finish != engine::FinishReason::kError && ev.finish != engine::FinishReason::kCancelled) {
+      api::OutputDelta rest = c.parser->finish();
+      d.content += rest.content;
+      d.reasoning += rest.reasoning;
+      for (auto& t : rest.calls) d.calls.push_back(std::move(t));
+    }
+    if (finish == api::FinishReason::kStop && c.parser->num_calls() > 0) finish = api::FinishReason::kToolCalls;
+    on_parsed(c, static_cast<int32_t>(idx), d, std::move(lps), &out);
+    if (spec_.stream && ended && ev.finish != engine::FinishReason::kError)
+      out += api::sse_event(api::chat_finish_chunk(spec_.meta, static_cast<int32_t>(idx), finish, spec_.include_usage));
+    if (!out.empty()) exchange_->write(std::move(out));
+    c.started = true;
+    if (ended) c.finish = finish;
+    return;
+  }
+
   if (spec_.stream) {
     bool has_delta = !text.empty() || !lps.empty();
     api::Choice d{.index = static_cast<int32_t>(idx), .text = text, .finish = api::FinishReason::kNull,
@@ -132,6 +201,11 @@ JobResult ResponseJob::result() const {
     keep_earliest(&result.timings.first_token, t.first_token);
     if (is_set(t.finished) && t.finished > result.timings.finished) result.timings.finished = t.finished;
     result.timings.num_preemptions += t.num_preemptions;
+  }
+  if (spec_.chat && spec_.output_parser.reasoning != api::ReasoningFormat::kNone) {
+    int64_t r = 0;
+    for (const ChoiceState& c : choices_) r += c.reasoning_tokens;
+    result.usage.reasoning_tokens = r;
   }
   result.error = !error_.ok();
   if (!error_.ok()) result.error_message = error_.message();
@@ -178,8 +252,11 @@ void ResponseJob::finish_job() {
       ChoiceState& c = choices_[i];
       int64_t echo_len = spec_.echo.empty() ? 0 : static_cast<int64_t>(spec_.echo[i / spec_.n].size());
       out.push_back(api::Choice{.index = static_cast<int32_t>(i), .text = std::move(c.text),
+                                .reasoning = {}, .tool_calls = std::move(c.calls),
                                 .finish = c.finish, .has_logprobs = spec_.logprobs,
                                 .logprobs = std::move(c.logprobs), .text_offset_base = echo_len});
+      if (c.parser && spec_.output_parser.reasoning != api::ReasoningFormat::kNone && !c.reasoning.empty())
+        out.back().reasoning = std::move(c.reasoning);
     }
     http::Response r;
     r.body = spec_.chat ? api::chat_completion_body(spec_.meta, out, result.usage)

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/tool_parser.h"
 #include "api/types.h"
 #include "engine/engine.h"
 #include "http/message.h"
@@ -38,6 +39,12 @@ struct JobSpec {
   bool logprobs = false;             // put logprobs in the response
   std::vector<std::string> echo;     // completions with echo: each prompt's text, else empty
   http::HeaderList headers;          // sent with the response (x-request-id, x-ratelimit-* ...)
+  // Chat only: how the model's output is split into content, reasoning_content and tool_calls
+  // (inactive = the text is the content, as is). Control tokens whose text is one of the
+  // config's markers are spliced back into the text the parser sees.
+  api::OutputParserConfig output_parser;
+  std::string output_prefill;        // assistant text already in the prompt (a forced call's
+                                     // opener): fed to the parser before the model's output
 };
 
 // Totals a finished job reports (for metrics, the ledger and the request log).
@@ -75,12 +82,21 @@ class ResponseJob {
  private:
   struct ChoiceState {
     std::string text;
+    std::string reasoning;
+    std::vector<api::ToolCallOut> calls;
+    std::shared_ptr<api::OutputStreamParser> parser;  // when spec_.output_parser is active
+    int64_t reasoning_tokens = 0;    // tokens generated before the answer started
     std::vector<api::TokenLogprobs> logprobs;
     api::FinishReason finish = api::FinishReason::kNull;
     bool started = false;            // first delta sent (echo prefix goes there)
     int64_t text_bytes = 0;          // text so far (completions' text_offset)
   };
   void on_event(size_t prompt, engine::Event& ev);
+  // Splits raw output through the choice's parser; streams or accumulates what became certain.
+  void on_parsed(ChoiceState& c, int32_t index, const api::OutputDelta& d,
+                 std::vector<api::TokenLogprobs> lps, std::string* out);
+  // The event's text (already taken from it) with spliced control-token markers.
+  std::string raw_text(std::string text, const engine::Event& ev) const;
   void finish_job();
   JobResult result() const;
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
@@ -95,6 +111,7 @@ class ResponseJob {
   std::optional<std::chrono::steady_clock::time_point> cancel_deadline_;
   std::vector<ChoiceState> choices_;
   const tokenizer::Tokenizer* tok_;
+  std::vector<std::string> markers_;  // spec_.output_parser.markers()
   std::function<void(const JobResult&)> on_done_;
   Status error_;
   bool saw_cancelled_ = false;       // a choice ended with FinishReason::kCancelled

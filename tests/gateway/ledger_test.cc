@@ -35,6 +35,7 @@ UsageRecord record(int i) {
   r.prompt_tokens = 100 + i;
   r.cached_tokens = i % 50;
   r.completion_tokens = 10 + 3 * i;
+  r.reasoning_tokens = i % 4 ? 0 : i;
   r.ttft_ms = i % 11 ? 20 + i : -1;
   r.duration_ms = 500 + i;
   r.finish_reason = i % 9 ? "stop" : "cancelled";
@@ -53,6 +54,7 @@ void expect_same(const UsageRecord& a, const UsageRecord& b) {
   EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
   EXPECT_EQ(a.cached_tokens, b.cached_tokens);
   EXPECT_EQ(a.completion_tokens, b.completion_tokens);
+  EXPECT_EQ(a.reasoning_tokens, b.reasoning_tokens);
   EXPECT_EQ(a.ttft_ms, b.ttft_ms);
   EXPECT_EQ(a.duration_ms, b.duration_ms);
   EXPECT_EQ(a.finish_reason, b.finish_reason);
@@ -98,6 +100,34 @@ void check_persistence(const std::string& url) {
 
 TEST(SqliteLedger, RowsPersistAcrossReopen) {
   check_persistence(::ts::testing::temp_dir() + "/ledger.db");
+}
+
+// A ledger created before the reasoning_tokens column existed gets it; old rows read 0.
+TEST(SqliteLedger, AddsTheReasoningTokensColumnToAnOlderLedger) {
+  std::string path = ::ts::testing::temp_dir() + "/old.db";
+  {
+    auto db = std::move(open_sql_db(path)).value();
+    ASSERT_TRUE(db->exec_script(
+                      "CREATE TABLE ts_usage (request_id TEXT PRIMARY KEY, time_ms BIGINT NOT NULL, tenant TEXT NOT NULL,"
+                      " app TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL, tier TEXT NOT NULL,"
+                      " prompt_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, completion_tokens BIGINT NOT NULL,"
+                      " ttft_ms BIGINT NOT NULL, duration_ms BIGINT NOT NULL, finish_reason TEXT NOT NULL,"
+                      " http_status INTEGER NOT NULL);"
+                      "INSERT INTO ts_usage VALUES ('old', 0, 't', 'a', 'k', 'm', 'interactive', 1, 0, 2, 5, 9, 'stop', 200);")
+                    .ok());
+  }
+  auto ledger = open_ledger(path);
+  UsageRecord r = record(1);
+  r.reasoning_tokens = 7;
+  ASSERT_TRUE(ledger->append({&r, 1}).ok());
+  auto rows = ledger->rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  ASSERT_EQ(rows->size(), 2u);
+  for (const UsageRecord& row : *rows) EXPECT_EQ(row.reasoning_tokens, row.request_id == "old" ? 0 : 7);
+  auto line = usage_record_to_json(r);
+  auto back = usage_record_from_json(line);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->reasoning_tokens, 7);
 }
 
 TEST(SqliteLedger, UsesWalJournal) {
