@@ -84,11 +84,14 @@ class TokenIndex {
   int32_t max_depth() const { return max_depth_; }
   // Bytes of a token as generated text ("" for control / unused tokens: never allowed).
   const std::string& token_bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  // Text of any token, control tokens included (for start_after triggers).
+  const std::string& token_text(int32_t id) const { return text_[static_cast<size_t>(id)]; }
 
  private:
   int32_t n_vocab_ = 0;
   int32_t max_depth_ = 0;
   std::vector<std::string> bytes_;
+  std::vector<std::string> text_;
   std::vector<int32_t> eog_;
   Trie trie_;
 };
