@@ -11,6 +11,7 @@
 #include "obs/dashboard_assets.h"
 #include "obs/request_log.h"
 #include "server/governance_routes.h"
+#include "server/structured_output.h"
 
 namespace ts::server {
 
@@ -324,6 +325,8 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   spec.meta = api::ResponseMeta{.id = next_id("cmpl"), .created = unix_now(), .model = req.model};
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs.has_value();
+  auto constraint = constraint_for(req.response_format, prompts_.tokenizer());
+  if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
   std::vector<engine::Request> reqs;
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     std::string param = req.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
@@ -337,6 +340,7 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
     reqs.push_back(api::to_engine_request(spec.meta.id + "-" + std::to_string(i), std::move(ids).value(),
                                           req.sampling, budget.value(), req.logprobs.has_value(),
                                           req.logprobs.value_or(0)));
+    reqs.back().constraint = constraint.value();
   }
   engine::Tier tier = req.sampling.tier;
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, tier);
@@ -350,6 +354,8 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
+  auto constraint = constraint_for(req.response_format, prompts_.tokenizer());
+  if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
   auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);
   auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages");
@@ -365,6 +371,7 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
+  reqs.back().constraint = constraint.value();
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
 }
 
