@@ -111,7 +111,7 @@ Result<std::shared_ptr<const Constraint>> compile(const ConstraintSpec& spec,
     case ConstraintKind::kJsonSchema: {
       const std::string src = spec.kind == ConstraintKind::kJsonObject ? std::string("{\"type\":\"object\"}") : spec.source;
       TS_ASSIGN_OR_RETURN(std::string gbnf, schema_to_gbnf(src, "j-", limits));
-      gbnf += "root ::= j-ws j-root\n";  // leading whitespace (e.g. after a reasoning block)
+      gbnf += "root ::= [ \\t\\n]{0,4} j-root\n";  // leading whitespace (e.g. after a reasoning block)
       auto parsed = parse_gbnf(gbnf, limits);
       if (!parsed.ok()) return invalid_argument("schema: " + parsed.status().message());
       ast = std::move(parsed).value();

@@ -11,6 +11,7 @@
 //  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum enforced exactly.
 //  - numbers: ranges are best effort: minimum >= 0 forbids the sign; other bounds are not
 //    enforced by the grammar.
+//  - whitespace between tokens is "", " " or a newline plus up to 20 spaces/tabs.
 //  - free-form values ({} / true / json_object) nest at most kAnyDepth deep, and numbers have at
 //    most 16 integer and 16 fraction digits, so that every generation can finish.
 //  Annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
@@ -188,7 +189,9 @@ class SchemaConverter {
   std::string r(const std::string& n) const { return p_ + n; }
 
   void base() {
-    rules_[r("ws")] = "[ \\t\\n]{0,20}";
+    // Between tokens: nothing, one space, or a newline and up to 20 indentation characters
+    // (compact and pretty-printed JSON), never unbounded runs of whitespace.
+    rules_[r("ws")] = "(\" \" | \"\\n\" [ \\t]{0,20})?";
     rules_[r("char")] = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})";
     rules_[r("string")] = "\"\\\"\" " + r("char") + "* \"\\\"\"";
     rules_[r("integer")] = std::string("\"-\"? ") + kIntDigits;

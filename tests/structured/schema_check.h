@@ -21,6 +21,19 @@ inline size_t utf8_length(const std::string& s) {
   return n;
 }
 
+inline std::wstring utf32(const std::string& s) {
+  std::wstring out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : 4;
+    uint32_t cp = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
+    for (int k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    out.push_back(static_cast<wchar_t>(cp));
+    i += static_cast<size_t>(n);
+  }
+  return out;
+}
+
 // "" when `v` validates against `s` (resolving local $ref in `root`), else the reason.
 inline std::string validate(const ojson& v, const ojson& s, const ojson& root, int depth = 0) {
   if (depth > 64) return "too deep";
@@ -65,7 +78,8 @@ inline std::string validate(const ojson& v, const ojson& s, const ojson& root, i
     const std::string str = v.get<std::string>();
     if (s.contains("minLength") && utf8_length(str) < s["minLength"].get<size_t>()) return "too short";
     if (s.contains("maxLength") && utf8_length(str) > s["maxLength"].get<size_t>()) return "too long";
-    if (s.contains("pattern") && !std::regex_match(str, std::regex(s["pattern"].get<std::string>())))
+    // Code points, so that classes such as [α-ω] mean characters, not bytes.
+    if (s.contains("pattern") && !std::regex_match(utf32(str), std::wregex(utf32(s["pattern"].get<std::string>()))))
       return "pattern mismatch: " + str;
     if (s.contains("format")) {
       static const std::map<std::string, std::string> kFormats{
