@@ -16,6 +16,7 @@ void Runtime::reset() {
   nodes_.clear();
   node_ids_.clear();
   states_.clear();
+  trans_.clear();
   state_ids_.clear();
   masks_.clear();
   num_masks_ = 0;
@@ -75,6 +76,7 @@ int32_t Runtime::intern(std::vector<int32_t> nodes) {
   s.cont = nodes.back() >= 0;
   s.nodes = nodes;
   states_.push_back(std::move(s));
+  trans_.resize(states_.size() * 256, kUnknown);
   const int32_t id = static_cast<int32_t>(states_.size() - 1);
   state_ids_.emplace(std::move(nodes), id);
   return id;
@@ -99,15 +101,11 @@ int32_t Runtime::compute_step(int32_t state, uint8_t byte) {
 }
 
 int32_t Runtime::step(int32_t state, uint8_t byte) {
-  State& s = states_[static_cast<size_t>(state)];
-  if (!s.trans) {
-    s.trans.reset(new int32_t[256]);
-    std::fill(s.trans.get(), s.trans.get() + 256, kUnknown);
-  }
-  int32_t t = s.trans[byte];
+  const size_t at = static_cast<size_t>(state) * 256 + byte;
+  int32_t t = trans_[at];
   if (t != kUnknown) return t;
   t = compute_step(state, byte);
-  states_[static_cast<size_t>(state)].trans[byte] = t;  // states_ may have grown: re-index
+  trans_[at] = t;  // trans_ may have grown: index again
   return t;
 }
 
@@ -135,9 +133,12 @@ const uint64_t* Runtime::mask(int32_t state) {
   walk_.assign(static_cast<size_t>(index_->max_depth()) + 1, kDead);
   walk_[0] = state;
   const int32_t num_nodes = static_cast<int32_t>(t.byte.size());
+  const uint8_t* bytes = t.byte.data();
+  const uint16_t* depth = t.depth.data();
   for (int32_t i = 0; i < num_nodes;) {
-    const int32_t from = walk_[t.depth[i] - 1];
-    const int32_t to = step(from, t.byte[i]);
+    const int32_t from = walk_[depth[i] - 1];
+    int32_t to = trans_[static_cast<size_t>(from) * 256 + bytes[i]];
+    if (to == kUnknown) to = step(from, bytes[i]);
     if (to == kDead) {
       i = t.end[i];
       continue;

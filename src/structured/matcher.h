@@ -61,7 +61,6 @@ class Runtime {
     std::vector<int32_t> nodes;           // sorted stack tops (-1 = the empty stack: accept)
     bool accept = false;
     bool cont = false;
-    std::unique_ptr<int32_t[]> trans;     // [256] lazily; kUnknown until computed
     int32_t mask_slot = -1;               // index into masks_ or -1
   };
   static constexpr int32_t kUnknown = -2;
@@ -88,6 +87,7 @@ class Runtime {
   std::vector<NodeRec> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::vector<State> states_;
+  std::vector<int32_t> trans_;            // [num_states][256]: next state, kDead, or kUnknown
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
   std::vector<uint64_t> masks_;           // [num_masks][words]
   int32_t num_masks_ = 0;
