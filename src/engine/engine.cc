@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <list>
 #include <random>
 #include <unordered_map>
@@ -588,8 +589,26 @@ bool Engine::Impl::step() {
     prefill += std::max(0, std::min(start + sc.num_tokens, q.num_prompt_tokens) - start);
   }
   const auto t0 = Clock::now();
+  // Constrained choices: the next mask depends only on tokens already sampled, so it is computed
+  // on a helper thread while the forward pass runs (on_logits then finds it ready).
+  std::vector<structured::ConstraintState*> masks_to_prefetch;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    SeqState& s = *by_seq.at(sc.seq);
+    if (sc.wants_logits && s.constraint && !s.finished) masks_to_prefetch.push_back(s.constraint.get());
+  }
+  std::future<void> prefetched;
+  if (!masks_to_prefetch.empty()) {
+    try {
+      prefetched = std::async(std::launch::async, [&masks_to_prefetch] {
+        for (structured::ConstraintState* c : masks_to_prefetch) (void)c->mask();
+      });
+    } catch (const std::system_error&) {
+      // No thread available: on_logits computes the masks itself.
+    }
+  }
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st = model->forward(batch, kv, logits.data(), &pool);
+  if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
     log::error("engine: forward failed: " + st.to_string());
     for (const ScheduledSeq& sc : out.scheduled) {

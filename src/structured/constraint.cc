@@ -181,6 +181,7 @@ struct ConstraintState::Impl {
   std::vector<size_t> fail;          // KMP failure function of the trigger
   std::vector<uint64_t> mask;        // [num_mask_words]
   bool ended = false;                // an EOG token was accepted
+  bool mask_fresh = false;           // `mask` holds the mask of the current state
 
   void sync(Runtime& rt) {
     if (rt.maybe_reset() || gen != rt.generation()) {
@@ -217,6 +218,8 @@ ConstraintState::ConstraintState(ConstraintState&&) noexcept = default;
 ConstraintState& ConstraintState::operator=(ConstraintState&&) noexcept = default;
 
 std::span<const uint64_t> ConstraintState::mask() {
+  if (impl_->mask_fresh) return impl_->mask;
+  impl_->mask_fresh = true;
   Runtime& rt = c_->runtime();
   std::lock_guard<std::mutex> l(rt.mu());
   const uint64_t* m;
@@ -240,6 +243,7 @@ Status ConstraintState::accept(int32_t token) {
   Runtime& rt = c_->runtime();
   std::lock_guard<std::mutex> l(rt.mu());
   if (impl_->ended) return invalid_argument("constraint: the sequence already ended");
+  impl_->mask_fresh = false;
   if (!triggered_) {
     if (eog) return invalid_argument("constraint: end of generation before '" + c_->spec().start_after + "'");
     const std::string& t = c_->spec().start_after;
@@ -286,6 +290,7 @@ Status ConstraintState::reset(std::span<const int32_t> output_tokens) {
     impl_->bytes.clear();
     impl_->matched = 0;
     impl_->ended = false;
+    impl_->mask_fresh = false;
     triggered_ = c_->spec().start_after.empty();
   }
   for (int32_t t : output_tokens) TS_RETURN_IF_ERROR(accept(t));

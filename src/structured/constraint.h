@@ -144,7 +144,8 @@ class ConstraintState {
   ConstraintState& operator=(ConstraintState&&) noexcept;
 
   // Allowed next tokens: bit t of word t/64 set = token t allowed. num_mask_words() words.
-  // The span stays valid until the next call on this state. Never all-zero unless
+  // Computed once per state (a second call returns the same buffer), so it may be called early,
+  // e.g. on another thread while the forward pass runs. The span stays valid until accept/reset. Never all-zero unless
   // is_dead(); EOG tokens are set only when the text so far is complete.
   std::span<const uint64_t> mask();
   // Advances by one sampled token. kInvalidArgument when the token was not allowed (the state

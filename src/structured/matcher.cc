@@ -76,7 +76,6 @@ int32_t Runtime::intern(std::vector<int32_t> nodes) {
   s.cont = nodes.back() >= 0;
   s.nodes = nodes;
   states_.push_back(std::move(s));
-  trans_.resize(states_.size() * 256, kUnknown);
   const int32_t id = static_cast<int32_t>(states_.size() - 1);
   state_ids_.emplace(std::move(nodes), id);
   return id;
@@ -101,7 +100,13 @@ int32_t Runtime::compute_step(int32_t state, uint8_t byte) {
 }
 
 int32_t Runtime::step(int32_t state, uint8_t byte) {
-  const size_t at = static_cast<size_t>(state) * 256 + byte;
+  int32_t row = states_[static_cast<size_t>(state)].row;
+  if (row < 0) {
+    row = static_cast<int32_t>(trans_.size() / 256);
+    trans_.resize(trans_.size() + 256, kUnknown);
+    states_[static_cast<size_t>(state)].row = row;
+  }
+  const size_t at = static_cast<size_t>(row) * 256 + byte;
   int32_t t = trans_[at];
   if (t != kUnknown) return t;
   t = compute_step(state, byte);
@@ -137,7 +142,8 @@ const uint64_t* Runtime::mask(int32_t state) {
   const uint16_t* depth = t.depth.data();
   for (int32_t i = 0; i < num_nodes;) {
     const int32_t from = walk_[depth[i] - 1];
-    int32_t to = trans_[static_cast<size_t>(from) * 256 + bytes[i]];
+    const int32_t row = states_[static_cast<size_t>(from)].row;
+    int32_t to = row >= 0 ? trans_[static_cast<size_t>(row) * 256 + bytes[i]] : kUnknown;
     if (to == kUnknown) to = step(from, bytes[i]);
     if (to == kDead) {
       i = t.end[i];

@@ -62,6 +62,7 @@ class Runtime {
     bool accept = false;
     bool cont = false;
     int32_t mask_slot = -1;               // index into masks_ or -1
+    int32_t row = -1;                     // row of trans_ once stepped from (leaves get none)
   };
   static constexpr int32_t kUnknown = -2;
   struct VecHash {
@@ -87,7 +88,7 @@ class Runtime {
   std::vector<NodeRec> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::vector<State> states_;
-  std::vector<int32_t> trans_;            // [num_states][256]: next state, kDead, or kUnknown
+  std::vector<int32_t> trans_;            // [num_rows][256]: next state, kDead, or kUnknown
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> state_ids_;
   std::vector<uint64_t> masks_;           // [num_masks][words]
   int32_t num_masks_ = 0;
