@@ -35,8 +35,6 @@ bool bit(std::span<const uint64_t> m, int32_t t) { return (m[static_cast<size_t>
 
 // Brute force: token t is allowed iff its bytes run through the grammar from the current text.
 void expect_mask_matches_brute_force(const Constraint& c, const std::string& prefix, std::span<const uint64_t> m) {
-  auto ast = parse_gbnf(c.spec().kind == ConstraintKind::kGrammar ? c.spec().source : "", {});
-  (void)ast;
   Runtime rt(c.grammar(), nullptr);
   const int32_t at = rt.run(rt.initial(), prefix);
   ASSERT_NE(at, Runtime::kDead);
