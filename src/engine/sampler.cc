@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -165,7 +166,36 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
       mx = std::max(mx, work_[i]);
     }
     const bool use_top_p = p.top_p > 0.0f && p.top_p < 1.0f;
-    if ((p.top_k <= 0 || p.top_k >= V) && !use_top_p) {
+    if ((p.top_k <= 0 || p.top_k >= V) && !use_top_p && masked) {
+      // The same draw over the allowed tokens only (sparse masks are the common case).
+      const double thr = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;
+      ids_.clear();
+      for (int32_t w = 0; w * 64 < V; ++w) {
+        for (uint64_t bits = allowed[static_cast<size_t>(w)]; bits != 0; bits &= bits - 1) {
+          const int32_t id = w * 64 + std::countr_zero(bits);
+          if (id < V) ids_.push_back(id);
+        }
+      }
+      double total = 0.0;
+      for (int32_t id : ids_) {
+        const double e = std::exp(static_cast<double>(work_[id]) - mx);
+        if (e >= thr) total += e;
+      }
+      double u = rng.uniform() * total;
+      token = -1;
+      int32_t last = first_allowed;
+      for (int32_t id : ids_) {
+        const double e = std::exp(static_cast<double>(work_[id]) - mx);
+        if (e < thr) continue;
+        last = id;
+        u -= e;
+        if (u < 0) {
+          token = id;
+          break;
+        }
+      }
+      if (token < 0) token = last;
+    } else if ((p.top_k <= 0 || p.top_k >= V) && !use_top_p) {
       // No ordering needed: min_p against the max (prob 1 before normalization), then draw.
       const double thr = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;
       double total = 0.0;

@@ -63,6 +63,7 @@ class Sampler {
   std::vector<int32_t> count_;                   // [n_vocab] output counts (valid if stamped)
   uint32_t gen_ = 0;
   std::vector<std::pair<float, int32_t>> cand_;  // candidates (scaled logit, id)
+  std::vector<int32_t> ids_;                     // allowed token ids (masked sampling)
 };
 
 }  // namespace ts::engine
