@@ -142,7 +142,7 @@ Result<std::shared_ptr<const Constraint>> compile_cached(const ConstraintSpec& s
   static std::mutex mu;
   static std::list<Entry> lru;  // most recent first
   static std::multimap<size_t, std::list<Entry>::iterator> by_hash;
-  constexpr size_t kCapacity = 64;
+  constexpr size_t kCapacity = 16;  // each holds up to ~30 MB of memo tables
   const size_t h = std::hash<std::string>{}(std::to_string(static_cast<int>(spec.kind)) + '\0' + spec.source + '\0' +
                                             spec.start_after) ^ std::hash<const void*>{}(index.get());
   {

@@ -126,7 +126,8 @@ Result<std::shared_ptr<const Constraint>> compile(const ConstraintSpec& spec,
                                                   std::shared_ptr<const TokenIndex> index,
                                                   const CompileLimits& limits = {});
 
-// compile() behind an LRU cache keyed by a hash of (kind, source, start_after, index). Thread-safe.
+// compile() behind an LRU cache (16 entries) keyed by a hash of (kind, source, start_after, index).
+// Thread-safe.
 Result<std::shared_ptr<const Constraint>> compile_cached(const ConstraintSpec& spec,
                                                          std::shared_ptr<const TokenIndex> index);
 

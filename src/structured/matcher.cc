@@ -6,7 +6,7 @@
 namespace ts::structured {
 
 namespace {
-constexpr size_t kMaxMaskBytes = size_t{32} << 20;  // memoized masks per constraint
+constexpr size_t kMaxMaskBytes = size_t{8} << 20;  // memoized masks per constraint (~420 at 152k tokens)
 }
 
 Runtime::Runtime(const Grammar& g, const TokenIndex* index) : g_(g), index_(index) { reset(); }
@@ -123,7 +123,11 @@ int32_t Runtime::run(int32_t state, std::string_view bytes) {
 }
 
 bool Runtime::maybe_reset() {
-  if (states_.size() < kMaxStates && nodes_.size() < kMaxNodes) return false;
+  if (states_.size() < state_limit_ && nodes_.size() < node_limit_) return false;
+  // Replaying a long text recreates about one state per byte; raising the limits past what we
+  // had keeps a long generation from resetting at every step (amortized linear cost).
+  state_limit_ = std::max(kMaxStates, 2 * states_.size());
+  node_limit_ = std::max(kMaxNodes, 2 * nodes_.size());
   reset();
   return true;
 }

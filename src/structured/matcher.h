@@ -25,8 +25,8 @@ namespace ts::structured {
 class Runtime {
  public:
   static constexpr int32_t kDead = -1;
-  static constexpr size_t kMaxStates = 1 << 16;
-  static constexpr size_t kMaxNodes = 1 << 21;
+  static constexpr size_t kMaxStates = 1 << 14;
+  static constexpr size_t kMaxNodes = 1 << 20;
   static constexpr size_t kMaxTops = 4096;  // stack tops in one configuration
 
   // index: the vocabulary for mask()/trigger_mask(); may be null when only bytes are run.
@@ -84,6 +84,8 @@ class Runtime {
   const TokenIndex* index_;
   std::mutex mu_;
   uint64_t generation_ = 0;
+  size_t state_limit_ = kMaxStates;       // maybe_reset() thresholds
+  size_t node_limit_ = kMaxNodes;
   int32_t initial_ = 0;
   std::vector<NodeRec> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;

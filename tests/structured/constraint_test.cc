@@ -151,6 +151,29 @@ TEST(StartAfter, UnconstrainedUntilTheTriggerThenTheGrammar) {
   EXPECT_FALSE(st.is_complete());  // more digits could follow
 }
 
+TEST(ConstraintStateTest, MemoTablesResetAndReplayOnLongOutputs) {
+  const tokenizer::Tokenizer* tok = vocab("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf");
+  if (!tok) GTEST_SKIP() << "shared vocabulary not found";
+  auto idx = TokenIndex::for_tokenizer(*tok);
+  // Every position of the counted repetitions is its own automaton state: more than the memo
+  // bound (Runtime::kMaxStates), so the tables are cleared and the state is replayed.
+  auto c = compile({.kind = ConstraintKind::kRegex, .source = "[a-z]{0,9000}[0-9]{1,9000}"}, idx);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ConstraintState st(*c);
+  const int32_t a = tok->encode("a", false, false).at(0);
+  const int32_t one = tok->encode("1", false, false).at(0);
+  for (int i = 0; i < 9000; ++i) ASSERT_TRUE(st.accept(a).ok()) << i;
+  EXPECT_FALSE(st.accept(a).ok());  // the 9001st letter is refused
+  for (int i = 0; i < 8500; ++i) ASSERT_TRUE(st.accept(one).ok()) << i;
+  EXPECT_GT((*c)->runtime().generation(), 1u) << "the memo tables were never cleared";
+  EXPECT_FALSE(st.accept(a).ok());
+  EXPECT_TRUE(st.can_end());
+  EXPECT_FALSE(st.is_complete());
+  auto m = st.mask();
+  EXPECT_TRUE(bit(m, one));
+  EXPECT_FALSE(bit(m, a));
+}
+
 TEST(CompileCache, SameSourceSameConstraint) {
   const tokenizer::Tokenizer* tok = vocab("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
   if (!tok) GTEST_SKIP() << "shared vocabulary not found";
