@@ -192,8 +192,13 @@ TEST_P(RandomModels, MultiByteCharactersAreBuiltFromSeveralTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, RandomModels, ::testing::Values(kStories, kQwen),
-                         [](const auto& info) { return std::string(info.param) == kStories ? "SentencePiece" : "ByteLevelBpe"; });
+constexpr const char* kLlama3 = "golden/models/tiny-llama3-q8_0.gguf";
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, RandomModels, ::testing::Values(kStories, kQwen, kLlama3),
+                         [](const auto& info) {
+                           const std::string p = info.param;
+                           return p == kStories ? "SentencePiece" : p == kQwen ? "ByteLevelBpeQwen2" : "ByteLevelBpeLlama3";
+                         });
 
 TEST(ConstrainedEngine, EverySamplingParameterKeepsTheConstraint) {
   TS_REQUIRE_SHARED(path, kStories);
