@@ -3,7 +3,11 @@
 #pragma once
 
 #include <cstdint>
+// GCC 12 reports a false maybe-uninitialized inside <regex> in sanitizer builds.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <regex>
+#pragma GCC diagnostic pop
 #include <string>
 
 #include <nlohmann/json.hpp>
