@@ -18,6 +18,11 @@
 // generated (EOS is refused meanwhile), and the bytes after it (also within the same token)
 // must then follow the grammar.
 //
+// Engine use (engine/engine.cc): Request::constraint holds a Constraint; every choice gets its
+// own ConstraintState; masks are prefetched on a helper thread during the forward pass; the
+// state lives with the choice across preemption (tokens are kept), and reset() rebuilds it from
+// output tokens when needed. Memo tables are bounded (matcher.h) and rebuilt transparently.
+//
 // Thread-safety: Constraint and TokenIndex are immutable after creation apart from internal
 // memo tables guarded by a mutex; share them freely. A ConstraintState is used by one thread at
 // a time (the engine thread).
