@@ -541,6 +541,52 @@ ApiResult<T> guarded(F&& f) {
   }
 }
 
+// response_format: {"type":"text"|"json_object"}, {"type":"json_schema","json_schema":{"name",
+// "schema","strict"}}, and the extensions {"type":"grammar","grammar":"<GBNF>"} and
+// {"type":"regex","regex":"..."}. Only the shape is checked here; the server compiles it.
+Err parse_response_format(const json& o, std::string_view body, ResponseFormat* out) {
+  const json* rf = field(o, "response_format");
+  if (!rf) return std::nullopt;
+  if (!rf->is_object()) return invalid_type("response_format", "an object");
+  std::string type;
+  API_TRY(get_string(*rf, "type", &type, true, "response_format"));
+  if (type == "text") {
+    out->type = ResponseFormat::Type::kText;
+  } else if (type == "json_object") {
+    out->type = ResponseFormat::Type::kJsonObject;
+  } else if (type == "json_schema") {
+    out->type = ResponseFormat::Type::kJsonSchema;
+    const json* js = field(*rf, "json_schema");
+    if (!js) return missing_param("response_format.json_schema");
+    if (!js->is_object()) return invalid_type("response_format.json_schema", "an object");
+    API_TRY(get_string(*js, "name", &out->name, false, "response_format.json_schema"));
+    API_TRY(get_bool(*js, "strict", &out->strict));
+    const json* schema = field(*js, "schema");
+    if (!schema) return missing_param("response_format.json_schema.schema");
+    if (!schema->is_object() && !schema->is_boolean())
+      return invalid_type("response_format.json_schema.schema", "a JSON Schema object");
+    // Property order matters to users (members are generated in schema order): take the schema
+    // from an order-preserving parse of the body.
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    if (!ordered.is_discarded() && ordered.contains("response_format") &&
+        ordered["response_format"].contains("json_schema") &&
+        ordered["response_format"]["json_schema"].contains("schema")) {
+      out->source = ordered["response_format"]["json_schema"]["schema"].dump(
+          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    } else {
+      out->source = dump(*schema);
+    }
+  } else if (type == "grammar" || type == "regex") {
+    out->type = type == "grammar" ? ResponseFormat::Type::kGrammar : ResponseFormat::Type::kRegex;
+    API_TRY(get_string(*rf, type.c_str(), &out->source, true, "response_format"));
+  } else {
+    return invalid_value("response_format.type", "Invalid 'response_format.type': '" + type +
+                                                     "' is not supported; use 'text', 'json_object', "
+                                                     "'json_schema', 'grammar' or 'regex'.");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
@@ -558,6 +604,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
     API_TRY(get_bool(o, "echo", &r.echo));
     API_TRY(parse_stream(o, &r.stream, &r.include_usage));
     API_TRY(get_string(o, "user", &r.user, false));
+    API_TRY(parse_response_format(o, body, &r.response_format));
     std::string suffix;
     API_TRY(get_string(o, "suffix", &suffix, false));
     if (!suffix.empty())
@@ -599,15 +646,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     API_TRY(get_string(o, "user", &r.user, false));
     API_TRY(get_bool(o, "add_generation_prompt", &r.add_generation_prompt));
     API_TRY(parse_tools_fields(o, &r));
-    if (const json* rf = field(o, "response_format")) {
-      if (!rf->is_object()) return invalid_type("response_format", "an object");
-      std::string type;
-      API_TRY(get_string(*rf, "type", &type, true, "response_format"));
-      if (type != "text")
-        return invalid_value("response_format.type", "Invalid 'response_format.type': '" + type +
-                                                         "' is not supported; only 'text' is.",
-                             "unsupported_parameter");
-    }
+    API_TRY(parse_response_format(o, body, &r.response_format));
     return r;
   });
 }

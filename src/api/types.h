@@ -38,6 +38,16 @@ struct SamplingOptions {
   engine::Tier tier = engine::Tier::kInteractive;
 };
 
+// `response_format` (both endpoints). The constraint itself is compiled by the server
+// (server/structured_output.h), which refuses invalid schemas, grammars and regexes with a 400.
+struct ResponseFormat {
+  enum class Type { kText, kJsonObject, kJsonSchema, kGrammar, kRegex };
+  Type type = Type::kText;            // text | json_object | json_schema | grammar | regex (extensions)
+  std::string source;                 // json_schema: the schema as JSON text; grammar: GBNF; regex: pattern
+  std::string name;                   // json_schema.name ("" when absent)
+  bool strict = false;                // json_schema.strict (the constraint is enforced either way)
+};
+
 // POST /v1/completions
 struct CompletionRequest {
   std::string model;
@@ -48,6 +58,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage (stream only)
   std::string user;
+  ResponseFormat response_format;     // extension here (OpenAI has it on chat only)
 };
 
 struct ToolCall {
@@ -85,6 +96,7 @@ struct ChatRequest {
   std::string chat_template_kwargs_json;  // object of extra template variables, "" when absent
   std::string reasoning_effort;       // "low" | "medium" | "high" (or "minimal"), "" when absent
   bool add_generation_prompt = true;  // vLLM extension
+  ResponseFormat response_format;
 };
 
 // POST /tokenize ({"prompt"|"content"} or {"messages"}) and POST /detokenize ({"tokens"}).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <future>
 #include <list>
 #include <new>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/stop_matcher.h"
+#include "structured/constraint.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -94,6 +96,7 @@ struct SeqState {
   Rng rng;
   std::unique_ptr<tokenizer::StreamDecoder> decoder;
   std::unique_ptr<StopMatcher> stop;
+  std::unique_ptr<structured::ConstraintState> constraint;  // null when unconstrained
   bool finished = false;
   bool in_scheduler = false;
 };
@@ -320,6 +323,11 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(Request req) {
     if (id < 0 || id >= cfg.n_vocab) return invalid_argument("logit_bias token id " + std::to_string(id) + " out of range");
     if (!std::isfinite(bias)) return invalid_argument("logit_bias values must be finite");
   }
+  if (req.constraint && req.constraint->index().n_vocab() != cfg.n_vocab) {
+    return invalid_argument("the constraint was built for a vocabulary of " +
+                            std::to_string(req.constraint->index().n_vocab()) + " tokens, the model has " +
+                            std::to_string(cfg.n_vocab));
+  }
   const int64_t prompt_len = static_cast<int64_t>(req.prompt_tokens.size());
   // max_model_len never exceeds what the KV pool holds for one sequence (see create()), so this
   // is the only size check: nothing is reserved here, blocks come as the sequence grows.
@@ -407,6 +415,7 @@ void Engine::Impl::take_inbox(TimePoint now) {
       s->rng = Rng(choice_seed(base, i));
       s->decoder = std::make_unique<tokenizer::StreamDecoder>(tok);
       s->stop = std::make_unique<StopMatcher>(p.stop);
+      if (r->req.constraint) s->constraint = std::make_unique<structured::ConstraintState>(r->req.constraint);
       by_seq[&s->seq] = s.get();
       r->seqs.push_back(std::move(s));
     }
@@ -475,8 +484,24 @@ void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
   LogprobEntry lp;
   std::span<const int32_t> prompt(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens));
   std::span<const int32_t> output(q.tokens.data() + q.num_prompt_tokens, static_cast<size_t>(q.num_output_tokens()));
+  std::span<const uint64_t> allowed;
+  if (s.constraint) {
+    allowed = s.constraint->mask();
+    if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) {
+      // No token of this vocabulary can continue the constrained text: end with what we have.
+      finish_seq(s, FinishReason::kLength, Status(), s.stop->push(s.decoder->finish()) + s.stop->flush(), {}, {});
+      return;
+    }
+  }
   const int32_t token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output,
-                                       s.rng, p.logprobs ? &lp : nullptr);
+                                       s.rng, p.logprobs ? &lp : nullptr, allowed);
+  if (s.constraint) {
+    if (Status st = s.constraint->accept(token); !st.ok()) {
+      log::error("engine: constrained sampling produced a refused token: " + st.to_string());
+      finish_seq(s, FinishReason::kError, Status(StatusCode::kInternal, st.message()), {}, {}, {});
+      return;
+    }
+  }
   q.tokens.push_back(token);
   ++r.usage.completion_tokens;
   if (r.timings.first_token == TimePoint{}) r.timings.first_token = now;
@@ -486,13 +511,14 @@ void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
   if (p.logprobs) lps.push_back(std::move(lp));
   std::string text;
   FinishReason reason = FinishReason::kNone;
-  const bool eog = !p.ignore_eos && tok.is_eog(token);
+  // Under a constraint EOG is only sampled once the text is complete, and then it ends the choice.
+  const bool eog = (!p.ignore_eos || s.constraint) && tok.is_eog(token);
   const bool stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
   if (eog || stop_id) {
     reason = FinishReason::kStop;
   } else {
     if (!tok.is_control(token)) text = s.stop->push(s.decoder->push(token));
-    if (s.stop->stopped()) {
+    if (s.stop->stopped() || (s.constraint && s.constraint->is_complete())) {
       reason = FinishReason::kStop;
     } else if (q.num_output_tokens() >= p.max_tokens || q.num_tokens() >= max_model_len) {
       reason = FinishReason::kLength;
@@ -630,6 +656,23 @@ bool Engine::Impl::step() {
     prefill += std::max(0, std::min(start + sc.num_tokens, q.num_prompt_tokens) - start);
   }
   const auto t0 = Clock::now();
+  // Constrained choices: the next mask depends only on tokens already sampled, so it is computed
+  // on a helper thread while the forward pass runs (on_logits then finds it ready).
+  std::vector<structured::ConstraintState*> masks_to_prefetch;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    SeqState& s = *by_seq.at(sc.seq);
+    if (sc.wants_logits && s.constraint && !s.finished) masks_to_prefetch.push_back(s.constraint.get());
+  }
+  std::future<void> prefetched;
+  if (!masks_to_prefetch.empty()) {
+    try {
+      prefetched = std::async(std::launch::async, [&masks_to_prefetch] {
+        for (structured::ConstraintState* c : masks_to_prefetch) (void)c->mask();
+      });
+    } catch (const std::system_error&) {
+      // No thread available: on_logits computes the masks itself.
+    }
+  }
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st;
   try {
@@ -637,6 +680,7 @@ bool Engine::Impl::step() {
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
   }
+  if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
     log::error("engine: forward failed: " + st.to_string());
     for (const ScheduledSeq& sc : out.scheduled) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "core/status.h"
+
+namespace ts::structured { class Constraint; }
 
 namespace ts::engine {
 
@@ -64,6 +67,11 @@ struct Request {
   Tier tier = Tier::kInteractive;    // scheduling tier
   std::string cache_namespace;       // prefix-cache namespace (tenant[/adapter]); tenants never share blocks
   std::optional<TimePoint> deadline; // finish with FinishReason::kError/kDeadlineExceeded after this
+  // Constrained decoding (structured/constraint.h), built for this model's tokenizer; null = none.
+  // Each choice keeps its own state; only allowed tokens are sampled, EOS only once the text is a
+  // complete sentence, and the choice ends with kStop as soon as nothing more can follow (kLength
+  // when max_tokens comes first; the text produced so far is kept).
+  std::shared_ptr<const structured::Constraint> constraint;
 };
 
 // Log-probability of one token (natural log, from the model's raw logits).

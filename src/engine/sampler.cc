@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -118,9 +119,33 @@ void Sampler::apply_penalties(const SamplingParams& p, std::span<const int32_t> 
 
 int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
                         std::span<const int32_t> prompt, std::span<const int32_t> output, Rng& rng,
-                        LogprobEntry* lp) {
+                        LogprobEntry* lp, std::span<const uint64_t> allowed) {
   TS_CHECK(static_cast<int32_t>(logits.size()) == n_vocab_, "logits size != vocabulary");
   std::copy(logits.begin(), logits.end(), work_.begin());
+  const bool masked = !allowed.empty();
+  int32_t first_allowed = 0;
+  if (masked) {
+    // Constrained decoding: disallowed tokens get -inf before anything else sees them.
+    TS_CHECK(static_cast<int64_t>(allowed.size()) * 64 >= n_vocab_, "mask shorter than the vocabulary");
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    first_allowed = -1;
+    for (int32_t w = 0; w * 64 < n_vocab_; ++w) {
+      const uint64_t bits = allowed[static_cast<size_t>(w)];
+      const int32_t base = w * 64, lim = std::min(64, n_vocab_ - base);
+      if (bits == ~uint64_t{0} && lim == 64) {
+        if (first_allowed < 0) first_allowed = base;
+        continue;
+      }
+      for (int32_t b = 0; b < lim; ++b) {
+        if ((bits >> b) & 1) {
+          if (first_allowed < 0) first_allowed = base + b;
+        } else {
+          work_[base + b] = kNegInf;
+        }
+      }
+    }
+    TS_CHECK(first_allowed >= 0, "sampling with an empty token mask");
+  }
   for (const auto& [id, bias] : p.logit_bias) {
     if (id >= 0 && id < n_vocab_) work_[id] += bias;
   }
@@ -129,7 +154,8 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
   int32_t token = 0;
   const int32_t V = n_vocab_;
   if (p.temperature <= 0.0f || p.top_k == 1) {
-    for (int32_t i = 1; i < V; ++i) {
+    token = first_allowed;
+    for (int32_t i = first_allowed + 1; i < V; ++i) {
       if (work_[i] > work_[token]) token = i;
     }
   } else {
@@ -139,9 +165,37 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
       work_[i] *= inv_t;
       mx = std::max(mx, work_[i]);
     }
-    const int32_t k = p.top_k > 0 ? std::min(p.top_k, V) : V;
     const bool use_top_p = p.top_p > 0.0f && p.top_p < 1.0f;
-    if (k == V && !use_top_p) {
+    if ((p.top_k <= 0 || p.top_k >= V) && !use_top_p && masked) {
+      // The same draw over the allowed tokens only (sparse masks are the common case).
+      const double thr = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;
+      ids_.clear();
+      for (int32_t w = 0; w * 64 < V; ++w) {
+        for (uint64_t bits = allowed[static_cast<size_t>(w)]; bits != 0; bits &= bits - 1) {
+          const int32_t id = w * 64 + std::countr_zero(bits);
+          if (id < V) ids_.push_back(id);
+        }
+      }
+      double total = 0.0;
+      for (int32_t id : ids_) {
+        const double e = std::exp(static_cast<double>(work_[id]) - mx);
+        if (e >= thr) total += e;
+      }
+      double u = rng.uniform() * total;
+      token = -1;
+      int32_t last = first_allowed;
+      for (int32_t id : ids_) {
+        const double e = std::exp(static_cast<double>(work_[id]) - mx);
+        if (e < thr) continue;
+        last = id;
+        u -= e;
+        if (u < 0) {
+          token = id;
+          break;
+        }
+      }
+      if (token < 0) token = last;
+    } else if ((p.top_k <= 0 || p.top_k >= V) && !use_top_p) {
       // No ordering needed: min_p against the max (prob 1 before normalization), then draw.
       const double thr = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;
       double total = 0.0;
@@ -151,10 +205,10 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
       }
       double u = rng.uniform() * total;
       token = -1;
-      int32_t last = 0;
+      int32_t last = first_allowed;
       for (int32_t i = 0; i < V; ++i) {
         const double e = std::exp(static_cast<double>(work_[i]) - mx);
-        if (e < thr) continue;
+        if (e < thr || (masked && work_[i] == -std::numeric_limits<float>::infinity())) continue;
         last = i;
         u -= e;
         if (u < 0) {
@@ -165,18 +219,23 @@ int32_t Sampler::sample(std::span<const float> logits, const SamplingParams& p,
       if (token < 0) token = last;  // rounding at the very end
     } else {
       cand_.clear();
-      for (int32_t i = 0; i < V; ++i) cand_.emplace_back(work_[i], i);
-      double z_all = 0.0;
-      if (k == V) {
-        for (int32_t i = 0; i < V; ++i) z_all += std::exp(static_cast<double>(work_[i]) - mx);
+      for (int32_t i = 0; i < V; ++i) {
+        if (masked && work_[i] == -std::numeric_limits<float>::infinity()) continue;  // not allowed
+        cand_.emplace_back(work_[i], i);
       }
-      int32_t m = k < V ? k : std::min(V, 256);
+      const int32_t C = static_cast<int32_t>(cand_.size());  // candidates (V when unmasked)
+      const int32_t k = p.top_k > 0 ? std::min(p.top_k, C) : C;
+      double z_all = 0.0;
+      if (k == C) {
+        for (const auto& c : cand_) z_all += std::exp(static_cast<double>(c.first) - mx);
+      }
+      int32_t m = k < C ? k : std::min(C, 256);
       int32_t keep = 0;
       for (;;) {
-        if (m < V) std::nth_element(cand_.begin(), cand_.begin() + m, cand_.end(), better);
+        if (m < C) std::nth_element(cand_.begin(), cand_.begin() + m, cand_.end(), better);
         std::sort(cand_.begin(), cand_.begin() + m, better);
         double z = z_all;
-        if (k < V) {
+        if (k < C) {
           z = 0.0;
           for (int32_t i = 0; i < k; ++i) z += std::exp(static_cast<double>(cand_[i].first) - mx);
         }

@@ -42,10 +42,13 @@ class Sampler {
 
   // Picks the next token. logits: [n_vocab] raw model output (not modified). prompt/output:
   // the sequence's tokens so far (penalties). When lp is non-null it receives the sampled
-  // token's logprob and `top_logprobs` alternatives.
+  // token's logprob and `top_logprobs` alternatives. `allowed` (constrained decoding): when
+  // non-empty, a bitset of ceil(n_vocab / 64) words (bit t of word t / 64 = token t allowed,
+  // at least one set); only allowed tokens can be drawn, under every other parameter (they act
+  // on the allowed tokens as if the others had probability 0). Logprobs stay those of the raw logits.
   int32_t sample(std::span<const float> logits, const SamplingParams& params,
                  std::span<const int32_t> prompt, std::span<const int32_t> output, Rng& rng,
-                 LogprobEntry* lp);
+                 LogprobEntry* lp, std::span<const uint64_t> allowed = {});
 
   // Log-softmax of logits at `token`, and the n most likely (ties: lower id first).
   static void logprobs(std::span<const float> logits, int32_t token, int32_t n, LogprobEntry* out);
@@ -60,6 +63,7 @@ class Sampler {
   std::vector<int32_t> count_;                   // [n_vocab] output counts (valid if stamped)
   uint32_t gen_ = 0;
   std::vector<std::pair<float, int32_t>> cand_;  // candidates (scaled logit, id)
+  std::vector<int32_t> ids_;                     // allowed token ids (masked sampling)
 };
 
 }  // namespace ts::engine

@@ -14,13 +14,7 @@
 #include "gateway/circuit_breaker.h"
 #include "gateway/sha256.h"
 #include "server/governance_routes.h"
-// Constrained decoding (the `structured` branch): wired for forced tool calls when present.
-#if __has_include("server/structured_output.h")
 #include "server/structured_output.h"
-#define TS_HAVE_STRUCTURED_OUTPUT 1
-#else
-#define TS_HAVE_STRUCTURED_OUTPUT 0
-#endif
 
 namespace ts::server {
 
@@ -400,6 +394,8 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   spec.meta = api::ResponseMeta{.id = next_id("cmpl"), .created = unix_now(), .model = req.model};
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs.has_value();
+  auto constraint = constraint_for(req.response_format, prompts_.tokenizer());
+  if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
   std::vector<engine::Request> reqs;
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     std::string param = req.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
@@ -413,6 +409,7 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
     reqs.push_back(api::to_engine_request(spec.meta.id + "-" + std::to_string(i), std::move(ids).value(),
                                           req.sampling, budget.value(), req.logprobs.has_value(),
                                           req.logprobs.value_or(0)));
+    reqs.back().constraint = constraint.value();
   }
   engine::Tier tier = req.sampling.tier;
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, tier);
@@ -456,7 +453,6 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
-#if TS_HAVE_STRUCTURED_OUTPUT
   // A forced call: the text after the prefill must be the plan's JSON (the call, or its
   // arguments). Otherwise response_format; for a model that reasons first (<think> not closed
   // by the prompt) it applies to the text after "</think>".
@@ -476,12 +472,6 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
                                    start_after);
   if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
   reqs.back().constraint = constraint.value();
-#else
-  // PARTIAL (this branch alone): without src/structured (constrained decoding) plan->schema is
-  // not enforced; the prefill alone makes the call likely, not guaranteed. Merged with the
-  // `structured` branch the block above is compiled in (checked in a trial merge: the SDK tests
-  // "zodResponseFormat" and "tool_choice required / named on the real model" pass).
-#endif
 
   const bool max_tokens_default = !req.sampling.max_tokens.has_value();
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier, max_tokens_default);

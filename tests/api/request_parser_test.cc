@@ -319,9 +319,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "max_completion_tokens", "integer_below_min_value"},
         BadCase{"tools_object", R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":{}})", 400,
                 "tools", "invalid_type"},
-        BadCase{"json_mode",
-                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
-                400, "response_format.type", "unsupported_parameter"},
+        BadCase{"response_format_unknown_type",
+                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",
+                400, "response_format.type", "invalid_value"},
+        BadCase{"json_schema_without_schema",
+                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a"}}})",
+                400, "response_format.json_schema.schema", "missing_required_parameter"},
+        BadCase{"json_schema_not_object",
+                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":"x"}})",
+                400, "response_format.json_schema", "invalid_type"},
+        BadCase{"grammar_missing",
+                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"grammar"}})",
+                400, "response_format.grammar", "missing_required_parameter"},
+        BadCase{"regex_not_string",
+                R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"regex","regex":5}})",
+                400, "response_format.regex", "invalid_type"},
         BadCase{"invalid_utf8_content",
                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}", 400,
                 "messages[0].content", "invalid_utf8"},
@@ -389,6 +401,38 @@ TEST(Utf8, FindsFirstInvalidByte) {
   EXPECT_EQ(find_invalid_utf8("x\xed\xa0\x80"), 1u);      // surrogate
   EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);   // above U+10FFFF
   EXPECT_EQ(find_invalid_utf8("\xe2\x28\xa1"), 0u);       // bad continuation
+}
+
+}  // namespace
+}  // namespace ts::api
+
+namespace ts::api {
+namespace {
+
+TEST(ParseResponseFormat, AllTypesOnBothEndpoints) {
+  auto j = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+    "response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,
+      "schema":{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}}}}})");
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  EXPECT_EQ(j->response_format.type, ResponseFormat::Type::kJsonSchema);
+  EXPECT_EQ(j->response_format.name, "p");
+  EXPECT_TRUE(j->response_format.strict);
+  // Property order is kept (z before a), as the client wrote it.
+  EXPECT_EQ(j->response_format.source, R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}})");
+  auto o = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->response_format.type, ResponseFormat::Type::kJsonObject);
+  auto g = parse_completion_request(R"({"model":"m","prompt":"x","response_format":{"type":"grammar","grammar":"root ::= \"a\""}})");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->response_format.type, ResponseFormat::Type::kGrammar);
+  EXPECT_EQ(g->response_format.source, "root ::= \"a\"");
+  auto r = parse_completion_request(R"({"model":"m","prompt":"x","response_format":{"type":"regex","regex":"[0-9]+"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->response_format.type, ResponseFormat::Type::kRegex);
+  EXPECT_EQ(r->response_format.source, "[0-9]+");
+  auto t = parse_completion_request(R"({"model":"m","prompt":"x","response_format":{"type":"text"}})");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->response_format.type, ResponseFormat::Type::kText);
 }
 
 }  // namespace
