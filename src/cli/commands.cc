@@ -15,6 +15,8 @@ int cmd_plan(int argc, char** argv);
 int cmd_keys(int argc, char** argv);
 int cmd_usage(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_contamination(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
@@ -27,6 +29,8 @@ const Command kCommands[] = {
     {"plan", "plan KV-cache memory and concurrency", cmd_plan},
     {"keys", "create, list, disable and rotate API keys", cmd_keys},
     {"usage", "usage reports from the ledger", cmd_usage},
+    {"eval", "run a layered eval suite against a server, compare with a baseline", cmd_eval},
+    {"contamination", "n-gram and near-duplicate overlap between a suite and a corpus", cmd_contamination},
     {"pull", "download a GGUF model from Hugging Face", cmd_pull},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
 };
