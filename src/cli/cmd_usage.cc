@@ -12,7 +12,7 @@ int cmd_usage(int argc, char** argv) {
   gateway::UsageArgs a;
   app.add_option("--ledger", a.ledger, "ledger database: SQLite file or postgresql:// URL")
       ->capture_default_str();
-  app.add_option("--by", a.by, "group by tenant|app|model|key|day")->capture_default_str();
+  app.add_option("--by", a.by, "group by tenant|app|model|key|day|prompt (prompt@version)")->capture_default_str();
   app.add_option("--from", a.from, "start, inclusive: 2026-11-01 or 2026-11-01T00:00:00Z");
   app.add_option("--to", a.to, "end: RFC 3339 time (exclusive) or a date (that day included)");
   app.add_option("--format", a.format, "table|csv|json")->capture_default_str();

@@ -103,6 +103,9 @@ void OpenAIService::register_routes(http::Server& server) {
   server.route(Method::kGet, "/ready", bind(&OpenAIService::handle_ready));
   server.route(Method::kGet, "/metrics", bind(&OpenAIService::handle_metrics));
   if (opts_.governor) register_governance_routes(server, *opts_.governor);
+  if (opts_.prompts)
+    register_prompt_routes(server, {.registry = opts_.prompts, .governor = opts_.governor,
+                                    .require_auth = opts_.require_auth});
   if (opts_.metrics) {
     server.route(Method::kGet, "/dashboard", bind(&OpenAIService::handle_dashboard));
     server.route(Method::kGet, "/dashboard/data", bind(&OpenAIService::handle_dashboard_data));
@@ -209,7 +212,7 @@ void OpenAIService::start_job(JobSpec spec, const http::ExchangePtr& ex,
 
 void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
                                    std::vector<engine::Request> reqs, const std::string& model,
-                                   engine::Tier tier) {
+                                   engine::Tier tier, PromptUse prompt) {
   int64_t prompt_tokens = 0, max_tokens = 0;
   for (const auto& r : reqs) {
     prompt_tokens += static_cast<int64_t>(r.prompt_tokens.size());
@@ -250,19 +253,21 @@ void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call
           gateway::UsageRecord{.request_id = response_id,
                                .duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(),
                                .finish_reason = "error",
-                               .http_status = e.http_status});
+                               .http_status = e.http_status,
+                               .prompt_id = prompt.id,
+                               .prompt_version = prompt.version});
     }
     return respond_error(ex, e, call, headers);
   }
   start_job(std::move(spec), ex, std::move(handles).value(),
-            [this, call, response_id, admission, tier](const JobResult& r) {
-              record_finished(call, response_id, admission, tier, r);
+            [this, call, response_id, admission, tier, prompt](const JobResult& r) {
+              record_finished(call, response_id, admission, tier, r, prompt);
             });
 }
 
 void OpenAIService::record_finished(const Call& call, const std::string& response_id,
                                     const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                                    const JobResult& r) {
+                                    const JobResult& r, const PromptUse& prompt) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   auto now = std::chrono::steady_clock::now();
@@ -279,7 +284,9 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
                                                 .ttft_ms = ttft_ms,
                                                 .duration_ms = duration_cast<milliseconds>(now - call.start).count(),
                                                 .finish_reason = engine::finish_reason_name(finish),
-                                                .http_status = r.http_status});
+                                                .http_status = r.http_status,
+                                                .prompt_id = prompt.id,
+                                                .prompt_version = prompt.version});
   }
   if (!opts_.metrics && !opts_.log_requests) return;
   obs::RequestObservation o;
@@ -346,7 +353,23 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   counters_.requests_chat.fetch_add(1);
   Call call = begin_call(ex);
   if (!authorized(ex, call)) return;
-  auto parsed = api::parse_chat_request(ex->request().body);
+  // A registered prompt ("prompt": {"id", ...}) is rendered into "messages" first.
+  std::string expanded;
+  PromptUse prompt_use;
+  if (opts_.prompts && ex->request().body.find("\"prompt\"") != std::string::npos) {
+    std::optional<std::string> tenant;
+    if (opts_.require_auth && opts_.governor) {
+      auto key = opts_.governor->keys()->authenticate(ex->request().header("authorization"));
+      if (key.ok()) tenant = key->tenant;
+    }
+    expanded = ex->request().body;
+    std::string param;
+    auto used = expand_prompt_reference(&expanded, *opts_.prompts, tenant, &param);
+    if (!used.ok()) return respond_error(ex, api::error_from_status(used.status(), param), call);
+    if (*used) prompt_use = **used;
+    else expanded.clear();
+  }
+  auto parsed = api::parse_chat_request(prompt_use.id.empty() ? ex->request().body : expanded);
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
@@ -365,7 +388,7 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
-  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier);
+  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier, prompt_use);
 }
 
 void OpenAIService::handle_models(const http::ExchangePtr& ex) {

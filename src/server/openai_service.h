@@ -40,6 +40,7 @@
 #include "obs/server_metrics.h"
 #include "server/backend.h"
 #include "server/prompt_builder.h"
+#include "server/prompt_routes.h"
 #include "server/response_job.h"
 
 namespace ts::server {
@@ -50,6 +51,7 @@ struct ServiceOptions {
   int64_t created = 0;                       // unix time reported in /v1/models
   int retry_after_seconds = 1;               // Retry-After on 503
   gateway::Governor* governor = nullptr;     // admission, ledger, usage; null = none (tests)
+  gateway::PromptRegistry* prompts = nullptr;  // /v1/prompts and chat "prompt" references; null = off
   bool require_auth = false;                 // API key required (needs governor)
   obs::ServerMetrics* metrics = nullptr;     // null = only the built-in counters on /metrics
   bool log_requests = false;                 // one JSON line per generation request
@@ -103,11 +105,12 @@ class OpenAIService {
   bool authorized(const http::ExchangePtr& ex, const Call& call);
   // Admits (governor), submits and starts the job; answers the refusal or error otherwise.
   void run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
-                      std::vector<engine::Request> reqs, const std::string& model, engine::Tier tier);
+                      std::vector<engine::Request> reqs, const std::string& model, engine::Tier tier,
+                      PromptUse prompt = {});
   // Ledger row, metrics and log line for a request that reached admission.
   void record_finished(const Call& call, const std::string& response_id,
                        const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                       const JobResult& r);
+                       const JobResult& r, const PromptUse& prompt = {});
   void refresh_metrics();
   void sampler_loop();
 
