@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "tools/eval_export.h"
 #include "tools/eval_scorers.h"
 
 namespace ts::tools {
@@ -193,6 +194,31 @@ TEST(EvalRunJson, RoundTripAndReport) {
   EXPECT_NE(testing::read_file((d / "RUN.scores.svg").string()).find("<rect"), std::string::npos);
   // A folder that does not exist: an error and no stray temporary files.
   EXPECT_FALSE(write_eval_outputs((d / "no" / "RUN.json").string(), run, nullptr).ok());
+}
+
+TEST(EvalExport, FailedLedgerRequestsBecomeAPendingLayer) {
+  std::vector<LedgerRequest> reqs = {
+      {.request_id = "ok", .http_status = 200, .finish_reason = "stop"},
+      {.request_id = "e500", .http_status = 500, .finish_reason = "error"},
+      {.request_id = "engine", .http_status = 200, .finish_reason = "error", .prompt_id = "greet", .prompt_version = 2},
+      {.request_id = "cut", .http_status = 200, .finish_reason = "length"},
+  };
+  fs::path d = fs::path(testing::temp_dir()) / "suite";
+  auto n = export_failed_requests(reqs, d.string());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 2);
+  std::ifstream f(d / "ledger-failures" / "PENDING.ndjson");
+  std::string l1, l2, l3;
+  std::getline(f, l1), std::getline(f, l2);
+  EXPECT_FALSE(std::getline(f, l3));
+  EXPECT_EQ(nlohmann::json::parse(l1)["request_id"], "e500");
+  EXPECT_EQ(nlohmann::json::parse(l2)["prompt"]["version"], 2);
+  EXPECT_NE(testing::read_file((d / "ledger-failures" / "README.md").string()).find("no request or response bodies"),
+            std::string::npos);
+  // Not runnable cases: the suite loader finds no layer with cases there.
+  EXPECT_FALSE(load_suite(d.string()).ok());
+  // A second export never overwrites the first.
+  EXPECT_FALSE(export_failed_requests(reqs, d.string()).ok());
 }
 
 }  // namespace
