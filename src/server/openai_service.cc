@@ -52,6 +52,8 @@ OpenAIService::OpenAIService(Backend& backend, PromptBuilder prompts, ServiceOpt
 OpenAIService::~OpenAIService() { stop(); }
 
 void OpenAIService::stop() {
+  overflow_stop_.store(true);     // segmented requests still in their map phase end now
+  join_overflow_threads(true);
   pump_.stop();
   {
     std::lock_guard<std::mutex> lock(sampler_mu_);
@@ -331,12 +333,23 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   spec.meta = api::ResponseMeta{.id = next_id("cmpl"), .created = unix_now(), .model = req.model};
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs.has_value();
+  // context_overflow (context_overflow.h): what a prompt longer than the context does.
+  auto overflow = parse_context_overflow(ex->request().body);
+  if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
+  int64_t dropped = 0;
   std::vector<engine::Request> reqs;
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     std::string param = req.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
     auto ids = prompts_.text_prompt(req.prompts[i], /*add_special=*/true, param);
     if (!ids.ok()) return respond_error(ex, ids.error(), call);
     auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "prompt");
+    if (!budget.ok() && overflow->mode == OverflowMode::kSegment)
+      return segment_completion(ex, call, std::move(spec), req, *overflow, std::move(ids).value());
+    if (!budget.ok() && overflow->mode != OverflowMode::kError) {
+      const int64_t keep = backend_.max_model_len() - req.sampling.max_tokens.value_or(16);
+      dropped += truncate_tokens(&ids.value(), keep, overflow->mode, special_prefix_len(prompts_));
+      budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "prompt");
+    }
     if (!budget.ok()) return respond_error(ex, budget.error(), call);
     if (req.echo)
       spec.echo.push_back(req.prompts[i].is_tokens ? prompts_.tokenizer().decode(req.prompts[i].tokens)
@@ -345,6 +358,9 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
                                           req.sampling, budget.value(), req.logprobs.has_value(),
                                           req.logprobs.value_or(0)));
   }
+  if (dropped > 0)
+    spec.body_extension = nlohmann::json{{"context_overflow", {{"mode", overflow_mode_name(overflow->mode)},
+                                                               {"dropped_tokens", dropped}}}}.dump();
   engine::Tier tier = req.sampling.tier;
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, tier);
 }
@@ -373,10 +389,11 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
+  auto overflow = parse_context_overflow(prompt_use.id.empty() ? ex->request().body : expanded);
+  if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
   auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);
   auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages");
-  if (!budget.ok()) return respond_error(ex, budget.error(), call);
 
   JobSpec spec;
   spec.chat = true;
@@ -385,6 +402,21 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   spec.meta = api::ResponseMeta{.id = next_id("chatcmpl"), .created = unix_now(), .model = req.model};
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs;
+  // context_overflow (context_overflow.h): what messages longer than the context do.
+  if (!budget.ok() && overflow->mode == OverflowMode::kSegment)
+    return segment_chat(ex, call, std::move(spec), req, *overflow, prompt_use);
+  if (!budget.ok() && overflow->mode != OverflowMode::kError) {
+    int64_t dropped_messages = 0;
+    const int64_t room = req.sampling.max_tokens.value_or(64);
+    const int64_t dropped = truncate_chat(&req.messages, req, overflow->mode, room, &ids.value(), &dropped_messages);
+    if (dropped >= 0) {
+      budget = fit_context(static_cast<int64_t>(ids->size()), room, "messages");
+      spec.body_extension = nlohmann::json{{"context_overflow", {{"mode", overflow_mode_name(overflow->mode)},
+                                                                 {"dropped_tokens", dropped},
+                                                                 {"dropped_messages", dropped_messages}}}}.dump();
+    }
+  }
+  if (!budget.ok()) return respond_error(ex, budget.error(), call);
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));

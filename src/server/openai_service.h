@@ -39,6 +39,7 @@
 #include "http/server.h"
 #include "obs/server_metrics.h"
 #include "server/backend.h"
+#include "server/context_overflow.h"
 #include "server/prompt_builder.h"
 #include "server/prompt_routes.h"
 #include "server/response_job.h"
@@ -114,6 +115,23 @@ class OpenAIService {
   void refresh_metrics();
   void sampler_loop();
 
+  // context_overflow (context_overflow.cc). The truncate_* helpers cut the prompt to fit and
+  // return the tokens dropped (-1: cannot fit even then); the segment_* ones validate, build
+  // the windows and call run_segmented, answering errors themselves.
+  int64_t truncate_chat(std::vector<api::ChatMessage>* messages, const api::ChatRequest& req,
+                        OverflowMode mode, int64_t max_tokens, std::vector<int32_t>* ids,
+                        int64_t* dropped_messages);
+  void segment_completion(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
+                          const api::CompletionRequest& req, const OverflowPolicy& policy,
+                          std::vector<int32_t> ids);
+  void segment_chat(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
+                    const api::ChatRequest& req, const OverflowPolicy& policy, PromptUse prompt);
+  // Admits the whole segmented request, submits the windows together, runs the map phase on
+  // a thread of its own, then the reduce step as a normal ResponseJob.
+  void run_segmented(const http::ExchangePtr& ex, const Call& call, JobSpec spec, SegmentRun run,
+                     const std::string& model, engine::Tier tier, PromptUse prompt);
+  void join_overflow_threads(bool all);
+
   bool known_model(const std::string& name) const;
   void respond_error(const http::ExchangePtr& ex, const api::ApiError& e, const Call& call,
                      const http::HeaderList& headers = {});
@@ -141,6 +159,9 @@ class OpenAIService {
   std::condition_variable sampler_cv_;
   bool sampler_stop_ = false;
   std::thread sampler_;
+  std::mutex overflow_mu_;           // guards overflow_threads_
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> overflow_threads_;  // (thread, done)
+  std::atomic<bool> overflow_stop_{false};
 };
 
 }  // namespace ts::server

@@ -38,6 +38,13 @@ struct JobSpec {
   bool logprobs = false;             // put logprobs in the response
   std::vector<std::string> echo;     // completions with echo: each prompt's text, else empty
   http::HeaderList headers;          // sent with the response (x-request-id, x-ratelimit-* ...)
+  // context_overflow (context_overflow.h): usage of earlier steps (segment map windows) added to
+  // what this job reports and settles, and JSON objects whose keys are merged into the response
+  // body's top level / its "usage" object (streams: into the final usage chunk; without
+  // include_usage the top-level object is sent as an `event: context_overflow` before [DONE]).
+  api::UsageInfo extra_usage;
+  std::string body_extension;        // "" = none
+  std::string usage_extension;       // "" = none
 };
 
 // Totals a finished job reports (for metrics, the ledger and the request log).
@@ -83,6 +90,7 @@ class ResponseJob {
   void on_event(size_t prompt, engine::Event& ev);
   void finish_job();
   JobResult result() const;
+  std::string with_extensions(std::string body) const;  // spec_.body_extension / usage_extension merged
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
 
   JobSpec spec_;
