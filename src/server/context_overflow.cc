@@ -327,12 +327,10 @@ void OpenAIService::segment_chat(const http::ExchangePtr& ex, const Call& call, 
   run.reduce_max_tokens = max_tokens;
   run.n = req.sampling.n;
   const std::string rid = spec.meta.id + "-reduce";
-  const api::ChatRequest* r = &req;
   const std::string tools = req.tools_json;
   const bool agp = req.add_generation_prompt, logprobs = req.logprobs;
   const int32_t top = req.top_logprobs;
   const api::SamplingOptions sampling = req.sampling;
-  (void)r;
   run.make_reduce = [this, with_user, rf, tools, agp, ctx, max_tokens, rid, sampling, logprobs, top](const std::string& joined)
       -> api::ApiResult<engine::Request> {
     auto ids = prompts_.chat_prompt(with_user(rf.prefix + joined + rf.suffix), tools, agp);
