@@ -18,6 +18,7 @@
 //   rpm = 600
 //   tpm = 200000
 //   quota = { tokens = 5000000, period = "day" }
+//   context_overflow = "truncate_left"   # default for requests without the field (issue 15)
 //   [tenants.acme.apps.chatbot]
 //   rpm = 100
 //   quota = { tokens = 100000, period = "month" }
@@ -53,6 +54,7 @@ struct AppConfig {
   int64_t rpm = 0;                     // requests per minute for the app (all its keys)
   int64_t tpm = 0;                     // tokens per minute for the app
   std::optional<QuotaConfig> quota;
+  std::string context_overflow;        // "" = the tenant's; else error|truncate_left|truncate_middle
 };
 
 struct TenantConfig {
@@ -60,6 +62,7 @@ struct TenantConfig {
   int64_t tpm = 0;                     // tokens per minute for the whole tenant
   std::optional<QuotaConfig> quota;
   std::map<std::string, AppConfig> apps;
+  std::string context_overflow;        // "" = "error"; else error|truncate_left|truncate_middle
 };
 
 struct TierConfig {
@@ -94,6 +97,9 @@ struct GovConfig {
   std::map<std::string, TenantConfig> tenants;
   std::map<std::string, Price> prices; // by model name
 };
+
+// The context_overflow default of a tenant's app: the app's, else the tenant's, else "".
+std::string context_overflow_default(const GovConfig& c, const std::string& tenant, const std::string& app);
 
 // Parses and validates TOML text; `name` is used in error messages (usually the path).
 // kInvalidArgument "name:line: message" on the first problem.

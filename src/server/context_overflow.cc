@@ -31,6 +31,7 @@ Result<OverflowPolicy> parse_context_overflow(const std::string& body) {
   json j = json::parse(body, nullptr, false);
   if (!j.is_object() || !j.contains("context_overflow") || j["context_overflow"].is_null()) return p;
   const json& v = j["context_overflow"];
+  p.from_request = true;
   const char* kModes = "expected \"error\", \"truncate_left\", \"truncate_middle\" or {\"mode\": \"segment\", ...}";
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
@@ -340,6 +341,18 @@ void OpenAIService::segment_chat(const http::ExchangePtr& ex, const Call& call, 
     return api::to_engine_request(rid, std::move(ids).value(), sampling, max_tokens, logprobs, top);
   };
   run_segmented(ex, call, std::move(spec), std::move(run), req.model, req.sampling.tier, prompt);
+}
+
+Result<OverflowPolicy> OpenAIService::overflow_policy(const http::ExchangePtr& ex, const std::string& body) {
+  TS_ASSIGN_OR_RETURN(OverflowPolicy p, parse_context_overflow(body));
+  if (p.from_request || !opts_.governor || !opts_.require_auth) return p;
+  auto key = opts_.governor->keys()->authenticate(ex->request().header("authorization"));
+  if (!key.ok()) return p;  // admission answers the bad key
+  const std::string def = gateway::context_overflow_default(*opts_.governor->config(), key->tenant, key->app);
+  if (def.empty()) return p;
+  TS_ASSIGN_OR_RETURN(OverflowPolicy d, parse_context_overflow(json{{"context_overflow", def}}.dump()));
+  d.from_request = false;
+  return d;
 }
 
 void OpenAIService::join_overflow_threads(bool all) {

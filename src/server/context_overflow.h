@@ -23,9 +23,10 @@
 // map request (prompt frame + window + map_max_tokens) and the reduce request (its frame +
 // num_windows * map_max_tokens + max_tokens) must fit the context.
 //
-// PARTIAL: the per-key/tenant default in the governance config is not implemented (the
-// request field decides, default "error"); chat requests support the truncation modes, and
-// segment mode segments the content of the last user message.
+// Default: a request without the field gets its key's app's, else its tenant's
+// `context_overflow` from the governance config ([tenants.T] / [tenants.T.apps.A]; string
+// modes only, since segment needs per-request numbers), else "error". Chat segment mode
+// segments the content of the last user message.
 // Pure helpers below; OpenAIService::run_segmented (defined in context_overflow.cc) runs the
 // map phase on its own thread per request and hands the reduce step to the response pump.
 #pragma once
@@ -56,6 +57,7 @@ struct OverflowPolicy {
   std::string map_prompt;                // "" = default
   std::string reduce_prompt;             // "" = default
   std::optional<int64_t> map_max_tokens; // default: the request's max_tokens
+  bool from_request = false;             // the request had the field (else a default applies)
 };
 
 // Reads the "context_overflow" field of a request body (absent or null = error mode).

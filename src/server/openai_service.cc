@@ -334,7 +334,7 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   spec.n = req.sampling.n;
   spec.logprobs = req.logprobs.has_value();
   // context_overflow (context_overflow.h): what a prompt longer than the context does.
-  auto overflow = parse_context_overflow(ex->request().body);
+  auto overflow = overflow_policy(ex, ex->request().body);
   if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
   int64_t dropped = 0;
   std::vector<engine::Request> reqs;
@@ -389,7 +389,7 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
-  auto overflow = parse_context_overflow(prompt_use.id.empty() ? ex->request().body : expanded);
+  auto overflow = overflow_policy(ex, prompt_use.id.empty() ? ex->request().body : expanded);
   if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
   auto ids = prompts_.chat_prompt(req.messages, req.tools_json, req.add_generation_prompt);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);

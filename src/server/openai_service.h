@@ -131,6 +131,8 @@ class OpenAIService {
   void run_segmented(const http::ExchangePtr& ex, const Call& call, JobSpec spec, SegmentRun run,
                      const std::string& model, engine::Tier tier, PromptUse prompt);
   void join_overflow_threads(bool all);
+  // The request's context_overflow, else its key's app/tenant default from the config.
+  Result<OverflowPolicy> overflow_policy(const http::ExchangePtr& ex, const std::string& body);
 
   bool known_model(const std::string& name) const;
   void respond_error(const http::ExchangePtr& ex, const api::ApiError& e, const Call& call,

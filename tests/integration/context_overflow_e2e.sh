@@ -143,4 +143,22 @@ print("ledger row of the segmented request:", exp)
 PY
 lrc=$?
 [ "$lrc" -eq 0 ] || echo "FAIL: ledger row with the rolled-up totals"
-[ "$rc" -eq 0 ] && [ "$lrc" -eq 0 ]
+
+# The tenant's default from the governance config applies to requests without the field.
+printf '[tenants.acme]\ncontext_overflow = "truncate_left"\n' >"$TMP/gov.toml"
+KEY=$("$BIN" keys create --tenant acme --app bot --ledger "$TMP/ledger2.db" | tail -n 1)
+"$BIN" serve -m "$M" --host 127.0.0.1 --port "$PORT" --ledger "$TMP/ledger2.db" --config "$TMP/gov.toml" >"$TMP/server2.log" 2>&1 &
+SRV=$!
+for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+LONG=$(python3 -c 'print("Once upon a time there was a little girl named Lily. " * 30)')
+curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PORT/v1/completions" \
+  -d "{\"model\":\"stories260K-f32\",\"prompt\":\"$LONG\",\"max_tokens\":4}" >"$TMP/default.json"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["context_overflow"]["mode"]=="truncate_left" and j["context_overflow"]["dropped_tokens"]>0, j' "$TMP/default.json"
+drc=$?
+[ "$drc" -eq 0 ] || echo "FAIL: tenant default from the config"
+curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PORT/v1/completions" \
+  -d "{\"model\":\"stories260K-f32\",\"prompt\":\"$LONG\",\"max_tokens\":4,\"context_overflow\":\"error\"}" >"$TMP/explicit.json"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["error"]["code"]=="context_length_exceeded", j' "$TMP/explicit.json"
+erc=$?
+[ "$erc" -eq 0 ] || echo "FAIL: the request's field overrides the tenant default"
+[ "$rc" -eq 0 ] && [ "$lrc" -eq 0 ] && [ "$drc" -eq 0 ] && [ "$erc" -eq 0 ]

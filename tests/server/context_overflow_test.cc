@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gateway/config.h"
+
 namespace ts::server {
 namespace {
 
@@ -89,6 +91,23 @@ TEST(ContextOverflow, FramesAndEvents) {
   auto u = segments_usage_json({s}, {.prompt_tokens = 10, .completion_tokens = 3});
   EXPECT_EQ(u["segments"][0]["prompt_tokens"], 52);
   EXPECT_EQ(u["reduce"]["completion_tokens"], 3);
+}
+
+TEST(ContextOverflow, TenantAndAppDefaultsFromTheConfig) {
+  auto c = gateway::parse_config(
+      "[tenants.acme]\ncontext_overflow = \"truncate_left\"\n[tenants.acme.apps.rag]\ncontext_overflow = \"truncate_middle\"\n"
+      "[tenants.acme.apps.bot]\nrpm = 5\n",
+      "gov.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(gateway::context_overflow_default(*c, "acme", "rag"), "truncate_middle");
+  EXPECT_EQ(gateway::context_overflow_default(*c, "acme", "bot"), "truncate_left");
+  EXPECT_EQ(gateway::context_overflow_default(*c, "globex", "bot"), "");
+  auto bad = gateway::parse_config("[tenants.acme]\ncontext_overflow = \"segment\"\n", "gov.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gov.toml:2: context_overflow must be"), std::string::npos);
+  // The request's field wins over a default; an absent one is marked as such.
+  EXPECT_FALSE(parse_context_overflow("{}")->from_request);
+  EXPECT_TRUE(parse_context_overflow(R"({"context_overflow":"error"})")->from_request);
 }
 
 }  // namespace
