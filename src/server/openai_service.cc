@@ -376,7 +376,8 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
     std::optional<std::string> tenant;
     if (opts_.require_auth && opts_.governor) {
       auto key = opts_.governor->keys()->authenticate(ex->request().header("authorization"));
-      if (key.ok()) tenant = key->tenant;
+      if (!key.ok()) return respond_error(ex, api::error_from_status(key.status()), call);
+      tenant = key->tenant;  // a key reads its tenant's and shared prompts only
     }
     expanded = ex->request().body;
     std::string param;
