@@ -269,7 +269,7 @@ void OpenAIService::segment_completion(const http::ExchangePtr& ex, const Call& 
   const api::SamplingOptions sampling = req.sampling;
   const bool logprobs = req.logprobs.has_value();
   const int32_t top = req.logprobs.value_or(0);
-  run.make_reduce = [this, pre, rp, rs, ctx, max_tokens, rid, sampling, logprobs, top, tok](const std::string& joined)
+  run.make_reduce = [pre, rp, rs, ctx, max_tokens, rid, sampling, logprobs, top, tok](const std::string& joined)
       -> api::ApiResult<engine::Request> {
     std::vector<int32_t> body = tok(joined);
     const int64_t room = ctx - max_tokens - static_cast<int64_t>(pre.size() + rp.size() + rs.size());
