@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "core/log.h"
 #include "tools/eval_scorers.h"
@@ -364,13 +365,23 @@ Result<EvalRun> parse_run_json(const std::string& text) {
     r.layer = c["layer"].get<std::string>();
     r.score = c["score"].get<double>();
     if (r.score < 0 || r.score > 1) return invalid_argument(where + ": score outside [0, 1]");
-    r.output = c.value("output", "");
-    r.completion_tokens = c.value("completion_tokens", int64_t{0});
-    r.prompt_tokens = c.value("prompt_tokens", int64_t{0});
-    r.finish_reason = c.value("finish_reason", "");
-    r.repetition = c.value("repetition", 0.0);
-    r.reason = c.value("reason", "");
-    r.error = c.value("error", "");
+    // Optional fields: a wrong type is an error, never an exception.
+    auto str = [&](const char* k, std::string* out) {
+      if (!c.contains(k) || c[k].is_null()) return true;
+      if (!c[k].is_string()) return false;
+      *out = c[k].get<std::string>();
+      return true;
+    };
+    auto num = [&](const char* k, auto* out) {
+      if (!c.contains(k) || c[k].is_null()) return true;
+      if (!c[k].is_number()) return false;
+      *out = c[k].get<std::remove_pointer_t<decltype(out)>>();
+      return true;
+    };
+    if (!str("output", &r.output) || !str("finish_reason", &r.finish_reason) || !str("reason", &r.reason) ||
+        !str("error", &r.error) || !num("completion_tokens", &r.completion_tokens) ||
+        !num("prompt_tokens", &r.prompt_tokens) || !num("repetition", &r.repetition))
+      return invalid_argument(where + ": a field has the wrong type");
     run.cases.push_back(std::move(r));
   }
   run.layers = summarize_layers(run.cases, &run.overall);

@@ -181,6 +181,8 @@ TEST(EvalRunJson, RoundTripAndReport) {
   EXPECT_DOUBLE_EQ(back->layers["bench"].score, 0.5);
   EXPECT_FALSE(parse_run_json("[]").ok());
   EXPECT_NE(parse_run_json(R"({"cases":[{"id":"a","layer":"l","score":2}]})").status().message().find("cases[0]"), std::string::npos);
+  EXPECT_NE(parse_run_json(R"({"cases":[{"id":"a","layer":"l","score":1,"output":7}]})").status().message().find("wrong type"),
+            std::string::npos);
 
   fs::path d = testing::temp_dir();
   Comparison cmp = compare_runs(run, run, CompareOptions{});
