@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/kv_budget.h"
 #include "gateway/governor.h"
+#include "gateway/prompt_registry.h"
 #include "gguf/gguf.h"
 #include "http/server.h"
 #include "model/model.h"
@@ -239,6 +240,12 @@ int cmd_serve(int argc, char** argv) {
   obs::ServerMetrics metrics(obs::ServerMetricsOptions{.model = so.model_id});
   so.governor = gov->get();
   so.require_auth = !no_auth;
+  // The prompt registry lives in the ledger's database (its own connection).
+  auto prompt_db = gateway::open_sql_db(ledger);
+  if (!prompt_db.ok()) return fail("serve", prompt_db.status().message());
+  gateway::SystemClock prompt_clock;
+  gateway::PromptRegistry prompt_registry(std::shared_ptr<gateway::SqlDb>(std::move(*prompt_db)), prompt_clock);
+  so.prompts = &prompt_registry;
   so.metrics = &metrics;
   so.log_requests = true;
   server::OpenAIService service(backend, std::move(prompts), so);

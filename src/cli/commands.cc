@@ -16,6 +16,9 @@ int cmd_keys(int argc, char** argv);
 int cmd_usage(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_contamination(int argc, char** argv);
+int cmd_prompts(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
@@ -28,6 +31,9 @@ const Command kCommands[] = {
     {"plan", "plan KV-cache memory and concurrency", cmd_plan},
     {"keys", "create, list, disable and rotate API keys", cmd_keys},
     {"usage", "usage reports from the ledger", cmd_usage},
+    {"eval", "run a layered eval suite against a server, compare with a baseline", cmd_eval},
+    {"contamination", "n-gram and near-duplicate overlap between a suite and a corpus", cmd_contamination},
+    {"prompts", "versioned prompts: create, list, get, label, render", cmd_prompts},
     {"pull", "download a GGUF model from Hugging Face", cmd_pull},
     {"synth", "write a synthetic GGUF with seeded random weights", cmd_synth},
     {"quantize", "quantize a GGUF model (llama-quantize presets and per-tensor rules)", cmd_quantize},

@@ -151,6 +151,18 @@ class Parser {
     return ok_status();
   }
 
+  // context_overflow = "error" | "truncate_left" | "truncate_middle" (segment needs its window
+  // and overlap, so it is chosen per request).
+  Status overflow_mode(const toml::table& t, std::string* out) {
+    const toml::node* n = t.get("context_overflow");
+    if (!n) return ok_status();
+    auto s = n->value<std::string>();
+    if (!s || (*s != "error" && *s != "truncate_left" && *s != "truncate_middle"))
+      return error(n->source(), "context_overflow must be \"error\", \"truncate_left\" or \"truncate_middle\"");
+    *out = *s;
+    return ok_status();
+  }
+
   Result<GovConfig> parse(const toml::table& root) {
     GovConfig c;
     c.source = name_;
@@ -237,11 +249,12 @@ class Parser {
         std::string tname(k.str());
         std::string where = "tenants." + tname + ".";
         TS_ASSIGN_OR_RETURN(const toml::table* tt, table(v, "tenants." + tname));
-        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps", "on_limit_outage"}));
+        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps", "on_limit_outage", "context_overflow"}));
         TenantConfig tc;
         if (const toml::node* o = tt->get("on_limit_outage")) {
           TS_ASSIGN_OR_RETURN(tc.on_limit_outage, outage(*o, where + "on_limit_outage"));
         }
+        TS_RETURN_IF_ERROR(overflow_mode(*tt, &tc.context_overflow));
         TS_RETURN_IF_ERROR(limits(*tt, where, &tc.rpm, &tc.tpm));
         TS_ASSIGN_OR_RETURN(tc.quota, quota(*tt, where));
         if (const toml::node* apps = tt->get("apps")) {
@@ -250,8 +263,9 @@ class Parser {
             TS_RETURN_IF_ERROR(name_ok(ak, "app"));
             std::string aw = where + "apps." + std::string(ak.str()) + ".";
             TS_ASSIGN_OR_RETURN(const toml::table* app, table(av, aw.substr(0, aw.size() - 1)));
-            TS_RETURN_IF_ERROR(only_keys(*app, "[" + aw.substr(0, aw.size() - 1) + "]", {"rpm", "tpm", "quota"}));
+            TS_RETURN_IF_ERROR(only_keys(*app, "[" + aw.substr(0, aw.size() - 1) + "]", {"rpm", "tpm", "quota", "context_overflow"}));
             AppConfig ac;
+            TS_RETURN_IF_ERROR(overflow_mode(*app, &ac.context_overflow));
             TS_RETURN_IF_ERROR(limits(*app, aw, &ac.rpm, &ac.tpm));
             TS_ASSIGN_OR_RETURN(ac.quota, quota(*app, aw));
             tc.apps[std::string(ak.str())] = ac;
@@ -338,6 +352,14 @@ Status ConfigHolder::reload() {
   TS_ASSIGN_OR_RETURN(GovConfig next, load_config(path));
   set(std::move(next));
   return ok_status();
+}
+
+std::string context_overflow_default(const GovConfig& c, const std::string& tenant, const std::string& app) {
+  auto t = c.tenants.find(tenant);
+  if (t == c.tenants.end()) return "";
+  auto a = t->second.apps.find(app);
+  if (a != t->second.apps.end() && !a->second.context_overflow.empty()) return a->second.context_overflow;
+  return t->second.context_overflow;
 }
 
 }  // namespace ts::gateway

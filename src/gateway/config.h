@@ -32,6 +32,7 @@
 //   rpm = 600
 //   tpm = 200000
 //   quota = { tokens = 5000000, period = "day" }
+//   context_overflow = "truncate_left"   # default for requests without the field (issue 15)
 //   [tenants.acme.apps.chatbot]
 //   rpm = 100
 //   quota = { tokens = 100000, period = "month" }
@@ -67,6 +68,7 @@ struct AppConfig {
   int64_t rpm = 0;                     // requests per minute for the app (all its keys)
   int64_t tpm = 0;                     // tokens per minute for the app
   std::optional<QuotaConfig> quota;
+  std::string context_overflow;        // "" = the tenant's; else error|truncate_left|truncate_middle
 };
 
 // What admission does while the limit store (Redis) is unreachable.
@@ -82,6 +84,7 @@ struct TenantConfig {
   int64_t tpm = 0;                     // tokens per minute for the whole tenant
   std::optional<QuotaConfig> quota;
   std::map<std::string, AppConfig> apps;
+  std::string context_overflow;        // "" = "error"; else error|truncate_left|truncate_middle
 };
 
 struct TierConfig {
@@ -127,6 +130,8 @@ struct GovConfig {
 
 // The outage mode in force for a tenant.
 OutageMode outage_mode_for(const GovConfig& c, const std::string& tenant);
+// The context_overflow default of a tenant's app: the app's, else the tenant's, else "".
+std::string context_overflow_default(const GovConfig& c, const std::string& tenant, const std::string& app);
 
 // Parses and validates TOML text; `name` is used in error messages (usually the path).
 // kInvalidArgument "name:line: message" on the first problem.

@@ -12,15 +12,17 @@ const char* group_by_name(GroupBy g) {
     case GroupBy::kModel: return "model";
     case GroupBy::kKey: return "key";
     case GroupBy::kDay: return "day";
+    case GroupBy::kPrompt: return "prompt";
   }
   return "?";
 }
 
 Result<GroupBy> parse_group_by(std::string_view name) {
-  for (GroupBy g : {GroupBy::kTenant, GroupBy::kApp, GroupBy::kModel, GroupBy::kKey, GroupBy::kDay})
+  for (GroupBy g : {GroupBy::kTenant, GroupBy::kApp, GroupBy::kModel, GroupBy::kKey, GroupBy::kDay,
+                    GroupBy::kPrompt})
     if (name == group_by_name(g)) return g;
   return invalid_argument("unknown grouping '" + std::string(name) +
-                          "': expected tenant, app, model, key or day");
+                          "': expected tenant, app, model, key, day or prompt");
 }
 
 namespace {
@@ -41,7 +43,9 @@ CREATE TABLE IF NOT EXISTS ts_usage (
   duration_ms BIGINT NOT NULL,
   finish_reason TEXT NOT NULL,
   http_status INTEGER NOT NULL,
-  reasoning_tokens BIGINT NOT NULL DEFAULT 0
+  reasoning_tokens BIGINT NOT NULL DEFAULT 0,
+  prompt_id TEXT NOT NULL DEFAULT '',
+  prompt_version BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS ts_usage_time ON ts_usage (time_ms);
 CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
@@ -49,7 +53,7 @@ CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
 
 constexpr const char* kColumns =
     "request_id, time_ms, tenant, app, key_id, model, tier, prompt_tokens, cached_tokens, "
-    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status, reasoning_tokens";
+    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status, reasoning_tokens, prompt_id, prompt_version";
 
 // Ledgers created before the column existed get it (old rows: 0).
 constexpr const char* kReasoningColumn = "ALTER TABLE ts_usage ADD COLUMN reasoning_tokens BIGINT NOT NULL DEFAULT 0";
@@ -80,7 +84,7 @@ class SqlLedger final : public LedgerStore {
     TS_RETURN_IF_ERROR(ensure_schema());
     if (records.empty()) return ok_status();
     std::string sql = std::string("INSERT INTO ts_usage (") + kColumns +
-                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)"
+                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
                       " ON CONFLICT (request_id) DO NOTHING";
     return db_->transaction([&]() -> Status {
       for (const UsageRecord& r : records) {
@@ -89,7 +93,7 @@ class SqlLedger final : public LedgerStore {
                         std::string(engine::tier_name(r.tier)), r.prompt_tokens,
                         r.cached_tokens, r.completion_tokens, r.ttft_ms,
                         r.duration_ms, r.finish_reason,    int64_t(r.http_status),
-                        r.reasoning_tokens};
+                        r.reasoning_tokens, r.prompt_id,   r.prompt_version};
         TS_RETURN_IF_ERROR(db_->exec(sql, p));
       }
       return ok_status();
@@ -122,6 +126,8 @@ class SqlLedger final : public LedgerStore {
       r.finish_reason = row[12];
       r.http_status = int32_t(to_i64(row[13]));
       r.reasoning_tokens = to_i64(row[14]);
+      r.prompt_id = row[15];
+      r.prompt_version = to_i64(row[16]);
       out.push_back(std::move(r));
     }
     return out;
@@ -136,6 +142,10 @@ class SqlLedger final : public LedgerStore {
       case GroupBy::kModel: key = "model"; break;
       case GroupBy::kKey: key = "key_id"; break;
       case GroupBy::kDay: key = "time_ms / 86400000"; break;
+      case GroupBy::kPrompt:
+        key = "CASE WHEN prompt_id = '' THEN '(none)' ELSE prompt_id || '@' || "
+              "CAST(prompt_version AS TEXT) END";
+        break;
     }
     std::vector<SqlParam> params;
     std::string sql = std::string("SELECT ") + key +
@@ -186,8 +196,27 @@ class SqlLedger final : public LedgerStore {
       st = db_->exec(kReasoningColumn);
       if (!st.ok() && db_->query("SELECT reasoning_tokens FROM ts_usage LIMIT 0").ok()) st = ok_status();  // raced
     }
+    if (st.ok()) st = migrate_prompt_columns();
     if (st.ok()) schema_ready_.store(true);
     return st;
+  }
+
+  // Ledgers created before the prompt registry lack prompt_id / prompt_version.
+  Status migrate_prompt_columns() {
+    if (db_->dialect() == SqlDialect::kPostgres)
+      return db_->exec_script(
+          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS prompt_id TEXT NOT NULL DEFAULT '';"
+          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS prompt_version BIGINT NOT NULL DEFAULT 0;");
+    TS_ASSIGN_OR_RETURN(auto cols, db_->query("PRAGMA table_info(ts_usage)"));
+    bool has_id = false, has_version = false;
+    for (const SqlRow& c : cols) {
+      if (c.size() > 1 && c[1] == "prompt_id") has_id = true;
+      if (c.size() > 1 && c[1] == "prompt_version") has_version = true;
+    }
+    if (!has_id) TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN prompt_id TEXT NOT NULL DEFAULT ''"));
+    if (!has_version)
+      TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN prompt_version BIGINT NOT NULL DEFAULT 0"));
+    return ok_status();
   }
 
   std::shared_ptr<SqlDb> db_;

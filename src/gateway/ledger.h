@@ -35,6 +35,8 @@ struct UsageRecord {
   int64_t duration_ms = 0;        // admission to last byte
   std::string finish_reason;      // "stop" | "length" | "cancelled" | "error" | ""
   int32_t http_status = 200;      // status sent to the client
+  std::string prompt_id;          // registry prompt the request used ("" = none; prompt_registry.h)
+  int64_t prompt_version = 0;     // its version (0 = none)
 };
 
 // Tokens a record charges against quotas and TPM: prompt + completion.
@@ -48,13 +50,14 @@ struct LedgerFilter {
   std::string app;
 };
 
-enum class GroupBy { kTenant, kApp, kModel, kKey, kDay };
-const char* group_by_name(GroupBy g);                   // "tenant" | "app" | "model" | "key" | "day"
+enum class GroupBy { kTenant, kApp, kModel, kKey, kDay, kPrompt };
+const char* group_by_name(GroupBy g);                   // "tenant" | "app" | "model" | "key" | "day" | "prompt"
 Result<GroupBy> parse_group_by(std::string_view name);  // kInvalidArgument on others
 
 // Sums over the rows of one group and one model (cost needs the model's prices).
 struct UsageGroupRow {
-  std::string group;              // tenant, "tenant/app", model, key id, or "YYYY-MM-DD"
+  std::string group;              // tenant, "tenant/app", model, key id, "YYYY-MM-DD", or
+                                  // "prompt@version" ("(none)" for requests without a prompt)
   std::string model;
   int64_t num_requests = 0;
   int64_t prompt_tokens = 0;

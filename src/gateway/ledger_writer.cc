@@ -33,6 +33,10 @@ std::string usage_record_to_json(const UsageRecord& r) {
   j["duration_ms"] = r.duration_ms;
   j["finish_reason"] = r.finish_reason;
   j["http_status"] = r.http_status;
+  if (!r.prompt_id.empty()) {
+    j["prompt_id"] = r.prompt_id;
+    j["prompt_version"] = r.prompt_version;
+  }
   return j.dump();
 }
 
@@ -58,6 +62,8 @@ Result<UsageRecord> usage_record_from_json(std::string_view line) {
     r.duration_ms = j.at("duration_ms").get<int64_t>();
     r.finish_reason = j.at("finish_reason").get<std::string>();
     r.http_status = j.at("http_status").get<int32_t>();
+    r.prompt_id = j.value("prompt_id", "");
+    r.prompt_version = j.value("prompt_version", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     return data_loss(std::string("bad usage record line: ") + e.what());
   }

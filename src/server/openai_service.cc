@@ -66,6 +66,8 @@ OpenAIService::~OpenAIService() { stop(); }
 
 void OpenAIService::stop() {
   if (blocking_) blocking_->shutdown();  // runs what is queued, joins; later posts answer 503
+  overflow_stop_.store(true);     // segmented requests still in their map phase end now
+  join_overflow_threads(true);
   pump_.stop();
   {
     std::lock_guard<std::mutex> lock(sampler_mu_);
@@ -130,6 +132,9 @@ void OpenAIService::register_routes(http::Server& server) {
   server.route(Method::kGet, "/ready", bind(&OpenAIService::handle_ready));
   server.route(Method::kGet, "/metrics", bind(&OpenAIService::handle_metrics));
   if (opts_.governor) register_governance_routes(server, *opts_.governor, offload);
+  if (opts_.prompts)
+    register_prompt_routes(server, {.registry = opts_.prompts, .governor = opts_.governor,
+                                    .require_auth = opts_.require_auth});
   if (opts_.metrics) {
     server.route(Method::kGet, "/dashboard", bind(&OpenAIService::handle_dashboard));
     server.route(Method::kGet, "/dashboard/data", bind(&OpenAIService::handle_dashboard_data));
@@ -271,7 +276,7 @@ void OpenAIService::start_job(JobSpec spec, const http::ExchangePtr& ex,
 
 void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
                                    std::vector<engine::Request> reqs, const std::string& model,
-                                   engine::Tier tier, bool max_tokens_default) {
+                                   engine::Tier tier, bool max_tokens_default, PromptUse prompt) {
   int64_t prompt_tokens = 0, max_tokens = 0, estimate = 0;
   for (const auto& r : reqs) {
     const int64_t n = std::max<int32_t>(1, r.sampling.n);
@@ -315,19 +320,21 @@ void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call
           gateway::UsageRecord{.request_id = response_id,
                                .duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(),
                                .finish_reason = "error",
-                               .http_status = e.http_status});
+                               .http_status = e.http_status,
+                               .prompt_id = prompt.id,
+                               .prompt_version = prompt.version});
     }
     return respond_error(ex, e, call, headers);
   }
   start_job(std::move(spec), ex, std::move(handles).value(),
-            [this, call, response_id, admission, tier](const JobResult& r) {
-              record_finished(call, response_id, admission, tier, r);
+            [this, call, response_id, admission, tier, prompt](const JobResult& r) {
+              record_finished(call, response_id, admission, tier, r, prompt);
             });
 }
 
 void OpenAIService::record_finished(const Call& call, const std::string& response_id,
                                     const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                                    const JobResult& r) {
+                                    const JobResult& r, const PromptUse& prompt) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   auto now = std::chrono::steady_clock::now();
@@ -345,7 +352,9 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
                                                 .ttft_ms = ttft_ms,
                                                 .duration_ms = duration_cast<milliseconds>(now - call.start).count(),
                                                 .finish_reason = engine::finish_reason_name(finish),
-                                                .http_status = r.http_status});
+                                                .http_status = r.http_status,
+                                                .prompt_id = prompt.id,
+                                                .prompt_version = prompt.version});
   }
   if (!opts_.metrics && !opts_.log_requests) return;
   obs::RequestObservation o;
@@ -396,12 +405,23 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
   spec.logprobs = req.logprobs.has_value();
   auto constraint = constraint_for(req.response_format, prompts_.tokenizer());
   if (!constraint.ok()) return respond_error(ex, constraint.error(), call);
+  // context_overflow (context_overflow.h): what a prompt longer than the context does.
+  auto overflow = overflow_policy(ex, ex->request().body);
+  if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
+  int64_t dropped = 0;
   std::vector<engine::Request> reqs;
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     std::string param = req.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
     auto ids = prompts_.text_prompt(req.prompts[i], /*add_special=*/true, param);
     if (!ids.ok()) return respond_error(ex, ids.error(), call);
     auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "prompt");
+    if (!budget.ok() && overflow->mode == OverflowMode::kSegment)
+      return segment_completion(ex, call, std::move(spec), req, *overflow, std::move(ids).value());
+    if (!budget.ok() && overflow->mode != OverflowMode::kError) {
+      const int64_t keep = backend_.max_model_len() - req.sampling.max_tokens.value_or(16);
+      dropped += truncate_tokens(&ids.value(), keep, overflow->mode, special_prefix_len(prompts_));
+      budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "prompt");
+    }
     if (!budget.ok()) return respond_error(ex, budget.error(), call);
     if (req.echo)
       spec.echo.push_back(req.prompts[i].is_tokens ? prompts_.tokenizer().decode(req.prompts[i].tokens)
@@ -411,6 +431,9 @@ void OpenAIService::handle_completions(const http::ExchangePtr& ex) {
                                           req.logprobs.value_or(0)));
     reqs.back().constraint = constraint.value();
   }
+  if (dropped > 0)
+    spec.body_extension = nlohmann::json{{"context_overflow", {{"mode", overflow_mode_name(overflow->mode)},
+                                                               {"dropped_tokens", dropped}}}}.dump();
   engine::Tier tier = req.sampling.tier;
   run_generation(ex, call, std::move(spec), std::move(reqs), req.model, tier);
 }
@@ -419,10 +442,29 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   counters_.requests_chat.fetch_add(1);
   Call call = begin_call(ex);
   if (!authorized(ex, call)) return;
-  auto parsed = api::parse_chat_request(ex->request().body);
+  // A registered prompt ("prompt": {"id", ...}) is rendered into "messages" first.
+  std::string expanded;
+  PromptUse prompt_use;
+  if (opts_.prompts && ex->request().body.find("\"prompt\"") != std::string::npos) {
+    std::optional<std::string> tenant;
+    if (opts_.require_auth && opts_.governor) {
+      auto key = opts_.governor->keys()->authenticate(ex->request().header("authorization"));
+      if (!key.ok()) return respond_error(ex, api::error_from_status(key.status()), call);
+      tenant = key->tenant;  // a key reads its tenant's and shared prompts only
+    }
+    expanded = ex->request().body;
+    std::string param;
+    auto used = expand_prompt_reference(&expanded, *opts_.prompts, tenant, &param);
+    if (!used.ok()) return respond_error(ex, api::error_from_status(used.status(), param), call);
+    if (*used) prompt_use = **used;
+    else expanded.clear();
+  }
+  auto parsed = api::parse_chat_request(prompt_use.id.empty() ? ex->request().body : expanded);
   if (!parsed.ok()) return respond_error(ex, parsed.error(), call);
   api::ChatRequest& req = parsed.value();
   if (!known_model(req.model)) return respond_error(ex, api::model_not_found(req.model), call);
+  auto overflow = overflow_policy(ex, prompt_use.id.empty() ? ex->request().body : expanded);
+  if (!overflow.ok()) return respond_error(ex, api::error_from_status(overflow.status(), "context_overflow"), call);
   ChatRenderOptions ro;
   ro.tools_json = req.tools_json;  // tool_choice none still shows the tools, as OpenAI does
   ro.add_generation_prompt = req.add_generation_prompt;
@@ -435,7 +477,6 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   auto ids = prompts_.chat_prompt(req.messages, ro, &rendered);
   if (!ids.ok()) return respond_error(ex, ids.error(), call);
   auto budget = fit_context(static_cast<int64_t>(ids->size()), req.sampling.max_tokens, "messages", req.sampling.tier);
-  if (!budget.ok()) return respond_error(ex, budget.error(), call);
 
   JobSpec spec;
   spec.chat = true;
@@ -450,6 +491,21 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   spec.output_parser.starts_in_reasoning =
       reasoning_format_ == api::ReasoningFormat::kThink && api::prompt_opens_reasoning(rendered);
   if (plan) spec.output_prefill = plan->prefill;
+  // context_overflow (context_overflow.h): what messages longer than the context do.
+  if (!budget.ok() && overflow->mode == OverflowMode::kSegment)
+    return segment_chat(ex, call, std::move(spec), req, *overflow, prompt_use);
+  if (!budget.ok() && overflow->mode != OverflowMode::kError) {
+    int64_t dropped_messages = 0;
+    const int64_t room = req.sampling.max_tokens.value_or(64);
+    const int64_t dropped = truncate_chat(&req.messages, req, overflow->mode, room, &ids.value(), &dropped_messages);
+    if (dropped >= 0) {
+      budget = fit_context(static_cast<int64_t>(ids->size()), room, "messages", req.sampling.tier);
+      spec.body_extension = nlohmann::json{{"context_overflow", {{"mode", overflow_mode_name(overflow->mode)},
+                                                                 {"dropped_tokens", dropped},
+                                                                 {"dropped_messages", dropped_messages}}}}.dump();
+    }
+  }
+  if (!budget.ok()) return respond_error(ex, budget.error(), call);
   std::vector<engine::Request> reqs;
   reqs.push_back(api::to_engine_request(spec.meta.id, std::move(ids).value(), req.sampling, budget.value(),
                                         req.logprobs, req.top_logprobs));
@@ -474,7 +530,8 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   reqs.back().constraint = constraint.value();
 
   const bool max_tokens_default = !req.sampling.max_tokens.has_value();
-  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier, max_tokens_default);
+  run_generation(ex, call, std::move(spec), std::move(reqs), req.model, req.sampling.tier, max_tokens_default,
+                 prompt_use);
 }
 
 void OpenAIService::handle_models(const http::ExchangePtr& ex) {

@@ -55,7 +55,9 @@
 #include "http/server.h"
 #include "obs/server_metrics.h"
 #include "server/backend.h"
+#include "server/context_overflow.h"
 #include "server/prompt_builder.h"
+#include "server/prompt_routes.h"
 #include "server/response_job.h"
 #include "server/work_pool.h"
 
@@ -67,6 +69,7 @@ struct ServiceOptions {
   int64_t created = 0;                       // unix time reported in /v1/models
   int retry_after_seconds = 1;               // Retry-After on 503
   gateway::Governor* governor = nullptr;     // admission, ledger, usage; null = none (tests)
+  gateway::PromptRegistry* prompts = nullptr;  // /v1/prompts and chat "prompt" references; null = off
   bool require_auth = false;                 // API key required (needs governor)
   obs::ServerMetrics* metrics = nullptr;     // null = only the built-in counters on /metrics
   bool log_requests = false;                 // one JSON line per generation request
@@ -130,13 +133,32 @@ class OpenAIService {
   // max_tokens_default: the client gave no max_tokens (reserve an estimate, settle on usage).
   void run_generation(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
                       std::vector<engine::Request> reqs, const std::string& model, engine::Tier tier,
-                      bool max_tokens_default = false);
+                      bool max_tokens_default = false, PromptUse prompt = {});
   // Ledger row, metrics and log line for a request that reached admission.
   void record_finished(const Call& call, const std::string& response_id,
                        const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                       const JobResult& r);
+                       const JobResult& r, const PromptUse& prompt = {});
   void refresh_metrics();
   void sampler_loop();
+
+  // context_overflow (context_overflow.cc). The truncate_* helpers cut the prompt to fit and
+  // return the tokens dropped (-1: cannot fit even then); the segment_* ones validate, build
+  // the windows and call run_segmented, answering errors themselves.
+  int64_t truncate_chat(std::vector<api::ChatMessage>* messages, const api::ChatRequest& req,
+                        OverflowMode mode, int64_t max_tokens, std::vector<int32_t>* ids,
+                        int64_t* dropped_messages);
+  void segment_completion(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
+                          const api::CompletionRequest& req, const OverflowPolicy& policy,
+                          std::vector<int32_t> ids);
+  void segment_chat(const http::ExchangePtr& ex, const Call& call, JobSpec spec,
+                    const api::ChatRequest& req, const OverflowPolicy& policy, PromptUse prompt);
+  // Admits the whole segmented request, submits the windows together, runs the map phase on
+  // a thread of its own, then the reduce step as a normal ResponseJob.
+  void run_segmented(const http::ExchangePtr& ex, const Call& call, JobSpec spec, SegmentRun run,
+                     const std::string& model, engine::Tier tier, PromptUse prompt);
+  void join_overflow_threads(bool all);
+  // The request's context_overflow, else its key's app/tenant default from the config.
+  Result<OverflowPolicy> overflow_policy(const http::ExchangePtr& ex, const std::string& body);
 
   bool known_model(const std::string& name) const;
   void respond_error(const http::ExchangePtr& ex, const api::ApiError& e, const Call& call,
@@ -170,6 +192,9 @@ class OpenAIService {
   bool sampler_stop_ = false;
   std::thread sampler_;
   std::unique_ptr<WorkPool> blocking_;       // with a governor; see the header comment
+  std::mutex overflow_mu_;           // guards overflow_threads_
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> overflow_threads_;  // (thread, done)
+  std::atomic<bool> overflow_stop_{false};
 };
 
 }  // namespace ts::server

@@ -1,6 +1,8 @@
 #include "server/response_job.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 
 #include "api/engine_mapping.h"
@@ -188,6 +190,19 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   if (ev.finish != engine::FinishReason::kNone) c.finish = finish;
 }
 
+std::string ResponseJob::with_extensions(std::string body) const {
+  if (spec_.body_extension.empty() && spec_.usage_extension.empty()) return body;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (!j.is_object()) return body;
+  nlohmann::ordered_json top = nlohmann::ordered_json::parse(spec_.body_extension, nullptr, false);
+  nlohmann::ordered_json usage = nlohmann::ordered_json::parse(spec_.usage_extension, nullptr, false);
+  if (top.is_object())
+    for (auto it = top.begin(); it != top.end(); ++it) j[it.key()] = it.value();
+  if (usage.is_object() && j.contains("usage") && j["usage"].is_object())
+    for (auto it = usage.begin(); it != usage.end(); ++it) j["usage"][it.key()] = it.value();
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 JobResult ResponseJob::result() const {
   JobResult result;
   for (size_t p = 0; p < usage_.size(); ++p) {
@@ -207,6 +222,9 @@ JobResult ResponseJob::result() const {
     for (const ChoiceState& c : choices_) r += c.reasoning_tokens;
     result.usage.reasoning_tokens = r;
   }
+  result.usage.prompt_tokens += spec_.extra_usage.prompt_tokens;
+  result.usage.completion_tokens += spec_.extra_usage.completion_tokens;
+  result.usage.cached_tokens += spec_.extra_usage.cached_tokens;
   result.error = !error_.ok();
   if (!error_.ok()) result.error_message = error_.message();
   result.cancelled = saw_cancelled_ || exchange_->cancelled();
@@ -234,7 +252,10 @@ void ResponseJob::finish_job() {
   } else if (spec_.stream) {
     std::string out;
     if (!error_.ok()) out += api::sse_event(api::error_from_status(error_).to_json());
-    if (spec_.include_usage) out += api::sse_event(api::usage_chunk(spec_.meta, spec_.chat, result.usage));
+    if (spec_.include_usage)
+      out += api::sse_event(with_extensions(api::usage_chunk(spec_.meta, spec_.chat, result.usage)));
+    else if (!spec_.body_extension.empty())
+      out += "event: context_overflow\ndata: " + spec_.body_extension + "\n\n";
     out += api::kSseDone;
     exchange_->write(std::move(out));
     exchange_->finish();
@@ -259,8 +280,8 @@ void ResponseJob::finish_job() {
         out.back().reasoning = std::move(c.reasoning);
     }
     http::Response r;
-    r.body = spec_.chat ? api::chat_completion_body(spec_.meta, out, result.usage)
-                        : api::completion_body(spec_.meta, out, result.usage);
+    r.body = with_extensions(spec_.chat ? api::chat_completion_body(spec_.meta, out, result.usage)
+                                        : api::completion_body(spec_.meta, out, result.usage));
     for (const auto& h : spec_.headers) r.set_header(h.first, h.second);
     exchange_->respond(std::move(r));
   }

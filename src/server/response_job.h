@@ -45,6 +45,13 @@ struct JobSpec {
   api::OutputParserConfig output_parser;
   std::string output_prefill;        // assistant text already in the prompt (a forced call's
                                      // opener): fed to the parser before the model's output
+  // context_overflow (context_overflow.h): usage of earlier steps (segment map windows) added to
+  // what this job reports and settles, and JSON objects whose keys are merged into the response
+  // body's top level / its "usage" object (streams: into the final usage chunk; without
+  // include_usage the top-level object is sent as an `event: context_overflow` before [DONE]).
+  api::UsageInfo extra_usage;
+  std::string body_extension;        // "" = none
+  std::string usage_extension;       // "" = none
 };
 
 // Totals a finished job reports (for metrics, the ledger and the request log).
@@ -99,6 +106,7 @@ class ResponseJob {
   std::string raw_text(std::string text, const engine::Event& ev) const;
   void finish_job();
   JobResult result() const;
+  std::string with_extensions(std::string body) const;  // spec_.body_extension / usage_extension merged
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
 
   JobSpec spec_;

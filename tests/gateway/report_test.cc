@@ -49,6 +49,7 @@ std::string group_of(const UsageRecord& r, GroupBy by) {
     case GroupBy::kModel: return r.model;
     case GroupBy::kKey: return r.key_id;
     case GroupBy::kDay: return format_date(r.time);
+    case GroupBy::kPrompt: return r.prompt_id.empty() ? "(none)" : r.prompt_id + "@" + std::to_string(r.prompt_version);
   }
   return "";
 }
