@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "cli/cli_util.h"
 #include "tools/pull.h"
@@ -37,7 +38,8 @@ int cmd_serve(int argc, char** argv) {
   int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
   double drain_timeout_s = 30.0;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
-  bool no_auth = false;
+  bool no_auth = false, vllm_compat = false;
+  std::string replica_id;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
@@ -56,6 +58,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--config", config_path, "governance config (TOML): tenants, apps, limits, quotas, tiers, prices, "
                                           "admin key, log level");
   app.add_flag("--no-auth", no_auth, "serve without API keys (every request is tenant 'anonymous')");
+  app.add_flag("--metrics-vllm-compat", vllm_compat,
+               "also expose every tokenserve: metric under vllm: (for stock endpoint pickers and KEDA examples)");
+  app.add_option("--replica-id", replica_id,
+                 "name sent in x-tokenserve-served-by on every response (default HOSTNAME:PORT)");
   app.add_option("--log-format", log_format, "log lines as text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
@@ -148,6 +154,7 @@ int cmd_serve(int argc, char** argv) {
   so.require_auth = !no_auth;
   so.metrics = &metrics;
   so.log_requests = true;
+  so.metrics_vllm_compat = vllm_compat;
   server::OpenAIService service(backend, std::move(prompts), so);
 
   http::ServerOptions ho;
@@ -156,6 +163,12 @@ int cmd_serve(int argc, char** argv) {
   ho.num_io_threads = io_threads;
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
   ho.error_renderer = server::OpenAIService::error_renderer();
+  if (replica_id.empty()) {
+    char hn[256] = {};
+    if (gethostname(hn, sizeof(hn) - 1) != 0) std::snprintf(hn, sizeof(hn), "localhost");
+    replica_id = std::string(hn) + ":" + (port != 0 ? std::to_string(port) : "pid" + std::to_string(getpid()));
+  }
+  ho.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
   http::Server http(ho);
   service.register_routes(http);
   if (Status st = http.start(); !st.ok()) return fail("serve", st.message());

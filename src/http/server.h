@@ -36,6 +36,8 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{30'000};    // each write of a response or chunk
   size_t max_stream_buffer_bytes = 16u << 20;         // queued, unsent chunk bytes per stream
   std::string server_name = "tokenserve";             // "Server" header
+  HeaderList extra_headers;                           // added to every response (e.g.
+                                                      // x-tokenserve-served-by), also errors
   ErrorRenderer error_renderer;                       // empty: text/plain
 };
 

@@ -1,5 +1,7 @@
 #include "server/openai_service.h"
 
+#include "obs/replica_metrics.h"
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -446,6 +448,8 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   if (opts_.metrics) {
     refresh_metrics();
     m = opts_.metrics->prometheus_text();
+    engine::EngineStats es = backend_.stats();
+    m += obs::cache_config_info_text(es.block_size, es.kv_blocks_total);
   }
   auto counter = [&m](const char* name, const char* help, const std::string& labels, uint64_t v) {
     m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
@@ -494,6 +498,7 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
     counter("tokenserve_limit_store_errors_total", "Admissions made without the limit store (unreachable).", "",
             static_cast<uint64_t>(gs.num_limit_errors));
   }
+  if (opts_.metrics_vllm_compat) m = obs::with_vllm_twin(m);
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = std::move(m);

@@ -53,6 +53,7 @@ struct ServiceOptions {
   bool require_auth = false;                 // API key required (needs governor)
   obs::ServerMetrics* metrics = nullptr;     // null = only the built-in counters on /metrics
   bool log_requests = false;                 // one JSON line per generation request
+  bool metrics_vllm_compat = false;          // /metrics also emits each tokenserve: family as vllm:
   std::chrono::milliseconds sample_interval{1000};  // engine stats -> metrics period
 };
 
