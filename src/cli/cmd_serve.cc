@@ -9,12 +9,14 @@
 // the ledger is flushed, and the process exits 0. SIGHUP reloads the governance config (a bad
 // file keeps the old one). A bad model path, config file (file:line: reason), ledger/limits
 // URL or an occupied port is one clear line on stderr and exit 1.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <pthread.h>
+#include <thread>
 #include <unistd.h>
 
 #include "cli/cli_util.h"
@@ -189,7 +191,14 @@ int cmd_serve(int argc, char** argv) {
   log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining (up to " +
             deadline + " s)");
   service.begin_drain();
-  http.drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)));
+  // Keep listening while requests are in flight, so probes see /ready 503 and new requests get
+  // 503 + Retry-After (instead of a refused connection) until the last one finishes; then close.
+  const auto drain_start = std::chrono::steady_clock::now();
+  const auto drain_budget = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
+  while (std::chrono::steady_clock::now() - drain_start < drain_budget && http.stats().num_in_flight > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto left = drain_budget - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - drain_start);
+  http.drain(std::max(left, std::chrono::milliseconds(0)));
   service.stop();
   Status flushed = (*gov)->shutdown(std::chrono::milliseconds(5000));
   gateway::GovernorStats gs = (*gov)->stats();
