@@ -1,7 +1,7 @@
 // One-machine scale-out harness (SCALEOUT.md §6.4, loopback variant): real `tokenserve serve`
 // replicas on 127.0.0.1 ephemeral ports behind a real `tokenserve gateway`. Everything started
 // here is tracked and killed by stopAll(); every load loop is bounded in count and time.
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,6 +10,15 @@ import { bin, freePort, storiesModel, haveShared } from '../integration/server_h
 export { haveShared };
 const started = new Set();
 export const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-scaleout-'));
+
+// A synthetic model (stories260K's tokenizer, random weights, 1024-token context): stories260K
+// itself has a 128-token context, too short for 384-token prefixes and long streams.
+export const modelName = 'synth';
+export const modelPath = path.join(tmp, 'synth.gguf');
+if (haveShared) {
+  execFileSync(bin, ['synth', '--vocab-from', storiesModel, '--layers', '2', '--embd', '256', '--heads', '4',
+    '--ffn', '768', '--ctx', '1024', '--type', 'f32', '-o', modelPath], { stdio: 'ignore' });
+}
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -46,7 +55,7 @@ function launch(args, readyUrl, timeoutMs = 30000) {
 export async function startReplica(name, { port, args = [] } = {}) {
   port = port || await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const h = launch(['serve', '-m', storiesModel, '--host', '127.0.0.1', '--port', String(port), '--threads', '1',
+  const h = launch(['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', String(port), '--threads', '1',
     '--no-auth', '--replica-id', name, '--ledger', path.join(tmp, `${name}-${port}.db`), ...args], `${url}/ready`);
   await h.ready;
   return Object.assign(h, { name, port, url });
@@ -86,7 +95,7 @@ export async function pool(n, concurrency, task) {
 export async function completion(url, body, headers = {}) {
   const r = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify({ model: 'stories260K-f32', max_tokens: 8, temperature: 0, ...body }),
+    body: JSON.stringify({ model: modelName, max_tokens: 8, temperature: 0, ...body }),
     signal: AbortSignal.timeout(30000),
   });
   return { status: r.status, servedBy: r.headers.get('x-tokenserve-served-by'), headers: r.headers, body: await r.text() };

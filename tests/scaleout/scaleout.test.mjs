@@ -1,0 +1,199 @@
+// Scale-out first slice, end to end on loopback: the replica contract of `serve` and
+// `tokenserve gateway` in front of 3 real replicas (routing spread, prefix affinity, discovery
+// edits, failover on kill -9, drain). Bounded: every loop has a count and a time limit, and
+// every process started is killed in `after`.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import {
+  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics,
+} from './harness.mjs';
+
+const skip = !haveShared && 'shared models not found (set TOKENSERVE_SHARED)';
+after(stopAll);
+
+test('replica contract: metrics, vllm twin, served-by, waiting under load', { skip, timeout: 60000 }, async () => {
+  const r = await startReplica('solo', { args: ['--metrics-vllm-compat', '--max-seqs', '2'] });
+  try {
+    const m = await metrics(r.url);
+    for (const [name, type] of [['num_requests_waiting', 'gauge'], ['num_requests_running', 'gauge'],
+      ['kv_cache_usage_perc', 'gauge'], ['cache_config_info', 'gauge'], ['prefix_cache_queries_total', 'counter'],
+      ['prefix_cache_hits_total', 'counter']]) {
+      for (const prefix of ['tokenserve:', 'vllm:']) {
+        assert.match(m, new RegExp(`^# TYPE ${prefix}${name} ${type}$`, 'm'), `${prefix}${name}`);
+      }
+    }
+    assert.match(m, /^tokenserve:cache_config_info\{block_size="16",num_gpu_blocks="[1-9][0-9]*"\} 1$/m);
+    assert.equal(metricSum(m, 'tokenserve:num_requests_waiting'), metricSum(m, 'vllm:num_requests_waiting'));
+    for (const p of ['/health', '/ready', '/metrics', '/v1/models', '/no-such-route']) {
+      const res = await fetch(r.url + p);
+      assert.equal(res.headers.get('x-tokenserve-served-by'), 'solo', p);
+    }
+    // 8 concurrent long requests with --max-seqs 2: waiting >= 1 seen within 1 s, then back to 0.
+    const t0 = Date.now();
+    const load = pool(8, 8, () => completion(r.url, { prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true }));
+    let sawWaitingAt = -1;
+    while (Date.now() - t0 < 1000) {
+      if (metricSum(await metrics(r.url), 'tokenserve:num_requests_waiting') >= 1) { sawWaitingAt = Date.now() - t0; break; }
+      await sleep(20);
+    }
+    const results = await load;
+    assert.ok(sawWaitingAt >= 0, 'waiting >= 1 within 1 s');
+    for (const x of results) assert.equal(x.status, 200, x.body);
+    const after = await metrics(r.url);
+    assert.equal(metricSum(after, 'tokenserve:num_requests_waiting'), 0);
+    assert.equal(metricSum(after, 'tokenserve:num_requests_running'), 0);
+  } finally {
+    await r.stop();
+  }
+});
+
+test('replica drain: in-flight stream finishes, new requests 503 + Retry-After, exit 0', { skip, timeout: 60000 }, async () => {
+  const r = await startReplica('drainer');
+  const res = await fetch(`${r.url}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: modelName, prompt: 'Once', max_tokens: 400, ignore_eos: true, stream: true }),
+  });
+  const reader = res.body.getReader();
+  const first = await reader.read();
+  assert.ok(!first.done);
+  r.proc.kill('SIGTERM');
+  await sleep(200);
+  const ready = await fetch(`${r.url}/ready`);
+  assert.equal(ready.status, 503);
+  const refused = await completion(r.url, { prompt: 'late' });
+  assert.equal(refused.status, 503);
+  assert.ok(refused.headers.get('retry-after'));
+  let text = new TextDecoder().decode(first.value);
+  for (;;) { const { done, value } = await reader.read(); if (done) break; text += new TextDecoder().decode(value); }
+  assert.match(text, /data: \[DONE\]/);
+  assert.doesNotMatch(text, /"error"/);
+  const { code } = await r.exited;
+  assert.equal(code, 0);
+});
+
+let replicas = [], gw = null;
+const endpointsFile = path.join(tmp, 'endpoints.yaml');
+
+before(async () => {
+  if (skip) return;
+  replicas = await Promise.all(['r1', 'r2', 'r3'].map((n) => startReplica(n)));
+  writeEndpoints(endpointsFile, replicas);
+  gw = await startGateway(endpointsFile);
+  // Wait until the gateway sees all three up.
+  for (let i = 0; i < 100; i++) {
+    if (metricSum(await metrics(gw.url), 'tokenserve_gateway_endpoint_up') === 3) break;
+    await sleep(50);
+  }
+});
+
+test('gateway spreads distinct prompts over all replicas', { skip, timeout: 60000 }, async () => {
+  const res = await pool(30, 3, (i) => completion(gw.url, { prompt: `Story ${i}: a ${'cat dog '.repeat(i % 5)}` }));
+  const by = {};
+  for (const x of res) { assert.equal(x.status, 200, x.body); by[x.servedBy] = (by[x.servedBy] || 0) + 1; }
+  assert.deepEqual(Object.keys(by).sort(), ['r1', 'r2', 'r3'], JSON.stringify(by));
+  for (const n of Object.keys(by)) assert.ok(by[n] >= 4, JSON.stringify(by));
+  const x = res[0];
+  assert.ok(x.headers.get('x-request-id'));
+  assert.match(x.headers.get('x-tokenserve-route'), /^rule=builtin; target=local:r[123]; reason=/);
+  assert.match(x.headers.get('x-gateway-destination-endpoint-served'), /^127\.0\.0\.1:\d+$/);
+  const decisions = await (await fetch(`${gw.url}/router/decisions`)).json();
+  assert.ok(decisions.length >= 30);
+  const d = decisions[decisions.length - 1];
+  assert.equal(d.decision.ranked.length, 3);
+  assert.ok(d.served_by);
+});
+
+test('prefix affinity: each shared prefix sticks to one replica; engine hit ratio high', { skip, timeout: 90000 }, async () => {
+  const words = ['lion', 'boat', 'moon', 'tree'];
+  const prefixes = words.map((w, i) => `Once upon a time there was a ${w} number ${i}. `.repeat(24));  // ~1200 chars, ~410 tokens
+  const before = await Promise.all(replicas.map((r) => metrics(r.url)));
+  const n = 48;
+  const res = await pool(n, 4, (i) => completion(gw.url, { prompt: prefixes[i % 4] + `Then ${i}`, max_tokens: 4 }));
+  const afterM = await Promise.all(replicas.map((r) => metrics(r.url)));
+  const groups = words.map(() => ({}));
+  res.forEach((x, i) => { assert.equal(x.status, 200, x.body); const g = groups[i % 4]; g[x.servedBy] = (g[x.servedBy] || 0) + 1; });
+  for (const g of groups) {
+    const top = Math.max(...Object.values(g));
+    assert.ok(top / (n / 4) >= 0.8, `group spread ${JSON.stringify(groups)}`);
+  }
+  let dq = 0, dh = 0;
+  replicas.forEach((_, i) => {
+    dq += metricSum(afterM[i], 'tokenserve:prefix_cache_queries_total') - metricSum(before[i], 'tokenserve:prefix_cache_queries_total');
+    dh += metricSum(afterM[i], 'tokenserve:prefix_cache_hits_total') - metricSum(before[i], 'tokenserve:prefix_cache_hits_total');
+  });
+  console.log(`prefix affinity: groups ${JSON.stringify(groups)} hit ratio ${(dh / dq).toFixed(3)}`);
+  assert.ok(dq > 0 && dh / dq >= 0.6, `hit ratio ${dh}/${dq}`);
+  // Multi-turn chat: turn 2 extends turn 1, so it goes where turn 1 went.
+  const sys = { role: 'system', content: 'You tell short stories about a red fox in the forest. '.repeat(6) };
+  const chat = async (messages) => {
+    const r = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: modelName, messages, max_tokens: 4 }),
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    return { servedBy: r.headers.get('x-tokenserve-served-by'), reply: (await r.json()).choices[0].message.content };
+  };
+  const t1 = await chat([sys, { role: 'user', content: 'Tell me one.' }]);
+  for (let k = 0; k < 3; k++) {
+    const t2 = await chat([sys, { role: 'user', content: 'Tell me one.' }, { role: 'assistant', content: t1.reply },
+      { role: 'user', content: `Another, number ${k}.` }]);
+    assert.equal(t2.servedBy, t1.servedBy);
+  }
+});
+
+test('discovery: editing the endpoints file removes and re-adds a replica within 2 s', { skip, timeout: 30000 }, async () => {
+  const up = async () => (await metrics(gw.url)).match(/tokenserve_gateway_endpoint_up\{endpoint="(r\d)"\} 1/g) || [];
+  writeEndpoints(endpointsFile, replicas.slice(0, 2));
+  let t0 = Date.now();
+  while ((await up()).length !== 2 && Date.now() - t0 < 2000) await sleep(50);
+  assert.equal((await up()).length, 2, 'removed within 2 s');
+  const res = await pool(12, 3, (i) => completion(gw.url, { prompt: `Edit ${i}` }));
+  for (const x of res) { assert.equal(x.status, 200); assert.notEqual(x.servedBy, 'r3'); }
+  writeEndpoints(endpointsFile, replicas);
+  t0 = Date.now();
+  while ((await up()).length !== 3 && Date.now() - t0 < 2000) await sleep(50);
+  assert.equal((await up()).length, 3, 're-added within 2 s');
+});
+
+test('failover: kill -9 a replica mid-run; no client errors, started stream gets an SSE error, eject/readmit', { skip, timeout: 90000 }, async () => {
+  // A stream that has started on some replica.
+  const res = await fetch(`${gw.url}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: modelName, prompt: 'The king', max_tokens: 900, ignore_eos: true, stream: true }),
+  });
+  const victimName = res.headers.get('x-tokenserve-served-by');
+  const victim = replicas.find((r) => r.name === victimName);
+  assert.ok(victim, `served by ${victimName}`);
+  const reader = res.body.getReader();
+  const first = await reader.read();
+  assert.ok(!first.done);
+  // Non-streamed load running while the victim dies.
+  const load = pool(40, 4, (i) => completion(gw.url, { prompt: `Failover ${i} ${'x '.repeat(i % 7)}`, max_tokens: 16 }));
+  await sleep(50);
+  victim.proc.kill('SIGKILL');
+  const killedAt = Date.now();
+  let text = new TextDecoder().decode(first.value);
+  for (;;) { const { done, value } = await reader.read(); if (done) break; text += new TextDecoder().decode(value); }
+  assert.match(text, /data: \{"error":\{/, 'clean SSE error event after the replica died');
+  const results = await load;
+  const errors = results.filter((x) => x.status !== 200);
+  assert.equal(errors.length, 0, JSON.stringify(errors.slice(0, 2)));
+  // Ejected (endpoint_up 0) within 2 s.
+  const upOf = async (n) => metricSum((await metrics(gw.url)).split('\n').filter((l) => l.includes(`"${n}"`)).join('\n'),
+    'tokenserve_gateway_endpoint_up');
+  while ((await upOf(victimName)) !== 0 && Date.now() - killedAt < 2000) await sleep(20);
+  assert.equal(await upOf(victimName), 0, 'ejected within 2 s');
+  // Restart on the same port: re-admitted within 3 s of /ready turning 200.
+  const back = await startReplica(victimName, { port: victim.port });
+  const readyAt = Date.now();
+  replicas[replicas.indexOf(victim)] = back;
+  while ((await upOf(victimName)) !== 1 && Date.now() - readyAt < 3000) await sleep(20);
+  assert.equal(await upOf(victimName), 1, 're-admitted within 3 s');
+});
+
+test('gateway drain: SIGTERM exits 0 and replicas stop cleanly', { skip, timeout: 60000 }, async () => {
+  const r = await gw.stop('SIGTERM');
+  assert.equal(r.code, 0, gw.log());
+  for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
+});
