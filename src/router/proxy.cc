@@ -249,6 +249,9 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
       record_attempt("connect_error", false);
       continue;
     }
+    // Index the prompt here at once (as GIE's approximate scorer does on pick), so requests
+    // with the same prefix that arrive while this one runs find it.
+    picker_.record(ep.name, decision);
     pool_.begin_request(ep.name);
     struct InFlight {
       EndpointPool& p;
@@ -275,7 +278,6 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
     // Committed to this endpoint from here on: no failover after the first byte.
     record_attempt("ok", true);
     served_by = ep.name;
-    picker_.record(ep.name, decision);
     prefix_predicted_chars_.fetch_add(cand.prefix_blocks * static_cast<int64_t>(picker_.options().prefix.block_chars));
     http::HeaderList out_headers;
     for (const auto& [k, v] : head->headers)
