@@ -68,13 +68,14 @@ export function writeEndpoints(file, replicas) {
   fs.renameSync(file + '.tmp', file);
 }
 
-export async function startGateway(endpointsFile, args = []) {
+export async function startGateway(endpointsFile, args = [], { auth = false } = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port), '--no-auth',
-    '--ledger', path.join(tmp, `gateway-${port}.db`), ...args], `${url}/ready`);
+  const ledger = path.join(tmp, `gateway-${port}.db`);
+  const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port),
+    ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`);
   await h.ready;
-  return Object.assign(h, { port, url });
+  return Object.assign(h, { port, url, ledger });
 }
 
 export function stopAll() {
@@ -110,6 +111,11 @@ export function metricSum(text, name) {
     }
   }
   return found ? s : NaN;
+}
+
+// `tokenserve usage --format json` totals of a ledger.
+export function ledgerTotals(ledger) {
+  return JSON.parse(execFileSync(bin, ['usage', '--ledger', ledger, '--by', 'model', '--format', 'json'])).totals;
 }
 
 export async function metrics(url) { return (await fetch(`${url}/metrics`)).text(); }

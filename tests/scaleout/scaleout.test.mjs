@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import {
-  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics,
+  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics, ledgerTotals,
 } from './harness.mjs';
 
 const skip = !haveShared && 'shared models not found (set TOKENSERVE_SHARED)';
@@ -206,8 +206,26 @@ test('failover: kill -9 a replica mid-run; no client errors, started stream gets
   assert.equal(await upOf(victimName), 1, 're-admitted within 3 s');
 });
 
-test('gateway drain: SIGTERM exits 0 and replicas stop cleanly', { skip, timeout: 60000 }, async () => {
+test('gateway governance: API keys required without --no-auth', { skip, timeout: 30000 }, async () => {
+  const g = await startGateway(endpointsFile, [], { auth: true });
+  try {
+    const r = await completion(g.url, { prompt: 'hi' });
+    assert.equal(r.status, 401);
+    assert.equal(JSON.parse(r.body).error.code, 'invalid_api_key');
+    const bad = await fetch(`${g.url}/v1/completions`, { method: 'POST', body: '{not json' });
+    assert.equal(bad.status, 400);
+    assert.equal(JSON.parse(await bad.text()).error.code, 'invalid_json');
+  } finally {
+    assert.equal((await g.stop()).code, 0);
+  }
+});
+
+test('gateway drain: SIGTERM exits 0, one ledger row per request with replica usage', { skip, timeout: 60000 }, async () => {
+  const answered = metricSum(await metrics(gw.url), 'tokenserve_gateway_requests_total');
   const r = await gw.stop('SIGTERM');
   assert.equal(r.code, 0, gw.log());
+  const totals = ledgerTotals(gw.ledger);
+  assert.equal(totals.requests, answered);
+  assert.ok(totals.completion_tokens > 0 && totals.cached_tokens > 0, JSON.stringify(totals));
   for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
 });
