@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <pthread.h>
 #include <thread>
 #include <unistd.h>
@@ -98,16 +99,42 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // Refuse an occupied port before spending time on the model (the real bind comes later).
-  if (port != 0) {
-    http::ServerOptions probe_opts;
-    probe_opts.host = host;
-    probe_opts.port = static_cast<uint16_t>(port);
-    probe_opts.num_io_threads = 1;
-    http::Server probe(probe_opts);
-    if (Status st = probe.start(); !st.ok()) return fail("serve", st.message());
-    probe.stop();
+  // Bind at once and answer probes while the model loads: /health 200, /ready and everything
+  // else 503 + Retry-After ("loading"). An occupied port fails here, before the model is read.
+  // The loading server closes just before the real one binds the same port (a gap of
+  // milliseconds in which a probe sees a refused connection, also "not ready").
+  if (replica_id.empty()) {
+    char hn[256] = {};
+    if (gethostname(hn, sizeof(hn) - 1) != 0) std::snprintf(hn, sizeof(hn), "localhost");
+    replica_id = std::string(hn) + ":" + (port != 0 ? std::to_string(port) : "pid" + std::to_string(getpid()));
   }
+  http::ServerOptions loading_opts;
+  loading_opts.host = host;
+  loading_opts.port = static_cast<uint16_t>(port);
+  loading_opts.num_io_threads = 1;
+  loading_opts.error_renderer = [](int status, std::string_view) {
+    http::Response r;
+    r.status = status == 404 ? 503 : status;
+    r.body = R"({"error":{"message":"The model is loading; retry shortly.","type":"server_error","param":null,"code":"loading"}})";
+    r.set_header("Retry-After", "1");
+    return r;
+  };
+  loading_opts.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
+  auto loading = std::make_unique<http::Server>(loading_opts);
+  loading->route(http::Method::kGet, "/health", [](const http::ExchangePtr& ex) {
+    http::Response r;
+    r.body = R"({"status":"ok"})";
+    ex->respond(std::move(r));
+  });
+  loading->route(http::Method::kGet, "/ready", [](const http::ExchangePtr& ex) {
+    http::Response r;
+    r.status = 503;
+    r.body = R"({"status":"loading"})";
+    r.set_header("Retry-After", "1");
+    ex->respond(std::move(r));
+  });
+  if (Status st = loading->start(); !st.ok()) return fail("serve", st.message());
+  port = loading->port();
 
   // Governance before the model: a bad config or URL fails in milliseconds.
   auto gov = gateway::Governor::open(
@@ -165,14 +192,11 @@ int cmd_serve(int argc, char** argv) {
   ho.num_io_threads = io_threads;
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
   ho.error_renderer = server::OpenAIService::error_renderer();
-  if (replica_id.empty()) {
-    char hn[256] = {};
-    if (gethostname(hn, sizeof(hn) - 1) != 0) std::snprintf(hn, sizeof(hn), "localhost");
-    replica_id = std::string(hn) + ":" + (port != 0 ? std::to_string(port) : "pid" + std::to_string(getpid()));
-  }
   ho.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
   http::Server http(ho);
   service.register_routes(http);
+  loading->stop();
+  loading.reset();
   if (Status st = http.start(); !st.ok()) return fail("serve", st.message());
 
   log::info("serving model '" + so.model_id + "' on http://" + host + ":" + std::to_string(http.port()) +

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bin, freePort, storiesModel, haveShared } from '../integration/server_harness.mjs';
 
-export { haveShared };
+export { haveShared, bin, freePort, storiesModel };
 const started = new Set();
 export const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-scaleout-'));
 
@@ -22,7 +22,7 @@ if (haveShared) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function launch(args, readyUrl, timeoutMs = 30000) {
+export function launch(args, readyUrl, timeoutMs = 30000) {
   const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   started.add(proc);
   let log = '';

@@ -5,8 +5,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import {
-  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics, ledgerTotals,
+  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics, ledgerTotals, launch, bin, freePort, storiesModel,
 } from './harness.mjs';
 
 const skip = !haveShared && 'shared models not found (set TOKENSERVE_SHARED)';
@@ -70,6 +71,37 @@ test('replica drain: in-flight stream finishes, new requests 503 + Retry-After, 
   assert.doesNotMatch(text, /"error"/);
   const { code } = await r.exited;
   assert.equal(code, 0);
+});
+
+test('replica /ready is 503 while the model loads, then 200', { skip, timeout: 60000 }, async () => {
+  // A 116 MB model takes ~100 ms to load: long enough to see the loading answer.
+  const big = path.join(tmp, 'big.gguf');
+  execFileSync(bin, ['synth', '--vocab-from', storiesModel, '--layers', '4', '--embd', '768', '--heads', '12',
+    '--ffn', '2048', '--ctx', '1024', '--type', 'f32', '-o', big], { stdio: 'ignore' });
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const h = launch(['serve', '-m', big, '--port', String(port), '--threads', '1', '--no-auth', '--replica-id', 'big',
+    '--ledger', path.join(tmp, 'big.db')], `${url}/ready`);
+  const seen = [];
+  const t0 = Date.now();
+  while (Date.now() - t0 < 20000) {
+    try {
+      const r = await fetch(`${url}/ready`);
+      seen.push(r.status);
+      if (r.status === 503) {
+        assert.equal(r.headers.get('x-tokenserve-served-by'), 'big');
+        assert.ok(r.headers.get('retry-after'));
+        assert.equal((await fetch(`${url}/health`)).status, 200);
+        assert.equal((await completion(url, { prompt: 'x' })).status, 503);
+      }
+      if (r.status === 200) break;
+    } catch { /* not bound yet, or the hand-over gap */ }
+    await sleep(2);
+  }
+  await h.ready;
+  assert.ok(seen.includes(503), `statuses seen: ${seen}`);
+  assert.equal(seen[seen.length - 1], 200);
+  assert.equal((await h.stop()).code, 0);
 });
 
 let replicas = [], gw = null;
