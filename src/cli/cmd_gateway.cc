@@ -12,7 +12,7 @@
 // is flushed, exit 0. A bad flag, file or URL is one line on stderr and exit 1 (2 for usage).
 //
 // Not in this slice (see the scale-out report): hybrid local/remote rules, pool = gie,
-// --trust-destination-header, tier shedding, route_decisions table.
+// tier shedding, route_decisions table.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -36,7 +36,7 @@ int cmd_gateway(int argc, char** argv) {
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
   int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
   double drain_timeout_s = 30.0;
-  bool no_auth = false, no_guard = false;
+  bool no_auth = false, no_guard = false, trust_destination = false;
   app.add_option("--endpoints", endpoints_path, "llm-d file-discovery YAML (endpoints: [{name, address, port, labels}])")
       ->required();
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
@@ -52,6 +52,8 @@ int cmd_gateway(int argc, char** argv) {
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_flag("--no-imbalance-guard", no_guard, "route by prefix even when load is imbalanced (for comparisons)");
+  app.add_flag("--trust-destination-header", trust_destination,
+               "route by an upstream picker's x-gateway-destination-endpoint list when a request has one");
   app.add_option("--log-format", log_format, "log lines as text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
@@ -84,7 +86,8 @@ int cmd_gateway(int argc, char** argv) {
   pool.start();
 
   router::Proxy proxy(pool, picker,
-                      router::ProxyOptions{.max_attempts = max_attempts, .governor = gov->get(), .require_auth = !no_auth});
+                      router::ProxyOptions{.max_attempts = max_attempts, .governor = gov->get(), .require_auth = !no_auth,
+                                          .trust_destination_header = trust_destination});
   http::ServerOptions ho;
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);

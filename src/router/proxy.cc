@@ -1,5 +1,6 @@
 #include "router/proxy.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -207,8 +208,54 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
     if (admission) opts_.governor->settle(*admission, rec);
   };
 
-  Decision decision = picker_.pick(PickRequest{.model = model, .tenant = tenant, .prompt = prompt}, pool_.snapshot(),
-                                   Clock::now());
+  // Pick and count the request on the winner in one step, so concurrent picks see each other
+  // (a scrape lags; without this, simultaneous requests all pick the same idle endpoint).
+  struct InFlight {
+    EndpointPool* p = nullptr;
+    std::string n;
+    ~InFlight() {
+      if (p) p->end_request(n);
+    }
+  };
+  InFlight reserved;
+  Decision decision;
+  {
+    std::lock_guard lock(pick_mu_);
+    decision = picker_.pick(PickRequest{.model = model, .tenant = tenant, .prompt = prompt}, pool_.snapshot(),
+                            Clock::now());
+    if (!decision.ranked.empty()) {
+      reserved.p = &pool_;
+      reserved.n = decision.ranked[0].name;
+      pool_.begin_request(reserved.n);
+      // Index the prompt at once (as GIE's approximate scorer does on pick), so requests with
+      // the same prefix that arrive while this one runs find it.
+      picker_.record(reserved.n, decision);
+    }
+  }
+  // An upstream picker's choice (GIE EPP header), when trusted: walk its list in order.
+  std::map<std::string, Endpoint> header_endpoints;
+  if (opts_.trust_destination_header) {
+    std::string_view list = in.header("x-gateway-destination-endpoint");
+    std::vector<Candidate> ranked;
+    while (!list.empty()) {
+      size_t comma = list.find(',');
+      std::string_view item = list.substr(0, comma);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      size_t colon = item.rfind(':');
+      if (colon == std::string_view::npos || colon == 0) continue;
+      int p = std::atoi(std::string(item.substr(colon + 1)).c_str());
+      if (p <= 0 || p > 65535) continue;
+      Endpoint ep{.name = std::string(item), .address = std::string(item.substr(0, colon)), .port = static_cast<uint16_t>(p)};
+      for (const EndpointState& s : pool_.snapshot()) {  // a pool member keeps its name
+        Endpoint known;
+        if (pool_.lookup(s.name, &known) && known.address == ep.address && known.port == ep.port) ep = known;
+      }
+      if (header_endpoints.emplace(ep.name, ep).second) ranked.push_back(Candidate{.name = ep.name});
+    }
+    if (!ranked.empty()) decision.ranked = std::move(ranked);
+  }
   json attempts = json::array();
   std::string served_by;
   auto keep_decision = [&]() {
@@ -228,6 +275,18 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
                                  {"x-request-id", request_id},
                                  {"x-gateway-inference-objective", engine::tier_name(tier)},
                                  {"x-gateway-inference-fairness-id", tenant}};
+  {
+    std::string ranked_list;  // GIE's EPP header, for a chained proxy (HAProxy set-dst)
+    for (const Candidate& c : decision.ranked) {
+      Endpoint e;
+      auto h = header_endpoints.find(c.name);
+      if (h != header_endpoints.end()) e = h->second;
+      else if (!pool_.lookup(c.name, &e)) continue;
+      if (!ranked_list.empty()) ranked_list += ",";
+      ranked_list += e.address + ":" + std::to_string(e.port);
+    }
+    up_headers.emplace_back("x-gateway-destination-endpoint", ranked_list);
+  }
   const std::string target = chat ? "/v1/chat/completions" : "/v1/completions";
   std::optional<http::ClientResponse> last_refusal;  // a 502/503 head, passed through if all fail
   std::string last_refusal_from;
@@ -235,7 +294,8 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
   for (const Candidate& cand : decision.ranked) {
     if (tries >= opts_.max_attempts || ex->cancelled()) break;
     Endpoint ep;
-    if (!pool_.lookup(cand.name, &ep)) continue;
+    if (auto h = header_endpoints.find(cand.name); h != header_endpoints.end()) ep = h->second;
+    else if (!pool_.lookup(cand.name, &ep)) continue;
     ++tries;
     auto record_attempt = [&](const char* result, bool ok) {
       attempts.push_back({{"endpoint", ep.name}, {"result", result}});
@@ -249,15 +309,13 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
       record_attempt("connect_error", false);
       continue;
     }
-    // Index the prompt here at once (as GIE's approximate scorer does on pick), so requests
-    // with the same prefix that arrive while this one runs find it.
-    picker_.record(ep.name, decision);
-    pool_.begin_request(ep.name);
-    struct InFlight {
-      EndpointPool& p;
-      std::string n;
-      ~InFlight() { p.end_request(n); }
-    } in_flight{pool_, ep.name};
+    InFlight in_flight;  // failover targets are counted while tried
+    if (ep.name != reserved.n) {
+      picker_.record(ep.name, decision);
+      pool_.begin_request(ep.name);
+      in_flight.p = &pool_;
+      in_flight.n = ep.name;
+    }
     if (!client.send_request("POST", target, in.body, up_headers).ok()) {
       record_attempt("send_error", false);
       continue;

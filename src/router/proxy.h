@@ -22,6 +22,8 @@
 // Upstream request headers: x-request-id, x-gateway-inference-objective (tier),
 // x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded: the
 // replicas sit on a private network (--trust-gateway signing is not implemented yet).
+// With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
+// picker's ranking (the decision record then lists those endpoints with score 0).
 //
 // Thread-safe. shutdown() waits for the workers (bounded by the deadline).
 #pragma once
@@ -50,6 +52,10 @@ struct ProxyOptions {
   size_t max_decisions = 256;                        // decision records kept for /router/decisions
   gateway::Governor* governor = nullptr;             // null = no governance (tests)
   bool require_auth = false;
+  // Honour x-gateway-destination-endpoint ("ip:port[,ip:port...]", GIE's EPP header) from an
+  // upstream picker: those endpoints are tried in that order instead of the picker's ranking.
+  // Addresses not in the pool are tried too (the upstream picker knows them).
+  bool trust_destination_header = false;
 };
 
 class Proxy {
@@ -80,6 +86,7 @@ class Proxy {
   Picker& picker_;
   ProxyOptions opts_;
   std::atomic<bool> draining_{false};
+  std::mutex pick_mu_;  // pick + count on the winner, atomically
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
   int workers_ = 0;

@@ -53,13 +53,13 @@ test('replica drain: in-flight stream finishes, new requests 503 + Retry-After, 
   const r = await startReplica('drainer');
   const res = await fetch(`${r.url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: modelName, prompt: 'Once', max_tokens: 400, ignore_eos: true, stream: true }),
+    body: JSON.stringify({ model: modelName, prompt: 'Once', max_tokens: 1000, ignore_eos: true, stream: true }),
   });
   const reader = res.body.getReader();
   const first = await reader.read();
   assert.ok(!first.done);
   r.proc.kill('SIGTERM');
-  await sleep(200);
+  await sleep(30);
   const ready = await fetch(`${r.url}/ready`);
   assert.equal(ready.status, 503);
   const refused = await completion(r.url, { prompt: 'late' });
@@ -149,6 +149,11 @@ test('prefix affinity: each shared prefix sticks to one replica; engine hit rati
     const top = Math.max(...Object.values(g));
     assert.ok(top / (n / 4) >= 0.8, `group spread ${JSON.stringify(groups)}`);
   }
+  // ... while load stays balanced: the 4 groups land on at least 2 replicas, none owns 3.
+  const owners = groups.map((g) => Object.entries(g).sort((a, b) => b[1] - a[1])[0][0]);
+  const perOwner = {};
+  for (const o of owners) perOwner[o] = (perOwner[o] || 0) + 1;
+  assert.ok(Math.max(...Object.values(perOwner)) <= 2, `owners ${owners}`);
   let dq = 0, dh = 0;
   replicas.forEach((_, i) => {
     dq += metricSum(afterM[i], 'tokenserve:prefix_cache_queries_total') - metricSum(before[i], 'tokenserve:prefix_cache_queries_total');
@@ -247,6 +252,26 @@ test('gateway governance: API keys required without --no-auth', { skip, timeout:
     const bad = await fetch(`${g.url}/v1/completions`, { method: 'POST', body: '{not json' });
     assert.equal(bad.status, 400);
     assert.equal(JSON.parse(await bad.text()).error.code, 'invalid_json');
+  } finally {
+    assert.equal((await g.stop()).code, 0);
+  }
+});
+
+test('EPP header contract: --trust-destination-header walks <dead>,<alive>', { skip, timeout: 30000 }, async () => {
+  const g = await startGateway(endpointsFile, ['--trust-destination-header']);
+  try {
+    const dead = await freePort();
+    const alive = replicas[1];
+    for (let k = 0; k < 3; k++) {
+      const r = await completion(g.url, { prompt: `epp ${k}` },
+        { 'x-gateway-destination-endpoint': `127.0.0.1:${dead},127.0.0.1:${alive.port}` });
+      assert.equal(r.status, 200, r.body);
+      assert.equal(r.servedBy, alive.name);
+      assert.equal(r.headers.get('x-gateway-destination-endpoint-served'), `127.0.0.1:${alive.port}`);
+    }
+    // Without the header the built-in picker decides (all three serve).
+    const res = await pool(24, 3, (i) => completion(g.url, { prompt: `no header ${i}` }));
+    assert.equal(new Set(res.map((x) => x.servedBy)).size, 3);
   } finally {
     assert.equal((await g.stop()).code, 0);
   }
