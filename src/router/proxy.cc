@@ -419,7 +419,18 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
 }
 
 void Proxy::handle_models(const http::ExchangePtr& ex) {
+  {
+    std::lock_guard lock(mu_);
+    ++workers_;  // shutdown() waits for this thread too
+  }
   std::thread([this, ex] {
+    struct Done {
+      Proxy* p;
+      ~Done() {
+        std::lock_guard g(p->mu_);
+        if (--p->workers_ == 0) p->idle_cv_.notify_all();
+      }
+    } done{this};
     for (const EndpointState& s : pool_.snapshot()) {
       if (!s.ready || s.ejected) continue;
       Endpoint ep;

@@ -129,6 +129,8 @@ test('gateway spreads distinct prompts over all replicas', { skip, timeout: 6000
   assert.ok(x.headers.get('x-request-id'));
   assert.match(x.headers.get('x-tokenserve-route'), /^rule=builtin; target=local:r[123]; reason=/);
   assert.match(x.headers.get('x-gateway-destination-endpoint-served'), /^127\.0\.0\.1:\d+$/);
+  const models = await (await fetch(`${gw.url}/v1/models`)).json();
+  assert.equal(models.data[0].id, modelName);
   const decisions = await (await fetch(`${gw.url}/router/decisions`)).json();
   assert.ok(decisions.length >= 30);
   const d = decisions[decisions.length - 1];
@@ -205,6 +207,21 @@ test('discovery: editing the endpoints file removes and re-adds a replica within
   t0 = Date.now();
   while ((await up()).length !== 3 && Date.now() - t0 < 2000) await sleep(50);
   assert.equal((await up()).length, 3, 're-added within 2 s');
+});
+
+test('load awareness: a pre-loaded replica gets <= 20 % of new requests', { skip, timeout: 60000 }, async () => {
+  const hot = replicas[0];
+  // 10 long requests straight to the replica (the gateway does not see them in flight).
+  const preload = pool(10, 10, (i) => completion(hot.url, { prompt: `Busy ${i}`, max_tokens: 1000, ignore_eos: true }));
+  const t0 = Date.now();
+  while (metricSum(await metrics(hot.url), 'tokenserve:num_requests_running') +
+         metricSum(await metrics(hot.url), 'tokenserve:num_requests_waiting') < 8 && Date.now() - t0 < 5000) await sleep(10);
+  await sleep(200);  // a few gateway scrapes
+  const res = await pool(20, 2, (i) => completion(gw.url, { prompt: `Fresh ${i} ${'y '.repeat(i % 3)}`, max_tokens: 2 }));
+  const toHot = res.filter((x) => x.servedBy === hot.name).length;
+  for (const x of res) assert.equal(x.status, 200, x.body);
+  assert.ok(toHot <= 4, `${toHot}/20 went to the loaded replica`);
+  for (const x of await preload) assert.equal(x.status, 200);
 });
 
 test('failover: kill -9 a replica mid-run; no client errors, started stream gets an SSE error, eject/readmit', { skip, timeout: 90000 }, async () => {
