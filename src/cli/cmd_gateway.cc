@@ -35,7 +35,7 @@ int cmd_gateway(int argc, char** argv) {
   CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
   int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
-  double drain_timeout_s = 30.0;
+  double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5;
   bool no_auth = false, no_guard = false, trust_destination = false;
   app.add_option("--endpoints", endpoints_path, "llm-d file-discovery YAML (endpoints: [{name, address, port, labels}])")
       ->required();
@@ -51,6 +51,10 @@ int cmd_gateway(int argc, char** argv) {
       ->check(CLI::Range(10, 60'000));
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
+  app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--imbalance-rel", guard_rel, "guard: and max load > this x min load (default 1.5)")
+      ->check(CLI::Range(1.0, 1e9));
   app.add_flag("--no-imbalance-guard", no_guard, "route by prefix even when load is imbalanced (for comparisons)");
   app.add_flag("--trust-destination-header", trust_destination,
                "route by an upstream picker's x-gateway-destination-endpoint list when a request has one");
@@ -77,6 +81,8 @@ int cmd_gateway(int argc, char** argv) {
 
   router::PickerOptions po;
   po.imbalance_guard = !no_guard;
+  po.guard_abs = guard_abs;
+  po.guard_rel = guard_rel;
   po.stale_after = std::chrono::milliseconds(3 * poll_ms + 100);  // 3 intervals + one slow scrape
   router::Picker picker(po);
   router::EndpointPool pool(router::PoolOptions{.poll_interval = std::chrono::milliseconds(poll_ms)});

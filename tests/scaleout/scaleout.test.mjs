@@ -229,6 +229,28 @@ test('load awareness: a pre-loaded replica gets <= 20 % of new requests', { skip
   for (const x of await preload) assert.equal(x.status, 200);
 });
 
+test('imbalance guard: a hot prefix at c=8 spreads with the guard, concentrates without it', { skip, timeout: 60000 }, async () => {
+  const hot = 'The little red hen found a grain of wheat in the yard. '.repeat(20);
+  const share = async (args) => {
+    const g = await startGateway(endpointsFile, args);
+    try {
+      for (let i = 0; i < 100 && metricSum(await metrics(g.url), 'tokenserve_gateway_endpoint_up') !== 3; i++) await sleep(20);
+      const res = await pool(48, 8, (i) => completion(g.url, { prompt: hot + `Then ${i}`, max_tokens: 64, ignore_eos: true }));
+      const by = {};
+      for (const x of res) { assert.equal(x.status, 200, x.body); by[x.servedBy] = (by[x.servedBy] || 0) + 1; }
+      return { top: Math.max(...Object.values(by)) / res.length, by };
+    } finally {
+      assert.equal((await g.stop()).code, 0);
+    }
+  };
+  // At c=8 over 3 replicas the load gap cannot pass the default abs 8, so the demo lowers it.
+  const guarded = await share(['--imbalance-abs', '2']);
+  const prefixOnly = await share(['--no-imbalance-guard']);
+  console.log(`imbalance guard: guarded ${JSON.stringify(guarded.by)} prefix-only ${JSON.stringify(prefixOnly.by)}`);
+  assert.ok(guarded.top <= 0.7, `guarded max share ${guarded.top}`);
+  assert.ok(prefixOnly.top > 0.7, `prefix-only max share ${prefixOnly.top}`);
+});
+
 test('failover: kill -9 a replica mid-run; no client errors, started stream gets an SSE error, eject/readmit', { skip, timeout: 90000 }, async () => {
   // A stream that has started on some replica.
   const res = await fetch(`${gw.url}/v1/completions`, {
