@@ -21,8 +21,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <pthread.h>
 #include <sstream>
+#include <thread>
+#include <unistd.h>
 
 #include "api/tool_parser.h"
 #include "cli/cli_util.h"
@@ -50,7 +53,8 @@ int cmd_serve(int argc, char** argv) {
   int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
   double drain_timeout_s = 30.0;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
-  bool no_auth = false;
+  bool no_auth = false, vllm_compat = false;
+  std::string replica_id;
   size_t max_connections = 0, max_connections_per_client = 0;
   int64_t idle_timeout_s = 60;
   app.add_option("-m,--model", model_path, "GGUF model file");
@@ -78,6 +82,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--config", config_path, "governance config (TOML): tenants, apps, limits, quotas, tiers, prices, "
                                           "admin key, log level");
   app.add_flag("--no-auth", no_auth, "serve without API keys (every request is tenant 'anonymous')");
+  app.add_flag("--metrics-vllm-compat", vllm_compat,
+               "also expose every tokenserve: metric under vllm: (for stock endpoint pickers and KEDA examples)");
+  app.add_option("--replica-id", replica_id,
+                 "name sent in x-tokenserve-served-by on every response (default HOSTNAME:PORT)");
   app.add_option("--log-format", log_format, "log lines as text or json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
   std::string isa;
@@ -133,16 +141,42 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // Refuse an occupied port before spending time on the model (the real bind comes later).
-  if (port != 0) {
-    http::ServerOptions probe_opts;
-    probe_opts.host = host;
-    probe_opts.port = static_cast<uint16_t>(port);
-    probe_opts.num_io_threads = 1;
-    http::Server probe(probe_opts);
-    if (Status st = probe.start(); !st.ok()) return fail("serve", st.message());
-    probe.stop();
+  // Bind at once and answer probes while the model loads: /health 200, /ready and everything
+  // else 503 + Retry-After ("loading"). An occupied port fails here, before the model is read.
+  // The loading server closes just before the real one binds the same port (a gap of
+  // milliseconds in which a probe sees a refused connection, also "not ready").
+  if (replica_id.empty()) {
+    char hn[256] = {};
+    if (gethostname(hn, sizeof(hn) - 1) != 0) std::snprintf(hn, sizeof(hn), "localhost");
+    replica_id = std::string(hn) + ":" + (port != 0 ? std::to_string(port) : "pid" + std::to_string(getpid()));
   }
+  http::ServerOptions loading_opts;
+  loading_opts.host = host;
+  loading_opts.port = static_cast<uint16_t>(port);
+  loading_opts.num_io_threads = 1;
+  loading_opts.error_renderer = [](int status, std::string_view) {
+    http::Response r;
+    r.status = status == 404 ? 503 : status;
+    r.body = R"({"error":{"message":"The model is loading; retry shortly.","type":"server_error","param":null,"code":"loading"}})";
+    r.set_header("Retry-After", "1");
+    return r;
+  };
+  loading_opts.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
+  auto loading = std::make_unique<http::Server>(loading_opts);
+  loading->route(http::Method::kGet, "/health", [](const http::ExchangePtr& ex) {
+    http::Response r;
+    r.body = R"({"status":"ok"})";
+    ex->respond(std::move(r));
+  });
+  loading->route(http::Method::kGet, "/ready", [](const http::ExchangePtr& ex) {
+    http::Response r;
+    r.status = 503;
+    r.body = R"({"status":"loading"})";
+    r.set_header("Retry-After", "1");
+    ex->respond(std::move(r));
+  });
+  if (Status st = loading->start(); !st.ok()) return fail("serve", st.message());
+  port = loading->port();
 
   // Governance before the model: a bad config or URL fails in milliseconds.
   auto gov = gateway::Governor::open(
@@ -248,6 +282,7 @@ int cmd_serve(int argc, char** argv) {
   so.prompts = &prompt_registry;
   so.metrics = &metrics;
   so.log_requests = true;
+  so.metrics_vllm_compat = vllm_compat;
   server::OpenAIService service(backend, std::move(prompts), so);
 
   http::ServerOptions ho;
@@ -259,8 +294,11 @@ int cmd_serve(int argc, char** argv) {
   ho.max_connections_per_client = max_connections_per_client;
   ho.idle_timeout = std::chrono::seconds(idle_timeout_s);
   ho.error_renderer = server::OpenAIService::error_renderer();
+  ho.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
   http::Server http(ho);
   service.register_routes(http);
+  loading->stop();
+  loading.reset();
   if (Status st = http.start(); !st.ok()) return fail("serve", st.message());
 
   log::info("serving model '" + so.model_id + "' on http://" + host + ":" + std::to_string(http.port()) +
@@ -280,7 +318,14 @@ int cmd_serve(int argc, char** argv) {
   log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining (up to " +
             deadline + " s)");
   service.begin_drain();
-  http.drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)));
+  // Keep listening while requests are in flight, so probes see /ready 503 and new requests get
+  // 503 + Retry-After (instead of a refused connection) until the last one finishes; then close.
+  const auto drain_start = std::chrono::steady_clock::now();
+  const auto drain_budget = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
+  while (std::chrono::steady_clock::now() - drain_start < drain_budget && http.stats().num_in_flight > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto left = drain_budget - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - drain_start);
+  http.drain(std::max(left, std::chrono::milliseconds(0)));
   service.stop();
   Status flushed = (*gov)->shutdown(std::chrono::milliseconds(5000));
   gateway::GovernorStats gs = (*gov)->stats();

@@ -19,10 +19,12 @@ int cmd_quantize(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_contamination(int argc, char** argv);
 int cmd_prompts(int argc, char** argv);
+int cmd_gateway(int argc, char** argv);
 
 namespace {
 const Command kCommands[] = {
     {"serve", "serve a model over an OpenAI-compatible HTTP API", cmd_serve},
+    {"gateway", "route requests across serve replicas (picker, failover, shared governance)", cmd_gateway},
     {"info", "print a GGUF model's architecture, shapes, tensor types and KV bytes/token", cmd_info},
     {"generate", "generate a continuation of a prompt (streams to stdout)", cmd_generate},
     {"tokenize", "tokenize text with a model's tokenizer", cmd_tokenize},

@@ -178,23 +178,28 @@ Result<std::string> Client::read_chunk() {
   return data;
 }
 
-Result<ClientResponse> Client::read_response() {
-  TS_ASSIGN_OR_RETURN(ClientResponse r, read_head());
-  if (r.chunked) {
+Status Client::read_body(ClientResponse* r) {
+  if (r->chunked) {
     while (true) {
       TS_ASSIGN_OR_RETURN(std::string chunk, read_chunk());
       if (chunk.empty()) break;
-      r.body += chunk;
-      r.chunks.push_back(std::move(chunk));
+      r->body += chunk;
+      r->chunks.push_back(std::move(chunk));
     }
-  } else if (std::string_view cl = r.header("content-length"); !cl.empty()) {
-    TS_RETURN_IF_ERROR(read_exact(std::strtoul(std::string(cl).c_str(), nullptr, 10), &r.body));
-  } else if (r.status != 204 && r.status != 304) {
+  } else if (std::string_view cl = r->header("content-length"); !cl.empty()) {
+    TS_RETURN_IF_ERROR(read_exact(std::strtoul(std::string(cl).c_str(), nullptr, 10), &r->body));
+  } else if (r->status != 204 && r->status != 304) {
     while (fill(timeout_).ok()) {
     }
-    r.body = std::move(buf_);
+    r->body = std::move(buf_);
     buf_.clear();
   }
+  return ok_status();
+}
+
+Result<ClientResponse> Client::read_response() {
+  TS_ASSIGN_OR_RETURN(ClientResponse r, read_head());
+  TS_RETURN_IF_ERROR(read_body(&r));
   return r;
 }
 

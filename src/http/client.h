@@ -55,6 +55,9 @@ class Client {
   Result<ClientResponse> read_head(bool skip_interim = true);
   // After read_head of a chunked response: the next chunk's payload, "" after the last chunk.
   Result<std::string> read_chunk();
+  // After read_head: reads the whole body into head->body (chunked, Content-Length or until
+  // close), as read_response does.
+  Status read_body(ClientResponse* head);
   // read_head + the whole body.
   Result<ClientResponse> read_response();
 

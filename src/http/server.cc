@@ -495,6 +495,7 @@ void Connection::send_whole(uint64_t id, Response r) {
   response_started_ = true;
   bool keep = keep_alive_ && !server_->draining.load();
   keep_alive_ = keep;
+  for (const auto& h : server_->opts.extra_headers) r.headers.push_back(h);
   std::string bytes = format_response_head(r.status, server_->opts.server_name, r.content_type, r.headers,
                                   r.body.size(), false, keep);
   if (!head_request_) bytes += r.body;
@@ -510,6 +511,7 @@ void Connection::start_stream(uint64_t id, int status, std::string content_type,
   if (http10_) keep_alive_ = false;  // no chunked framing in HTTP/1.0: the close ends the body
   bool keep = keep_alive_ && !server_->draining.load();
   keep_alive_ = keep;
+  for (const auto& h : server_->opts.extra_headers) headers.push_back(h);
   queue_bytes(format_response_head(status, server_->opts.server_name, content_type, headers, std::nullopt,
                           !http10_, keep),
               false);

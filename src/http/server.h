@@ -42,6 +42,8 @@ struct ServerOptions {
                                                       // beyond: 503 + close (conn_limits.h)
   size_t max_connections_per_client = 0;              // per client IP address (0 = no cap)
   std::string server_name = "tokenserve";             // "Server" header
+  HeaderList extra_headers;                           // added to every response (e.g.
+                                                      // x-tokenserve-served-by), also errors
   ErrorRenderer error_renderer;                       // empty: text/plain
 };
 

@@ -1,6 +1,8 @@
 #include "server/openai_service.h"
 
 #include <algorithm>
+#include "obs/replica_metrics.h"
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -613,6 +615,8 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   if (opts_.metrics) {
     refresh_metrics();
     m = opts_.metrics->prometheus_text();
+    engine::EngineStats es = backend_.stats();
+    m += obs::cache_config_info_text(es.block_size, es.kv_blocks_total);
   }
   auto counter = [&m](const char* name, const char* help, const std::string& labels, uint64_t v) {
     m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
@@ -681,6 +685,7 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
       m += std::string("tokenserve_limit_store_circuit{state=\"") + gateway::breaker_state_name(st) + "\"} " +
            (gs.limits.breaker == st ? "1" : "0") + "\n";
   }
+  if (opts_.metrics_vllm_compat) m = obs::with_vllm_twin(m);
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = std::move(m);

@@ -74,6 +74,7 @@ struct ServiceOptions {
   obs::ServerMetrics* metrics = nullptr;     // null = only the built-in counters on /metrics
   bool log_requests = false;                 // one JSON line per generation request
   int num_blocking_threads = 8;              // WorkPool threads (with a governor)
+  bool metrics_vllm_compat = false;          // /metrics also emits each tokenserve: family as vllm:
   std::chrono::milliseconds sample_interval{1000};  // engine stats -> metrics period
   // How tool calls are read from the model's output; nullopt = detected from the chat template
   // (api::detect_tool_call_format). Reasoning (<think>, harmony channels) is always detected.

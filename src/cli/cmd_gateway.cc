@@ -1,0 +1,148 @@
+// tokenserve gateway --endpoints endpoints.yaml [--host 127.0.0.1 --port 8080 --config FILE
+//                    --ledger tokenserve.db|postgresql://... --limits redis://host:port --no-auth
+//                    --io-threads N --drain-timeout S --poll-interval-ms N --max-attempts N
+//                    --no-imbalance-guard --log-format text|json]
+// The scale-out front door (SCALEOUT.md §6.2, pool = builtin): the same API keys, limits,
+// quotas and ledger as `serve` (src/gateway), then the built-in picker (src/router: prefix +
+// queue + KV scorers, imbalance guard, stale-metric filter) chooses a replica from the llm-d
+// file-discovery list, and the request is proxied to it with streaming pass-through and
+// failover before the first byte. The endpoints file is re-read when it changes (checked every
+// 500 ms; a bad edit keeps the previous list and logs why). SIGTERM/SIGINT: /ready turns 503,
+// new requests get 503 + Retry-After, running ones finish up to the drain timeout, the ledger
+// is flushed, exit 0. A bad flag, file or URL is one line on stderr and exit 1 (2 for usage).
+//
+// Not in this slice (see the scale-out report): hybrid local/remote rules, pool = gie,
+// tier shedding, route_decisions table.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+#include <thread>
+
+#include "cli/cli_util.h"
+#include "core/log.h"
+#include "gateway/governor.h"
+#include "http/server.h"
+#include "router/endpoints.h"
+#include "router/picker.h"
+#include "router/pool.h"
+#include "router/proxy.h"
+#include "server/openai_service.h"
+
+namespace ts::cli {
+
+int cmd_gateway(int argc, char** argv) {
+  CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
+  std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
+  int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
+  double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5;
+  bool no_auth = false, no_guard = false, trust_destination = false;
+  app.add_option("--endpoints", endpoints_path, "llm-d file-discovery YAML (endpoints: [{name, address, port, labels}])")
+      ->required();
+  app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
+  app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
+  app.add_option("--ledger", ledger, "usage ledger and API keys: SQLite file or postgresql:// URL (default tokenserve.db)");
+  app.add_option("--limits", limits, "shared rate-limit/quota store, redis://host:port (default: in this process)");
+  app.add_option("--config", config_path, "governance config (TOML), as for serve");
+  app.add_flag("--no-auth", no_auth, "no API keys (every request is tenant 'anonymous')");
+  app.add_option("--poll-interval-ms", poll_ms, "scrape /ready and /metrics of each endpoint every N ms (default 50)")
+      ->check(CLI::Range(10, 60'000));
+  app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
+      ->check(CLI::Range(1, 16));
+  app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--imbalance-rel", guard_rel, "guard: and max load > this x min load (default 1.5)")
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_flag("--no-imbalance-guard", no_guard, "route by prefix even when load is imbalanced (for comparisons)");
+  app.add_flag("--trust-destination-header", trust_destination,
+               "route by an upstream picker's x-gateway-destination-endpoint list when a request has one");
+  app.add_option("--log-format", log_format, "log lines as text or json (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  log::set_format(log_format == "json" ? log::Format::kJson : log::Format::kText);
+
+  auto initial = router::load_endpoints_file(endpoints_path);
+  if (!initial.ok()) return fail("gateway", initial.status().message());
+
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto gov = gateway::Governor::open(
+      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth});
+  if (!gov.ok()) return fail("gateway", gov.status().message());
+  log::set_level((*gov)->config()->log_level);
+
+  router::PickerOptions po;
+  po.imbalance_guard = !no_guard;
+  po.guard_abs = guard_abs;
+  po.guard_rel = guard_rel;
+  po.stale_after = std::chrono::milliseconds(3 * poll_ms + 100);  // 3 intervals + one slow scrape
+  router::Picker picker(po);
+  router::EndpointPool pool(router::PoolOptions{.poll_interval = std::chrono::milliseconds(poll_ms)});
+  router::EndpointsWatcher watcher(endpoints_path);
+  (void)watcher.poll();
+  pool.set_endpoints(watcher.endpoints());
+  pool.start();
+
+  router::Proxy proxy(pool, picker,
+                      router::ProxyOptions{.max_attempts = max_attempts, .governor = gov->get(), .require_auth = !no_auth,
+                                          .trust_destination_header = trust_destination});
+  http::ServerOptions ho;
+  ho.host = host;
+  ho.port = static_cast<uint16_t>(port);
+  ho.num_io_threads = io_threads;
+  ho.error_renderer = server::OpenAIService::error_renderer();
+  http::Server http(ho);
+  proxy.register_routes(http);
+  if (Status st = http.start(); !st.ok()) return fail("gateway", st.message());
+  log::info("gateway on http://" + host + ":" + std::to_string(http.port()) + " routing to " +
+            std::to_string(watcher.endpoints().size()) + " endpoints from " + endpoints_path);
+
+  // Discovery watch: the file is small; a stat every 500 ms meets "within 2 s".
+  std::atomic<bool> stop_watch{false};
+  std::thread watch([&] {
+    std::vector<router::Endpoint> before = watcher.endpoints();
+    while (!stop_watch.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      auto p = watcher.poll();
+      if (!p.error.ok()) log::warn("gateway: " + p.error.message());
+      if (!p.changed) continue;
+      for (const auto& old : before) {
+        bool kept = false;
+        for (const auto& e : watcher.endpoints()) kept = kept || e.name == old.name;
+        if (!kept) picker.forget(old.name);
+      }
+      before = watcher.endpoints();
+      pool.set_endpoints(before);
+      log::info("gateway: endpoints file changed: " + std::to_string(before.size()) + " endpoints");
+    }
+  });
+
+  int sig = 0;
+  while (true) {
+    sigwait(&sigs, &sig);
+    if (sig != SIGHUP) break;
+    log::info("received SIGHUP: reloading the governance config");
+    (void)(*gov)->reload_config();
+  }
+  log::info(std::string("received ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + ": draining");
+  auto deadline = std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000));
+  proxy.shutdown(deadline);
+  http.drain(std::chrono::milliseconds(1000));
+  stop_watch.store(true);
+  watch.join();
+  pool.stop();
+  Status flushed = (*gov)->shutdown(std::chrono::milliseconds(5000));
+  if (!flushed.ok()) log::error("ledger flush incomplete: " + flushed.message());
+  log::info("gateway drained; exiting");
+  return 0;
+}
+
+}  // namespace ts::cli

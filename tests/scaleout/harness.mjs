@@ -1,0 +1,121 @@
+// One-machine scale-out harness (SCALEOUT.md §6.4, loopback variant): real `tokenserve serve`
+// replicas on 127.0.0.1 ephemeral ports behind a real `tokenserve gateway`. Everything started
+// here is tracked and killed by stopAll(); every load loop is bounded in count and time.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bin, freePort, storiesModel, haveShared } from '../integration/server_harness.mjs';
+
+export { haveShared, bin, freePort, storiesModel };
+const started = new Set();
+export const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-scaleout-'));
+
+// A synthetic model (stories260K's tokenizer, random weights, 1024-token context): stories260K
+// itself has a 128-token context, too short for 384-token prefixes and long streams.
+export const modelName = 'synth';
+export const modelPath = path.join(tmp, 'synth.gguf');
+if (haveShared) {
+  execFileSync(bin, ['synth', '--vocab-from', storiesModel, '--layers', '2', '--embd', '256', '--heads', '4',
+    '--ffn', '768', '--ctx', '1024', '--type', 'f32', '-o', modelPath], { stdio: 'ignore' });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export function launch(args, readyUrl, timeoutMs = 30000) {
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  started.add(proc);
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => { started.delete(proc); resolve({ code, signal }); }));
+  const h = {
+    proc, exited, log: () => log,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const t = setTimeout(() => proc.kill('SIGKILL'), 15000);
+      const r = await exited;
+      clearTimeout(t);
+      return r;
+    },
+  };
+  h.ready = (async () => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`exited early (${proc.exitCode}):\n${log}`);
+      try { if ((await fetch(readyUrl)).ok) return; } catch { /* not up */ }
+      if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`not ready in time:\n${log}`); }
+      await sleep(50);
+    }
+  })();
+  return h;
+}
+
+// A replica named `name` (its x-tokenserve-served-by).
+export async function startReplica(name, { port, args = [] } = {}) {
+  port = port || await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const h = launch(['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', String(port), '--threads', '1',
+    '--no-auth', '--replica-id', name, '--ledger', path.join(tmp, `${name}-${port}.db`), ...args], `${url}/ready`);
+  await h.ready;
+  return Object.assign(h, { name, port, url });
+}
+
+export function writeEndpoints(file, replicas) {
+  const lines = ['endpoints:'];
+  for (const r of replicas) lines.push(`  - name: ${r.name}`, `    address: 127.0.0.1`, `    port: ${r.port}`, '    labels:', '      app: tokenserve');
+  fs.writeFileSync(file + '.tmp', lines.join('\n') + '\n');
+  fs.renameSync(file + '.tmp', file);
+}
+
+export async function startGateway(endpointsFile, args = [], { auth = false } = {}) {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const ledger = path.join(tmp, `gateway-${port}.db`);
+  const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port),
+    ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`);
+  await h.ready;
+  return Object.assign(h, { port, url, ledger });
+}
+
+export function stopAll() {
+  for (const p of started) { try { p.kill('SIGKILL'); } catch { /* gone */ } }
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+// Runs `n` tasks with at most `concurrency` at once; each task gets its index.
+export async function pool(n, concurrency, task) {
+  let next = 0;
+  const results = new Array(n);
+  await Promise.all(Array.from({ length: Math.min(n, concurrency) }, async () => {
+    while (next < n) { const i = next++; results[i] = await task(i); }
+  }));
+  return results;
+}
+
+export async function completion(url, body, headers = {}) {
+  const r = await fetch(`${url}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: modelName, max_tokens: 8, temperature: 0, ...body }),
+    signal: AbortSignal.timeout(30000),
+  });
+  return { status: r.status, servedBy: r.headers.get('x-tokenserve-served-by'), headers: r.headers, body: await r.text() };
+}
+
+// Sum of a metric's samples in Prometheus text.
+export function metricSum(text, name) {
+  let s = 0, found = false;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(name + '{') || line.startsWith(name + ' ')) {
+      s += Number(line.slice(line.lastIndexOf(' ') + 1)); found = true;
+    }
+  }
+  return found ? s : NaN;
+}
+
+// `tokenserve usage --format json` totals of a ledger.
+export function ledgerTotals(ledger) {
+  return JSON.parse(execFileSync(bin, ['usage', '--ledger', ledger, '--by', 'model', '--format', 'json'])).totals;
+}
+
+export async function metrics(url) { return (await fetch(`${url}/metrics`)).text(); }
