@@ -94,6 +94,10 @@ class BreakerLimitStore final : public LimitStore {
   Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis ttl) override {
     return call([&] { return inner_->quota_add_existing(key, delta, ttl); });
   }
+  Result<bool> quota_add_existing_once(const std::string& key, int64_t delta, Millis ttl,
+                                       const std::string& charge_id) override {
+    return call([&] { return inner_->quota_add_existing_once(key, delta, ttl, charge_id); });
+  }
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     return call([&] { return inner_->quota_used(key); });
   }

@@ -35,6 +35,10 @@ struct Governor::Owned {
 
 Governor::Governor(GovernorParts parts, GovernorOptions options)
     : parts_(parts), options_(options) {
+  if (!options_.quota_journal_path.empty()) {
+    Status st = journal_.open(options_.quota_journal_path);
+    if (!st.ok()) log::error(st.message() + "; quota charges during a limit-store outage are kept in memory only");
+  }
   if (options_.replay_interval.count() > 0 && parts_.limits)
     replay_thread_ = std::thread([this] { replay_loop(); });
 }
@@ -62,7 +66,10 @@ void Governor::replay_loop() {
   }
 }
 
-Result<int64_t> Governor::replay_limit_journal() { return journal_.replay(*parts_.limits); }
+Result<int64_t> Governor::replay_limit_journal() {
+  std::shared_lock lock(seed_mu_);
+  return journal_.replay(*parts_.limits);
+}
 
 Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
   auto owned = std::make_unique<Owned>();
@@ -99,7 +106,14 @@ Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
   GovernorParts parts{.keys = owned->keys.get(), .limits = owned->limits.get(),
                       .ledger = owned->ledger.get(), .writer = owned->writer.get(),
                       .config = owned->config.get(), .clock = clock};
-  auto gov = std::make_unique<Governor>(parts, GovernorOptions{.no_auth = o.no_auth});
+  // The quota journal sits beside the ledger journal (not `<spill_path>.<n>`, its segments).
+  std::string quota_journal = writer_options.spill_path;
+  const std::string spool_suffix = ".spool.jsonl";
+  if (quota_journal.ends_with(spool_suffix))
+    quota_journal.resize(quota_journal.size() - spool_suffix.size());
+  quota_journal += ".quota-journal.jsonl";
+  auto gov = std::make_unique<Governor>(
+      parts, GovernorOptions{.no_auth = o.no_auth, .quota_journal_path = quota_journal});
   log::info("governance: ledger " + owned->ledger->describe() + ", limits " +
             owned->limits->describe() + ", config " +
             (o.config_path.empty() ? std::string("(none)") : o.config_path) + ", " +
@@ -134,9 +148,23 @@ void Governor::add_quota_specs(const GovConfig& cfg, const KeyInfo& key, WallTim
 Result<int64_t> Governor::seed_quota(const std::string& tenant, const std::string& app,
                                      WallTime now, Period period, const std::string& key,
                                      Millis ttl) {
+  // Rows of requests already settled but not yet committed by the ledger writer would be
+  // missing from the sum (a settle that found the counter gone relies on the seed): wait for
+  // the writer, with settles and replays held off, so the sum covers every settled request.
+  // A database that is down fails the plain sum fast; only then wait for the writer.
+  TS_RETURN_IF_ERROR(parts_.ledger->sum_tokens(tenant, app, period_start(now, period),
+                                               period_end(now, period)).status());
+  std::unique_lock lock(seed_mu_);
+  if (parts_.writer) {
+    Status flushed = parts_.writer->flush(options_.seed_flush_timeout);
+    if (!flushed.ok())
+      return unavailable("quota counter not seeded: the ledger writer has not caught up (" +
+                         flushed.message() + ")");
+  }
   TS_ASSIGN_OR_RETURN(int64_t used, parts_.ledger->sum_tokens(tenant, app, period_start(now, period),
                                                              period_end(now, period)));
   TS_RETURN_IF_ERROR(parts_.limits->quota_init(key, used, ttl));
+  journal_.drop_key(key);  // their rows are in the sum
   return used;
 }
 
@@ -429,11 +457,11 @@ bool Governor::reserve_quotas(AdmitContext& c, AdmitResult& out) {
 // from the ledger at its next use, which then includes this request's row; creating it here
 // with just this delta would hide everything before it (and a refund would even make it
 // negative).
-void Governor::charge_quota(const QuotaHold& q, int64_t delta) {
+void Governor::charge_quota(const QuotaHold& q, int64_t delta, std::vector<QuotaCharge>* journal) {
   if (delta == 0) return;
   if (parts_.limits->quota_add_existing(q.key, delta, q.ttl).ok()) return;
   ++num_limit_errors_;
-  journal_.add(q.key, delta, q.ttl);
+  journal->push_back({q.key, delta, q.ttl, ""});
 }
 
 void Governor::settle(Admission& a, UsageRecord r) {
@@ -455,8 +483,11 @@ void Governor::settle(Admission& a, UsageRecord r) {
       if (!parts_.limits->give(b, now).ok()) ++num_limit_errors_;
     }
   }
-  for (const QuotaHold& q : a.quotas) charge_quota(q, actual - a.reserved_tokens);
-  for (const QuotaHold& q : a.unheld_quotas) charge_quota(q, actual);
+  std::shared_lock lock(seed_mu_);  // charge + ledger append as one step for seed_quota()
+  std::vector<QuotaCharge> journal;
+  for (const QuotaHold& q : a.quotas) charge_quota(q, actual - a.reserved_tokens, &journal);
+  for (const QuotaHold& q : a.unheld_quotas) charge_quota(q, actual, &journal);
+  if (!journal.empty()) journal_.add(std::move(journal));
   parts_.writer->append(std::move(r));
 }
 

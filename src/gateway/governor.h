@@ -38,7 +38,8 @@
 // rate limits and without a quota hold, and settle() journals the request's charges
 // (QuotaJournal) instead; a background thread replays the journal every 200 ms once the store
 // answers, so quotas end up charged exactly. "closed" refuses with 503 + Retry-After
-// ("limits_unavailable"). The mode in force is logged at each breaker transition and exposed in
+// ("limits_unavailable"). With options.quota_journal_path (open() puts it beside the ledger
+// journal) the charges survive a crash or restart. The mode in force is logged at each breaker transition and exposed in
 // stats (metrics).
 //
 // Thread-safe: admit/settle/usage_me may run concurrently from any number of HTTP workers.
@@ -47,6 +48,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <memory>
 #include <optional>
@@ -166,6 +168,8 @@ struct GovernanceOptions {
 struct GovernorOptions {
   bool no_auth = false;
   Millis replay_interval{200};         // journal replay period; 0 = no background thread
+  std::string quota_journal_path;      // durable QuotaJournal file; "" = memory only
+  Millis seed_flush_timeout{2000};     // seeding waits this long for the ledger writer
 };
 
 // Non-owning parts for tests and for open().
@@ -222,7 +226,8 @@ class Governor {
   // Limit store down: false (503 filled in) when the tenant fails closed.
   bool outage_allows(AdmitContext& c, AdmitResult& out, const Status& why);
   void give_back(AdmitContext& c);
-  void charge_quota(const QuotaHold& q, int64_t delta);
+  // Charges an existing counter; a failed charge is added to `journal` (journaled by settle).
+  void charge_quota(const QuotaHold& q, int64_t delta, std::vector<QuotaCharge>* journal);
   void replay_loop();
 
   Result<int64_t> seed_quota(const std::string& tenant, const std::string& app, WallTime now,
@@ -238,6 +243,11 @@ class Governor {
       num_refused_backpressure_{0};
   std::atomic<int64_t> last_backpressure_log_ms_{0}, last_outage_log_ms_{-100'000};
   QuotaJournal journal_;
+  // Seeding a counter from the ledger (exclusive) versus settling or replaying charges
+  // (shared): a seed first flushes the ledger writer, so every settle is either wholly before
+  // it (its row is in the ledger sum, its charge skipped or dropped) or wholly after it (its
+  // charge reaches the seeded counter). See seed_quota().
+  std::shared_mutex seed_mu_;
   std::mutex replay_mu_;
   std::condition_variable replay_cv_;
   bool replay_stop_ = false;

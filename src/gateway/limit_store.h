@@ -89,6 +89,12 @@ class LimitStore {
   // Adds `delta` only when the counter exists (true); false when it does not, so that it is
   // seeded from the ledger instead (replay of charges journaled during an outage).
   virtual Result<bool> quota_add_existing(const std::string& key, int64_t delta, Millis ttl) = 0;
+  // As quota_add_existing, but at most once per `charge_id` (remembered with the counter's ttl):
+  // true when applied now or already applied before (a repeat adds nothing), false when the
+  // counter does not exist (nothing is remembered then). Used to replay the durable
+  // QuotaJournal, which may repeat a charge applied just before a crash.
+  virtual Result<bool> quota_add_existing_once(const std::string& key, int64_t delta, Millis ttl,
+                                               const std::string& charge_id) = 0;
   virtual LimitStoreHealth health() const { return {}; }
   // Current value, or nullopt when the counter does not exist.
   virtual Result<std::optional<int64_t>> quota_used(const std::string& key) = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gateway/limit_store.h"
 
@@ -117,6 +118,15 @@ class MemoryLimitStore final : public LimitStore {
     return true;
   }
 
+  Result<bool> quota_add_existing_once(const std::string& key, int64_t delta, Millis,
+                                       const std::string& charge_id) override {
+    std::lock_guard lock(mu_);
+    auto it = counters_.find(key);
+    if (it == counters_.end()) return false;
+    if (applied_charges_.insert(charge_id).second) it->second += delta;
+    return true;
+  }
+
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     std::lock_guard lock(mu_);
     auto it = counters_.find(key);
@@ -133,6 +143,7 @@ class MemoryLimitStore final : public LimitStore {
   std::unordered_map<std::string, Bucket> buckets_;
   // One counter per (scope, period); a few per tenant per month, so never pruned.
   std::unordered_map<std::string, int64_t> counters_;
+  std::unordered_set<std::string> applied_charges_;  // quota_add_existing_once ids
 };
 
 }  // namespace

@@ -92,6 +92,16 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 )lua";
 
+// KEYS[1] counter, KEYS[2] applied-charge marker; ARGV delta, ttl ms.
+constexpr const char* kAddExistingOnceScript = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
+  redis.call('INCRBY', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+)lua";
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const { if (r) freeReplyObject(r); }
 };
@@ -184,6 +194,17 @@ class RedisLimitStore final : public LimitStore {
                                      std::to_string(std::max<int64_t>(1, ttl.count()))};
     TS_ASSIGN_OR_RETURN(Reply reply, command(args));
     if (reply->type != REDIS_REPLY_INTEGER) return internal_error("redis: unexpected reply to add-existing");
+    return reply->integer == 1;
+  }
+
+  Result<bool> quota_add_existing_once(const std::string& key, int64_t delta, Millis ttl,
+                                       const std::string& charge_id) override {
+    std::vector<std::string> args = {"EVAL", kAddExistingOnceScript, "2", options_.prefix + key,
+                                     options_.prefix + "qc:" + charge_id, std::to_string(delta),
+                                     std::to_string(std::max<int64_t>(1, ttl.count()))};
+    TS_ASSIGN_OR_RETURN(Reply reply, command(args));
+    if (reply->type != REDIS_REPLY_INTEGER)
+      return internal_error("redis: unexpected reply to add-existing-once");
     return reply->integer == 1;
   }
 
