@@ -24,8 +24,8 @@ int cmd_usage(int argc, char** argv) {
                  "write {arrival_s, input_tokens, output_tokens, tier} JSON lines for `bench`");
   std::string export_suite;
   app.add_option("--export-suite", export_suite,
-                 "write failed requests into DIR/ledger-failures/ for `eval` (metadata only: the "
-                 "ledger stores no bodies)");
+                 "write failed/flagged requests into DIR/ledger-failures/ for `eval` (runnable cases "
+                 "for tenants with log_bodies, metadata only for the rest)");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (!export_suite.empty()) {
     // Glue only: ledger rows -> tools::LedgerRequest (tools does not depend on gateway).
@@ -46,11 +46,12 @@ int cmd_usage(int argc, char** argv) {
                       .app = r.app, .model = r.model, .http_status = r.http_status,
                       .finish_reason = r.finish_reason, .prompt_tokens = r.prompt_tokens,
                       .completion_tokens = r.completion_tokens, .prompt_id = r.prompt_id,
-                      .prompt_version = r.prompt_version});
+                      .prompt_version = r.prompt_version, .request_body = r.request_body,
+                      .output_text = r.output_text});
     auto n = tools::export_failed_requests(reqs, export_suite);
     if (!n.ok()) return fail("usage", n.status().message());
-    std::cout << "wrote " << *n << " failed requests to " << export_suite
-              << "/ledger-failures/PENDING.ndjson (metadata only: the ledger stores no request bodies)\n";
+    std::cout << "wrote " << n->cases << " runnable cases (cases.jsonl) and " << n->metadata_only
+              << " metadata-only records (PENDING.ndjson) to " << export_suite << "/ledger-failures/\n";
     return 0;
   }
   Status st = gateway::usage_report(a, std::cout);

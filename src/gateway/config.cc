@@ -163,6 +163,16 @@ class Parser {
     return ok_status();
   }
 
+  // key = true | false (absent: *out untouched).
+  Status flag(const toml::table& t, const char* key, std::optional<bool>* out) {
+    const toml::node* n = t.get(key);
+    if (!n) return ok_status();
+    auto b = n->value<bool>();
+    if (!n->is_boolean() || !b) return error(n->source(), std::string(key) + " must be true or false");
+    *out = *b;
+    return ok_status();
+  }
+
   Result<GovConfig> parse(const toml::table& root) {
     GovConfig c;
     c.source = name_;
@@ -249,12 +259,15 @@ class Parser {
         std::string tname(k.str());
         std::string where = "tenants." + tname + ".";
         TS_ASSIGN_OR_RETURN(const toml::table* tt, table(v, "tenants." + tname));
-        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps", "on_limit_outage", "context_overflow"}));
+        TS_RETURN_IF_ERROR(only_keys(*tt, "[tenants." + tname + "]", {"rpm", "tpm", "quota", "apps", "on_limit_outage", "context_overflow", "log_bodies"}));
         TenantConfig tc;
         if (const toml::node* o = tt->get("on_limit_outage")) {
           TS_ASSIGN_OR_RETURN(tc.on_limit_outage, outage(*o, where + "on_limit_outage"));
         }
         TS_RETURN_IF_ERROR(overflow_mode(*tt, &tc.context_overflow));
+        std::optional<bool> lb;
+        TS_RETURN_IF_ERROR(flag(*tt, "log_bodies", &lb));
+        tc.log_bodies = lb.value_or(false);
         TS_RETURN_IF_ERROR(limits(*tt, where, &tc.rpm, &tc.tpm));
         TS_ASSIGN_OR_RETURN(tc.quota, quota(*tt, where));
         if (const toml::node* apps = tt->get("apps")) {
@@ -263,9 +276,10 @@ class Parser {
             TS_RETURN_IF_ERROR(name_ok(ak, "app"));
             std::string aw = where + "apps." + std::string(ak.str()) + ".";
             TS_ASSIGN_OR_RETURN(const toml::table* app, table(av, aw.substr(0, aw.size() - 1)));
-            TS_RETURN_IF_ERROR(only_keys(*app, "[" + aw.substr(0, aw.size() - 1) + "]", {"rpm", "tpm", "quota", "context_overflow"}));
+            TS_RETURN_IF_ERROR(only_keys(*app, "[" + aw.substr(0, aw.size() - 1) + "]", {"rpm", "tpm", "quota", "context_overflow", "log_bodies"}));
             AppConfig ac;
             TS_RETURN_IF_ERROR(overflow_mode(*app, &ac.context_overflow));
+            TS_RETURN_IF_ERROR(flag(*app, "log_bodies", &ac.log_bodies));
             TS_RETURN_IF_ERROR(limits(*app, aw, &ac.rpm, &ac.tpm));
             TS_ASSIGN_OR_RETURN(ac.quota, quota(*app, aw));
             tc.apps[std::string(ak.str())] = ac;
@@ -360,6 +374,14 @@ std::string context_overflow_default(const GovConfig& c, const std::string& tena
   auto a = t->second.apps.find(app);
   if (a != t->second.apps.end() && !a->second.context_overflow.empty()) return a->second.context_overflow;
   return t->second.context_overflow;
+}
+
+bool log_bodies_for(const GovConfig& c, const std::string& tenant, const std::string& app) {
+  auto t = c.tenants.find(tenant);
+  if (t == c.tenants.end()) return false;
+  auto a = t->second.apps.find(app);
+  if (a != t->second.apps.end() && a->second.log_bodies) return *a->second.log_bodies;
+  return t->second.log_bodies;
 }
 
 }  // namespace ts::gateway

@@ -33,6 +33,7 @@
 //   tpm = 200000
 //   quota = { tokens = 5000000, period = "day" }
 //   context_overflow = "truncate_left"   # default for requests without the field (issue 15)
+//   log_bodies = true           # store request bodies and outputs in the ledger (opt-in; also per app)
 //   [tenants.acme.apps.chatbot]
 //   rpm = 100
 //   quota = { tokens = 100000, period = "month" }
@@ -69,6 +70,7 @@ struct AppConfig {
   int64_t tpm = 0;                     // tokens per minute for the app
   std::optional<QuotaConfig> quota;
   std::string context_overflow;        // "" = the tenant's; else error|truncate_left|truncate_middle
+  std::optional<bool> log_bodies;      // unset = the tenant's
 };
 
 // What admission does while the limit store (Redis) is unreachable.
@@ -85,6 +87,7 @@ struct TenantConfig {
   std::optional<QuotaConfig> quota;
   std::map<std::string, AppConfig> apps;
   std::string context_overflow;        // "" = "error"; else error|truncate_left|truncate_middle
+  bool log_bodies = false;             // store request bodies + output text in the ledger
 };
 
 struct TierConfig {
@@ -132,6 +135,9 @@ struct GovConfig {
 OutageMode outage_mode_for(const GovConfig& c, const std::string& tenant);
 // The context_overflow default of a tenant's app: the app's, else the tenant's, else "".
 std::string context_overflow_default(const GovConfig& c, const std::string& tenant, const std::string& app);
+// Whether a tenant's app opted into body logging: the app's log_bodies, else the tenant's, else
+// false (unknown tenants never log bodies).
+bool log_bodies_for(const GovConfig& c, const std::string& tenant, const std::string& app);
 
 // Parses and validates TOML text; `name` is used in error messages (usually the path).
 // kInvalidArgument "name:line: message" on the first problem.

@@ -196,6 +196,7 @@ AdmitResult Governor::admit(const AdmitRequest& req) {
   a.model = std::string(req.model);
   a.tier = req.tier;
   a.admitted_at = c.now;
+  a.log_bodies = log_bodies_for(*c.cfg, a.key.tenant, a.key.app);
   a.reserved_tokens = c.reserve;
   for (size_t i = 0; i < c.taken.size(); ++i)
     if (c.labels[i].tokens) a.token_buckets.push_back(c.taken[i]);
@@ -473,6 +474,7 @@ void Governor::settle(Admission& a, UsageRecord r) {
   if (r.model.empty()) r.model = a.model;
   if (r.time == WallTime{}) r.time = a.admitted_at;
   r.tier = a.tier;
+  if (!a.log_bodies) r.request_body.clear(), r.output_text.clear();  // never stored without opt-in
   int64_t actual = billable_tokens(r);
   int64_t unused = a.reserved_tokens - actual;
   WallTime now = parts_.clock->now();

@@ -104,6 +104,7 @@ struct Admission {
                                          // (admitted fail-open while the store was down)
   Headers headers;                     // x-ratelimit-* and x-quota-* to send with the response
   bool settled = false;                // set by settle()
+  bool log_bodies = false;             // the tenant/app opted into body logging (config.h)
 };
 
 struct AdmitResult {

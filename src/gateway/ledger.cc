@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS ts_usage (
   prompt_id TEXT NOT NULL DEFAULT '',
   prompt_version BIGINT NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS ts_usage_bodies (
+  request_id TEXT PRIMARY KEY,
+  request_body TEXT NOT NULL,
+  output_text TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS ts_usage_time ON ts_usage (time_ms);
 CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
 )sql";
@@ -95,6 +100,10 @@ class SqlLedger final : public LedgerStore {
                         r.duration_ms, r.finish_reason,    int64_t(r.http_status),
                         r.reasoning_tokens, r.prompt_id,   r.prompt_version};
         TS_RETURN_IF_ERROR(db_->exec(sql, p));
+        if (r.request_body.empty() && r.output_text.empty()) continue;  // body logging off
+        SqlParam b[] = {r.request_id, r.request_body, r.output_text};
+        TS_RETURN_IF_ERROR(db_->exec("INSERT INTO ts_usage_bodies (request_id, request_body, output_text) "
+                                     "VALUES ($1,$2,$3) ON CONFLICT (request_id) DO NOTHING", b));
       }
       return ok_status();
     });
@@ -103,7 +112,10 @@ class SqlLedger final : public LedgerStore {
   Result<std::vector<UsageRecord>> rows(const LedgerFilter& filter) override {
     TS_RETURN_IF_ERROR(ensure_schema());
     std::vector<SqlParam> params;
-    std::string sql = std::string("SELECT ") + kColumns + " FROM ts_usage" +
+    std::string sql = std::string("SELECT ") + kColumns +
+                      ", COALESCE((SELECT b.request_body FROM ts_usage_bodies b WHERE b.request_id = "
+                      "ts_usage.request_id), ''), COALESCE((SELECT b.output_text FROM ts_usage_bodies b "
+                      "WHERE b.request_id = ts_usage.request_id), '') FROM ts_usage" +
                       where_clause(filter, params) + " ORDER BY time_ms, request_id";
     TS_ASSIGN_OR_RETURN(auto raw, db_->query(sql, params));
     std::vector<UsageRecord> out;
@@ -128,6 +140,10 @@ class SqlLedger final : public LedgerStore {
       r.reasoning_tokens = to_i64(row[14]);
       r.prompt_id = row[15];
       r.prompt_version = to_i64(row[16]);
+      if (row.size() > 18) {
+        r.request_body = row[17];
+        r.output_text = row[18];
+      }
       out.push_back(std::move(r));
     }
     return out;

@@ -37,6 +37,11 @@ struct UsageRecord {
   int32_t http_status = 200;      // status sent to the client
   std::string prompt_id;          // registry prompt the request used ("" = none; prompt_registry.h)
   int64_t prompt_version = 0;     // its version (0 = none)
+  // Body logging (only for tenants/apps with log_bodies = true in the config; "" otherwise).
+  // Stored in ts_usage_bodies keyed by request_id, and in the ledger journal.
+  std::string request_body;       // the request's JSON body as the engine saw it (a registry
+                                  // prompt already rendered into "messages")
+  std::string output_text;        // the first choice's output text (may be partial on errors)
 };
 
 // Tokens a record charges against quotas and TPM: prompt + completion.
@@ -75,7 +80,7 @@ class LedgerStore {
   // Appends all records in one transaction (all or none). A record whose request_id is already
   // stored is skipped, so re-sending a batch after an unclear failure never double counts.
   virtual Status append(std::span<const UsageRecord> records) = 0;
-  // Matching rows ordered by time, then request id.
+  // Matching rows ordered by time, then request id, with their logged bodies (if any).
   virtual Result<std::vector<UsageRecord>> rows(const LedgerFilter& filter) = 0;
   // Matching rows summed per (group, model), ordered by group then model.
   virtual Result<std::vector<UsageGroupRow>> aggregate(GroupBy by, const LedgerFilter& filter) = 0;

@@ -312,6 +312,12 @@ void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call
   }
   spec.headers = headers;
   std::string response_id = spec.meta.id;
+  // Body logging (opt-in per tenant/app): the body goes with the ledger row, the output too.
+  std::string logged_body;
+  if (admission && admission->log_bodies) {
+    spec.capture_output = true;
+    logged_body = spec.logged_body.empty() ? ex->request().body : std::move(spec.logged_body);
+  }
   auto handles = submit_all(std::move(reqs));
   if (!handles.ok()) {
     const api::ApiError& e = handles.error();
@@ -324,19 +330,22 @@ void OpenAIService::run_generation(const http::ExchangePtr& ex, const Call& call
                                .finish_reason = "error",
                                .http_status = e.http_status,
                                .prompt_id = prompt.id,
-                               .prompt_version = prompt.version});
+                               .prompt_version = prompt.version,
+                               .request_body = std::move(logged_body)});
     }
     return respond_error(ex, e, call, headers);
   }
   start_job(std::move(spec), ex, std::move(handles).value(),
-            [this, call, response_id, admission, tier, prompt](const JobResult& r) {
-              record_finished(call, response_id, admission, tier, r, prompt);
+            [this, call, response_id, admission, tier, prompt,
+             logged_body = std::move(logged_body)](const JobResult& r) {
+              record_finished(call, response_id, admission, tier, r, prompt, logged_body);
             });
 }
 
 void OpenAIService::record_finished(const Call& call, const std::string& response_id,
                                     const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                                    const JobResult& r, const PromptUse& prompt) {
+                                    const JobResult& r, const PromptUse& prompt,
+                                    const std::string& logged_body) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   auto now = std::chrono::steady_clock::now();
@@ -356,7 +365,9 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
                                                 .finish_reason = engine::finish_reason_name(finish),
                                                 .http_status = r.http_status,
                                                 .prompt_id = prompt.id,
-                                                .prompt_version = prompt.version});
+                                                .prompt_version = prompt.version,
+                                                .request_body = logged_body,
+                                                .output_text = r.output_text});
   }
   if (!opts_.metrics && !opts_.log_requests) return;
   obs::RequestObservation o;
@@ -493,6 +504,7 @@ void OpenAIService::handle_chat(const http::ExchangePtr& ex) {
   spec.output_parser.starts_in_reasoning =
       reasoning_format_ == api::ReasoningFormat::kThink && api::prompt_opens_reasoning(rendered);
   if (plan) spec.output_prefill = plan->prefill;
+  if (!prompt_use.id.empty()) spec.logged_body = expanded;  // body logging: the rendered messages
   // context_overflow (context_overflow.h): what messages longer than the context do.
   if (!budget.ok() && overflow->mode == OverflowMode::kSegment)
     return segment_chat(ex, call, std::move(spec), req, *overflow, prompt_use);

@@ -138,7 +138,9 @@ class OpenAIService {
   // Ledger row, metrics and log line for a request that reached admission.
   void record_finished(const Call& call, const std::string& response_id,
                        const std::shared_ptr<gateway::Admission>& admission, engine::Tier tier,
-                       const JobResult& r, const PromptUse& prompt = {});
+                       const JobResult& r, const PromptUse& prompt = {},
+                       const std::string& logged_body = {});  // "" = body logging off
+  // (segmented requests are not body-logged yet: context_overflow.cc passes none)
   void refresh_metrics();
   void sampler_loop();
 

@@ -134,6 +134,7 @@ void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
     error_ = ev.error.ok() ? internal_error("generation failed") : ev.error;
 
   std::string text = std::move(ev.text);
+  if (spec_.capture_output) c.captured += text;
   if (!c.started && !spec_.echo.empty() && (!text.empty() || ev.finish != engine::FinishReason::kNone)) {
     text = spec_.echo[prompt] + text;
   }
@@ -229,6 +230,7 @@ JobResult ResponseJob::result() const {
   if (!error_.ok()) result.error_message = error_.message();
   result.cancelled = saw_cancelled_ || exchange_->cancelled();
   result.finish = worst_finish_;
+  if (spec_.capture_output && !choices_.empty()) result.output_text = choices_[0].captured;
   if (exchange_->cancelled() && result.finish != engine::FinishReason::kError)
     result.finish = engine::FinishReason::kCancelled;
   if (spec_.stream) {

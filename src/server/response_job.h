@@ -52,6 +52,11 @@ struct JobSpec {
   api::UsageInfo extra_usage;
   std::string body_extension;        // "" = none
   std::string usage_extension;       // "" = none
+  // Body logging (gateway/config.h log_bodies): keep the first choice's raw output text for
+  // JobResult::output_text, streams included.
+  bool capture_output = false;
+  std::string logged_body;           // the request body to log when it differs from the HTTP
+                                     // body (a registry prompt rendered into "messages")
 };
 
 // Totals a finished job reports (for metrics, the ledger and the request log).
@@ -66,6 +71,7 @@ struct JobResult {
   int http_status = 200;             // status sent: 200 for streams (headers went first), the
                                      // error's status, or 499 when the client left before it
   std::string error_message;         // engine error, "" if none
+  std::string output_text;           // first choice's raw output (spec.capture_output only)
 };
 
 class ResponseJob {
@@ -97,6 +103,7 @@ class ResponseJob {
     api::FinishReason finish = api::FinishReason::kNull;
     bool started = false;            // first delta sent (echo prefix goes there)
     int64_t text_bytes = 0;          // text so far (completions' text_offset)
+    std::string captured;            // raw output kept for body logging (capture_output)
   };
   void on_event(size_t prompt, engine::Event& ev);
   // Splits raw output through the choice's parser; streams or accumulates what became certain.

@@ -120,6 +120,24 @@ TEST(Config, ErrorsNameTheFileAndLine) {
   }
 }
 
+// log_bodies: opt-in per tenant, overridable per app (either way); unknown tenants never log.
+TEST(Config, LogBodiesIsPerTenantWithAppOverrides) {
+  auto c = parse_config(
+      "[tenants.acme]\nlog_bodies = true\n[tenants.acme.apps.quiet]\nlog_bodies = false\n"
+      "[tenants.acme.apps.bot]\nrpm = 1\n[tenants.beta]\n[tenants.beta.apps.debug]\nlog_bodies = true\n",
+      "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(log_bodies_for(*c, "acme", "bot"));
+  EXPECT_TRUE(log_bodies_for(*c, "acme", "unlisted"));
+  EXPECT_FALSE(log_bodies_for(*c, "acme", "quiet"));
+  EXPECT_FALSE(log_bodies_for(*c, "beta", "other"));
+  EXPECT_TRUE(log_bodies_for(*c, "beta", "debug"));
+  EXPECT_FALSE(log_bodies_for(*c, "nobody", "x"));
+  auto bad = parse_config("[tenants.acme]\nlog_bodies = \"yes\"\n", "config.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "config.toml:2: log_bodies must be true or false");
+}
+
 TEST(Config, SyntaxErrorsCarryTheLine) {
   auto r = parse_config("log_level = \"info\"\n\n[tenants.acme\nrpm = 1\n", "gov.toml");
   ASSERT_FALSE(r.ok());

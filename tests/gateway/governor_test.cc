@@ -293,6 +293,30 @@ TEST_F(GovernorTest, NoAuthAdmitsAnonymouslyAndStillRecords) {
   EXPECT_EQ((*rows)[0].finish_reason, "cancelled");
 }
 
+// Bodies reach the ledger only for tenants/apps that opted in (log_bodies); the others' are
+// dropped at settle even when the caller passed them.
+TEST_F(GovernorTest, BodiesAreStoredOnlyForOptedInTenantsAndApps) {
+  start("[tenants.acme]\nlog_bodies = true\n[tenants.acme.apps.quiet]\nlog_bodies = false\n[tenants.beta]\n");
+  const std::pair<std::string, std::string> callers[] = {{"acme", "bot"}, {"acme", "quiet"}, {"beta", "bot"}};
+  for (const auto& [tenant, app] : callers) {
+    auto r = admit(new_key({.tenant = tenant, .app = app}), 5, 5);
+    ASSERT_TRUE(r.ok()) << r.status.to_string();
+    EXPECT_EQ(r.admission->log_bodies, tenant == "acme" && app == "bot");
+    stack_->gov.settle(*r.admission, UsageRecord{.request_id = tenant + "-" + app, .prompt_tokens = 5,
+                                                 .completion_tokens = 1, .finish_reason = "length",
+                                                 .request_body = R"({"prompt":"hi"})", .output_text = "yo"});
+  }
+  ASSERT_TRUE(stack_->gov.shutdown(Millis(5000)).ok());
+  auto rows = stack_->ledger->rows({});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 3u);
+  for (const UsageRecord& row : *rows) {
+    const bool logged = row.request_id == "acme-bot";
+    EXPECT_EQ(row.request_body, logged ? R"({"prompt":"hi"})" : "") << row.request_id;
+    EXPECT_EQ(row.output_text, logged ? "yo" : "") << row.request_id;
+  }
+}
+
 TEST_F(GovernorTest, ReloadChangesLimitsForNewRequestsOnly) {
   std::string path = ::ts::testing::temp_dir() + "/gov.toml";
   std::ofstream(path) << "[tenants.acme]\nrpm = 1\n";

@@ -40,6 +40,10 @@ UsageRecord record(int i) {
   r.duration_ms = 500 + i;
   r.finish_reason = i % 9 ? "stop" : "cancelled";
   r.http_status = i % 13 ? 200 : 499;
+  if (i % 3 == 0) {  // a tenant with body logging: stored in ts_usage_bodies
+    r.request_body = R"({"messages":[{"role":"user","content":"q)" + std::to_string(i) + R"( \"x\" é"}]})";
+    r.output_text = i % 6 ? "answer " + std::to_string(i) : "";
+  }
   return r;
 }
 
@@ -59,6 +63,8 @@ void expect_same(const UsageRecord& a, const UsageRecord& b) {
   EXPECT_EQ(a.duration_ms, b.duration_ms);
   EXPECT_EQ(a.finish_reason, b.finish_reason);
   EXPECT_EQ(a.http_status, b.http_status);
+  EXPECT_EQ(a.request_body, b.request_body);
+  EXPECT_EQ(a.output_text, b.output_text);
 }
 
 std::unique_ptr<LedgerStore> open_ledger(const std::string& url) {
@@ -128,6 +134,21 @@ TEST(SqliteLedger, AddsTheReasoningTokensColumnToAnOlderLedger) {
   auto back = usage_record_from_json(line);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->reasoning_tokens, 7);
+  // The same older ledger gets the bodies table too: a logged body is stored and read back.
+  UsageRecord b = record(3);
+  ASSERT_FALSE(b.request_body.empty());
+  ASSERT_TRUE(ledger->append({&b, 1}).ok());
+  rows = ledger->rows({.tenant = b.tenant});
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  bool found = false;
+  for (const UsageRecord& row : *rows)
+    if (row.request_id == b.request_id) found = true, expect_same(row, b);
+  EXPECT_TRUE(found);
+  // The journal line carries the body and output.
+  auto bl = usage_record_from_json(usage_record_to_json(b));
+  ASSERT_TRUE(bl.ok());
+  EXPECT_EQ(bl->request_body, b.request_body);
+  EXPECT_EQ(bl->output_text, b.output_text);
 }
 
 TEST(SqliteLedger, UsesWalJournal) {

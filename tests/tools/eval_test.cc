@@ -198,7 +198,7 @@ TEST(EvalRunJson, RoundTripAndReport) {
   EXPECT_FALSE(write_eval_outputs((d / "no" / "RUN.json").string(), run, nullptr).ok());
 }
 
-TEST(EvalExport, FailedLedgerRequestsBecomeAPendingLayer) {
+TEST(EvalExport, FailedLedgerRequestsWithoutBodiesBecomeAPendingLayer) {
   std::vector<LedgerRequest> reqs = {
       {.request_id = "ok", .http_status = 200, .finish_reason = "stop"},
       {.request_id = "e500", .http_status = 500, .finish_reason = "error"},
@@ -208,19 +208,68 @@ TEST(EvalExport, FailedLedgerRequestsBecomeAPendingLayer) {
   fs::path d = fs::path(testing::temp_dir()) / "suite";
   auto n = export_failed_requests(reqs, d.string());
   ASSERT_TRUE(n.ok()) << n.status().message();
-  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(n->cases, 0);
+  EXPECT_EQ(n->metadata_only, 3);  // failed + flagged (length); "ok" is neither
   std::ifstream f(d / "ledger-failures" / "PENDING.ndjson");
-  std::string l1, l2, l3;
-  std::getline(f, l1), std::getline(f, l2);
-  EXPECT_FALSE(std::getline(f, l3));
+  std::string l1, l2, l3, l4;
+  std::getline(f, l1), std::getline(f, l2), std::getline(f, l3);
+  EXPECT_FALSE(std::getline(f, l4));
   EXPECT_EQ(nlohmann::json::parse(l1)["request_id"], "e500");
+  EXPECT_NE(nlohmann::json::parse(l1)["reason"].get<std::string>().find("log_bodies"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(l2)["prompt"]["version"], 2);
-  EXPECT_NE(testing::read_file((d / "ledger-failures" / "README.md").string()).find("no request or response bodies"),
-            std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(l3)["finish_reason"], "length");
+  EXPECT_FALSE(fs::exists(d / "ledger-failures" / "cases.jsonl"));
   // Not runnable cases: the suite loader finds no layer with cases there.
   EXPECT_FALSE(load_suite(d.string()).ok());
   // A second export never overwrites the first.
   EXPECT_FALSE(export_failed_requests(reqs, d.string()).ok());
+}
+
+// Logged bodies become cases `load_suite` accepts, with the request's sampling and a scorer
+// from its response_format; bodies eval cannot express stay metadata with a reason.
+TEST(EvalExport, LoggedBodiesBecomeRunnableCases) {
+  const std::string schema = R"({"type":"object","required":["answer"]})";
+  std::vector<LedgerRequest> reqs = {
+      {.request_id = "chat-err", .tenant = "acme", .http_status = 500, .finish_reason = "error",
+       .request_body = R"({"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":12,"temperature":0,"stream":true})",
+       .output_text = "partial"},
+      {.request_id = "cmpl-cut", .http_status = 200, .finish_reason = "length",
+       .request_body = R"({"prompt":"Once upon","max_tokens":4,"stop":["\n"]})", .output_text = "a time"},
+      {.request_id = "json", .http_status = 200, .finish_reason = "error",
+       .request_body = R"({"messages":[{"role":"user","content":"json"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":)" + schema + "}}}"},
+      {.request_id = "parts", .http_status = 400, .finish_reason = "error",
+       .request_body = R"({"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]})"},
+      {.request_id = "fine", .http_status = 200, .finish_reason = "stop", .request_body = R"({"prompt":"x"})"},
+  };
+  fs::path d = fs::path(testing::temp_dir()) / "suite";
+  auto n = export_failed_requests(reqs, d.string());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->cases, 3);
+  EXPECT_EQ(n->metadata_only, 1);
+  auto suite = load_suite(d.string());
+  ASSERT_TRUE(suite.ok()) << suite.status().message();
+  ASSERT_EQ(suite->layers.size(), 1u);
+  const EvalLayer& l = suite->layers[0];
+  EXPECT_EQ(l.name, "ledger-failures");
+  ASSERT_EQ(l.cases.size(), 3u);
+  EXPECT_EQ(l.cases[0].id, "chat-err");
+  EXPECT_TRUE(l.cases[0].chat);
+  ASSERT_EQ(l.cases[0].messages.size(), 2u);
+  EXPECT_EQ(l.cases[0].messages[1].content, "hi");
+  EXPECT_EQ(l.cases[0].max_tokens, 12);
+  EXPECT_EQ(l.cases[0].scorer, Scorer::kRegex);
+  EXPECT_EQ(l.cases[0].raw["ledger"]["recorded_output"], "partial");
+  EXPECT_EQ(l.cases[0].raw["ledger"]["tenant"], "acme");
+  EXPECT_FALSE(l.cases[1].chat);
+  EXPECT_EQ(l.cases[1].prompt, "Once upon");
+  EXPECT_EQ(l.cases[1].max_tokens, 4);
+  EXPECT_EQ(l.cases[2].scorer, Scorer::kJsonSchema);
+  EXPECT_EQ(l.cases[2].expected, nlohmann::json::parse(schema));
+  std::ifstream f(d / "ledger-failures" / "PENDING.ndjson");
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["request_id"], "parts");
+  EXPECT_NE(nlohmann::json::parse(line)["reason"].get<std::string>().find("messages"), std::string::npos);
 }
 
 }  // namespace
