@@ -7,7 +7,8 @@
 
 namespace ts::api {
 
-using json = nlohmann::json;
+// ordered: arguments keep the model's key order, so they can stream as it writes them.
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -139,6 +140,324 @@ std::optional<std::vector<ParsedToolCall>> calls_from_json_text(std::string_view
     out.push_back(std::move(*c));
   }
   return out;
+}
+
+// ---- Streaming arguments --------------------------------------------------------------------
+// The compact text (as arguments_text writes it: ordered_json::dump, ensure_ascii off) of the
+// JSON object starting at s[0], as far as `s` makes it certain: string characters as they come
+// (an escape or UTF-8 sequence cut at the end waits), numbers and literals once they end.
+// complete: the object closed; error: not JSON (nothing more is certain).
+struct CanonPrefix {
+  std::string out;
+  bool complete = false;
+  bool error = false;
+};
+
+void put_utf8(std::string& o, uint32_t cp) {
+  if (cp < 0x80) {
+    o += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    o += static_cast<char>(0xC0 | (cp >> 6));
+    o += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    o += static_cast<char>(0xE0 | (cp >> 12));
+    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    o += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    o += static_cast<char>(0xF0 | (cp >> 18));
+    o += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    o += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// A decoded code point as nlohmann's dump writes it inside a string.
+void put_json_char(std::string& o, uint32_t cp) {
+  switch (cp) {
+    case '"': o += "\\\""; return;
+    case '\\': o += "\\\\"; return;
+    case '\b': o += "\\b"; return;
+    case '\f': o += "\\f"; return;
+    case '\n': o += "\\n"; return;
+    case '\r': o += "\\r"; return;
+    case '\t': o += "\\t"; return;
+    default: break;
+  }
+  if (cp < 0x20) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    o += "\\u00";
+    o += kHex[cp >> 4];
+    o += kHex[cp & 0xF];
+    return;
+  }
+  put_utf8(o, cp);
+}
+
+std::optional<uint32_t> hex4(std::string_view s) {
+  uint32_t v = 0;
+  for (char c : s) {
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
+    else return std::nullopt;
+  }
+  return v;
+}
+
+// The string whose opening quote is s[i-1]: appends its characters (and the closing quote) to
+// o; returns the index after the closing quote, npos when cut (what is certain is appended), or
+// npos with *error set.
+size_t canon_string(std::string_view s, size_t i, std::string& o, bool* error) {
+  constexpr size_t kCut = std::string_view::npos;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"') {
+      o += '"';
+      return i + 1;
+    }
+    if (c < 0x20) {
+      *error = true;
+      return kCut;
+    }
+    if (c == '\\') {
+      if (i + 1 >= s.size()) return kCut;
+      char e = s[i + 1];
+      switch (e) {
+        case '"': put_json_char(o, '"'); i += 2; continue;
+        case '\\': put_json_char(o, '\\'); i += 2; continue;
+        case '/': put_json_char(o, '/'); i += 2; continue;
+        case 'b': put_json_char(o, '\b'); i += 2; continue;
+        case 'f': put_json_char(o, '\f'); i += 2; continue;
+        case 'n': put_json_char(o, '\n'); i += 2; continue;
+        case 'r': put_json_char(o, '\r'); i += 2; continue;
+        case 't': put_json_char(o, '\t'); i += 2; continue;
+        case 'u': break;
+        default: *error = true; return kCut;
+      }
+      if (i + 6 > s.size()) return kCut;
+      auto hi = hex4(s.substr(i + 2, 4));
+      if (!hi) {
+        *error = true;
+        return kCut;
+      }
+      if (*hi >= 0xDC00 && *hi <= 0xDFFF) {
+        *error = true;
+        return kCut;
+      }
+      if (*hi >= 0xD800 && *hi <= 0xDBFF) {
+        if (i + 12 > s.size()) return kCut;
+        auto lo = s.substr(i + 6, 2) == "\\u" ? hex4(s.substr(i + 8, 4)) : std::nullopt;
+        if (!lo || *lo < 0xDC00 || *lo > 0xDFFF) {
+          *error = true;
+          return kCut;
+        }
+        put_utf8(o, 0x10000 + ((*hi - 0xD800) << 10) + (*lo - 0xDC00));
+        i += 12;
+        continue;
+      }
+      put_json_char(o, *hi);
+      i += 6;
+      continue;
+    }
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0) {
+      *error = true;
+      return kCut;
+    }
+    if (i + n > s.size()) return kCut;  // a character cut at the end
+    o.append(s.substr(i, n));
+    i += n;
+  }
+  return kCut;
+}
+
+CanonPrefix canonical_object_prefix(std::string_view s) {
+  CanonPrefix r;
+  if (s.empty() || s[0] != '{') {
+    r.error = s.empty() ? false : true;
+    return r;
+  }
+  // What may come next.
+  enum Want { kKeyOrEnd, kKey, kColon, kValue, kValueOrEnd, kCommaOrEnd };
+  std::vector<char> stack = {'{'};
+  Want want = kKeyOrEnd;
+  r.out = "{";
+  size_t i = 1;
+  auto after_value = [&] { want = kCommaOrEnd; };
+  while (i < s.size()) {
+    char c = s[i];
+    if (is_ws(c)) {
+      ++i;
+      continue;
+    }
+    if ((c == '}' || c == ']') && (want == kCommaOrEnd || (want == kKeyOrEnd && c == '}') ||
+                                   (want == kValueOrEnd && c == ']'))) {
+      if ((c == '}') != (stack.back() == '{')) break;
+      r.out += c;
+      ++i;
+      stack.pop_back();
+      if (stack.empty()) {
+        r.complete = true;
+        return r;
+      }
+      after_value();
+      continue;
+    }
+    if (c == ',' && want == kCommaOrEnd) {
+      r.out += c;
+      ++i;
+      want = stack.back() == '{' ? kKey : kValue;
+      continue;
+    }
+    if (c == ':' && want == kColon) {
+      r.out += c;
+      ++i;
+      want = kValue;
+      continue;
+    }
+    if (c == '"' && (want == kKeyOrEnd || want == kKey || want == kValue || want == kValueOrEnd)) {
+      bool key = want == kKeyOrEnd || want == kKey;
+      r.out += '"';
+      size_t e = canon_string(s, i + 1, r.out, &r.error);
+      if (e == std::string_view::npos) return r;
+      i = e;
+      if (key) want = kColon;
+      else after_value();
+      continue;
+    }
+    if (want != kValue && want != kValueOrEnd) break;
+    if (c == '{' || c == '[') {
+      r.out += c;
+      ++i;
+      stack.push_back(c);
+      want = c == '{' ? kKeyOrEnd : kValueOrEnd;
+      continue;
+    }
+    if (c == 't' || c == 'f' || c == 'n') {
+      std::string_view lit = c == 't' ? "true" : c == 'f' ? "false" : "null";
+      std::string_view have = s.substr(i, lit.size());
+      if (have != lit.substr(0, have.size())) break;
+      if (have.size() < lit.size() || i + lit.size() == s.size()) return r;  // may go on
+      r.out.append(lit);
+      i += lit.size();
+      after_value();
+      continue;
+    }
+    size_t e = i;
+    while (e < s.size() && std::string_view("-+.eE0123456789").find(s[e]) != std::string_view::npos) ++e;
+    if (e == i) break;
+    if (e == s.size()) return r;  // the number may go on
+    json n = json::parse(s.substr(i, e - i), nullptr, false);
+    if (n.is_discarded() || !n.is_number()) break;
+    r.out += n.dump();
+    i = e;
+    after_value();
+  }
+  if (i < s.size()) r.error = true;
+  return r;
+}
+
+// A call object {"name": N, "arguments"|"parameters": {...}} being written from s[p]: its name,
+// and where its arguments object starts; nullopt until both are known.
+struct CallHead {
+  std::string name;
+  size_t args = 0;
+};
+
+size_t skip_ws(std::string_view s, size_t p) {
+  while (p < s.size() && is_ws(s[p])) ++p;
+  return p;
+}
+
+std::optional<CallHead> object_call_head(std::string_view s, size_t p) {
+  p = skip_ws(s, p);
+  if (p >= s.size() || s[p] != '{') return std::nullopt;
+  p = skip_ws(s, p + 1);
+  auto read_string = [&](size_t at) -> std::optional<std::pair<std::string, size_t>> {
+    if (at >= s.size() || s[at] != '"') return std::nullopt;
+    size_t e = json_value_end(s, at);
+    if (e == std::string_view::npos) return std::nullopt;
+    auto j = parse_json(s.substr(at, e - at));
+    if (!j || !j->is_string()) return std::nullopt;
+    return std::make_pair(j->get<std::string>(), e);
+  };
+  auto key = read_string(p);
+  if (!key || key->first != "name") return std::nullopt;
+  p = skip_ws(s, key->second);
+  if (p >= s.size() || s[p] != ':') return std::nullopt;
+  auto name = read_string(skip_ws(s, p + 1));
+  if (!name || name->first.empty()) return std::nullopt;
+  p = skip_ws(s, name->second);
+  if (p >= s.size() || s[p] != ',') return std::nullopt;
+  auto akey = read_string(skip_ws(s, p + 1));
+  if (!akey || (akey->first != "arguments" && akey->first != "parameters")) return std::nullopt;
+  p = skip_ws(s, akey->second);
+  if (p >= s.size() || s[p] != ':') return std::nullopt;
+  p = skip_ws(s, p + 1);
+  if (p >= s.size() || s[p] != '{') return std::nullopt;
+  return CallHead{std::move(name->first), p};
+}
+
+// The partial call for a head: its arguments so far (nullopt when they are not JSON).
+std::optional<ParsedToolCall> partial_from(std::string_view s, std::optional<CallHead> h) {
+  if (!h) return std::nullopt;
+  CanonPrefix c = canonical_object_prefix(s.substr(h->args));
+  if (c.error) return std::nullopt;
+  return ParsedToolCall{std::move(h->name), std::move(c.out)};
+}
+
+using PartialProbe = std::optional<ParsedToolCall> (*)(std::string_view text, size_t body);
+
+std::optional<ParsedToolCall> hermes_partial(std::string_view t, size_t body) {
+  return partial_from(t, object_call_head(t, body));
+}
+
+std::optional<ParsedToolCall> list_partial(std::string_view t, size_t body) {  // granite; mistral v3
+  size_t p = skip_ws(t, body);
+  if (p < t.size() && t[p] == '[') p = p + 1;
+  return partial_from(t, object_call_head(t, p));
+}
+
+std::optional<ParsedToolCall> mistral_partial(std::string_view t, size_t body) {
+  size_t p = skip_ws(t, body);
+  if (p < t.size() && (t[p] == '[' || t[p] == '{')) return list_partial(t, body);
+  size_t a = t.find(kMistralArgs, p);
+  if (a == std::string_view::npos) return std::nullopt;
+  std::string_view name = t.substr(p, a - p);
+  if (size_t ci = name.find(kMistralCallId); ci != std::string_view::npos) name = name.substr(0, ci);
+  name = strip(name);
+  size_t args = skip_ws(t, a + kMistralArgs.size());
+  if (name.empty() || args >= t.size() || t[args] != '{') return std::nullopt;
+  return partial_from(t, CallHead{std::string(name), args});
+}
+
+std::optional<ParsedToolCall> deepseek_partial(std::string_view t, size_t body) {
+  size_t b = t.find(kDsCallBegin, body);
+  if (b == std::string_view::npos) return std::nullopt;
+  size_t hb = b + kDsCallBegin.size();
+  if (t.find(kDsCallEnd, hb) != std::string_view::npos) return std::nullopt;  // whole at the list's end
+  size_t sep = t.find(kDsSep, hb);
+  if (sep == std::string_view::npos) return std::nullopt;
+  std::string_view head = strip(t.substr(hb, sep - hb));
+  size_t rest = sep + kDsSep.size();
+  std::string_view name;
+  size_t args;
+  if (head == "function") {
+    size_t nl = t.find('\n', rest);
+    if (nl == std::string_view::npos) return std::nullopt;
+    name = strip(t.substr(rest, nl - rest));
+    args = skip_ws(t, nl + 1);
+    if (t.substr(args, 7) == "```json") args += 7;
+    else if (t.substr(args, 3) == "```") args += 3;
+    else if (args + 3 > t.size() && std::string_view("```").substr(0, t.size() - args) == t.substr(args)) return std::nullopt;
+    args = skip_ws(t, args);
+  } else {
+    name = head;
+    args = skip_ws(t, rest);
+  }
+  if (name.empty() || args >= t.size() || t[args] != '{') return std::nullopt;
+  return partial_from(t, CallHead{std::string(name), args});
 }
 
 // What a region parser found after a start marker.
@@ -315,6 +634,7 @@ Region llama_region(std::string_view t, size_t body, bool final) {
 struct Scanner {
   std::vector<std::string_view> starts;  // region start markers
   RegionParser region;
+  PartialProbe partial = nullptr;        // the call being written in an incomplete region
 };
 
 // Content with tool-call regions taken out. Content is trimmed; when not final, trailing
@@ -341,7 +661,10 @@ ParsedOutput scan_regions(const Scanner& sc, std::string_view t, bool final) {
     }
     content.append(t.substr(pos, best - pos));
     Region r = sc.region(t, best + marker.size(), final);
-    if (r.kind == Region::kIncomplete) break;  // not final: hold the rest
+    if (r.kind == Region::kIncomplete) {  // not final: hold the rest
+      if (sc.partial) out.partial = sc.partial(t, best + marker.size());
+      break;
+    }
     if (r.kind == Region::kInvalid) {
       content.append(t.substr(best, r.end - best));
     } else {
@@ -369,11 +692,11 @@ ParsedOutput parse_llama3(std::string_view t, bool final) {
 
 ParsedOutput parse_tools(ToolCallFormat f, std::string_view t, bool final) {
   switch (f) {
-    case ToolCallFormat::kHermes: return scan_regions(Scanner{{kHermesOpen}, &hermes_region}, t, final);
+    case ToolCallFormat::kHermes: return scan_regions(Scanner{{kHermesOpen}, &hermes_region, &hermes_partial}, t, final);
     case ToolCallFormat::kLlama3: return parse_llama3(t, final);
-    case ToolCallFormat::kMistral: return scan_regions(Scanner{{kMistralCalls}, &mistral_region}, t, final);
-    case ToolCallFormat::kDeepSeek: return scan_regions(Scanner{{kDsCallsBegin}, &deepseek_region}, t, final);
-    case ToolCallFormat::kGranite: return scan_regions(Scanner{{kGraniteCall}, &granite_region}, t, final);
+    case ToolCallFormat::kMistral: return scan_regions(Scanner{{kMistralCalls}, &mistral_region, &mistral_partial}, t, final);
+    case ToolCallFormat::kDeepSeek: return scan_regions(Scanner{{kDsCallsBegin}, &deepseek_region, &deepseek_partial}, t, final);
+    case ToolCallFormat::kGranite: return scan_regions(Scanner{{kGraniteCall}, &granite_region, &list_partial}, t, final);
     case ToolCallFormat::kNone:
     case ToolCallFormat::kHarmony: break;
   }
@@ -426,7 +749,12 @@ ParsedOutput parse_harmony(std::string_view t, bool final, bool tools) {
         recipient = std::string(header.substr(b, e - b));
       }
       if (tools && recipient.rfind("functions.", 0) == 0) {
-        if (!closed && !final) break;  // the call is still being written
+        if (!closed && !final) {  // the call is still being written
+          size_t a = skip_ws(body, 0);
+          if (recipient.size() > 10 && a < body.size() && body[a] == '{')
+            out.partial = partial_from(body, CallHead{recipient.substr(10), a});
+          break;
+        }
         auto j = parse_json(strip(body));
         std::optional<std::string> at = j ? arguments_text(*j) : std::nullopt;
         std::string name = recipient.substr(10);
@@ -638,14 +966,27 @@ OutputDelta OutputStreamParser::diff(const ParsedOutput& now) {
     d.reasoning = now.reasoning.substr(reasoning_sent_);
     reasoning_sent_ = now.reasoning.size();
   }
-  for (size_t i = ids_.size(); i < now.calls.size(); ++i) {
-    ids_.push_back(new_tool_call_id(cfg_.tools));
-    int32_t idx = static_cast<int32_t>(i);
-    // The SDK's stream helpers take the id and name from the first delta of a call and
-    // concatenate the argument fragments that follow.
-    d.calls.push_back(ToolCallDelta{.index = idx, .id = ids_.back(), .name = now.calls[i].name, .arguments = ""});
-    d.calls.push_back(ToolCallDelta{.index = idx, .id = "", .name = "", .arguments = now.calls[i].arguments});
-  }
+  // The SDK's stream helpers take the id and name from the first delta of a call and
+  // concatenate the argument fragments that follow.
+  auto send = [&](size_t i, const ParsedToolCall& c) {
+    auto idx = static_cast<int32_t>(i);
+    if (i == ids_.size()) {
+      ids_.push_back(new_tool_call_id(cfg_.tools));
+      args_sent_.emplace_back();
+      d.calls.push_back(ToolCallDelta{.index = idx, .id = ids_.back(), .name = c.name, .arguments = ""});
+    }
+    std::string& sent = args_sent_[i];
+    // A streamed prefix the complete call does not extend (a malformed call, see the header)
+    // gets nothing more.
+    if (c.arguments.size() > sent.size() && c.arguments.compare(0, sent.size(), sent) == 0) {
+      d.calls.push_back(ToolCallDelta{.index = idx, .id = "", .name = "", .arguments = c.arguments.substr(sent.size())});
+      sent = c.arguments;
+    }
+  };
+  for (size_t i = 0; i < now.calls.size(); ++i)
+    if (i >= ids_.size() || args_sent_[i] != now.calls[i].arguments) send(i, now.calls[i]);
+  if (now.partial && now.calls.size() + 1 >= ids_.size())  // the call after the complete ones
+    send(now.calls.size(), *now.partial);
   return d;
 }
 
