@@ -9,8 +9,11 @@
 //  - strings: minLength, maxLength, pattern (full match; characters JSON would have to escape
 //    are removed from the pattern's classes), format date, time, date-time, uuid, email, ipv4.
 //  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum enforced exactly.
-//  - numbers: ranges are best effort: minimum >= 0 forbids the sign; other bounds are not
-//    enforced by the grammar.
+//  - numbers: with a minimum/maximum (exclusive too) the grammar is sound: only plain decimals
+//    (no exponent) in range: the integers in range and I.F for every integer part I whose unit
+//    interval lies in range (so the sign and the integer part's bounds are exact; near a
+//    fractional bound only the integers are generated). A range with no integer and no whole
+//    unit interval inside is refused (400 naming minimum/maximum).
 //  - whitespace between tokens is "", " " or a newline plus up to 20 spaces/tabs.
 //  - free-form values ({} / true / json_object) nest at most kAnyDepth deep, and numbers have at
 //    most 16 integer and 16 fraction digits, so that every generation can finish.
@@ -352,19 +355,71 @@ class SchemaConverter {
       if (lo && hi && *lo > *hi) return invalid_argument("integer range at '" + path + "' is empty (minimum > maximum)");
       return int_range(lo, hi);
     }
-    if (type == "number") {
-      // Best effort (see the file comment): only the sign is constrained.
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-        if (s.contains(k) && !s[k].is_number()) return invalid_argument(std::string("'") + k + "' at '" + path + "' must be a number");
-      double lo = -std::numeric_limits<double>::infinity();
-      if (s.contains("minimum")) lo = s["minimum"].get<double>();
-      if (s.contains("exclusiveMinimum")) lo = std::max(lo, s["exclusiveMinimum"].get<double>());
-      if (lo >= 0) return std::string("(") + kIntDigits + " (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?)";
-      return r("number");
-    }
+    if (type == "number") return number_rule(s, path);
     if (type == "array") return array_rule(s, path, depth);
     if (type == "object") return object_rule(s, path, depth);
     return invalid_argument("unsupported type '" + type + "' at '" + path + "'");
+  }
+
+  // Numbers with bounds: plain decimals (no exponent), exact in sign and integer part and sound
+  // (every value the grammar allows is in range): integers in the range, plus I.F (any
+  // fraction) for integer parts I whose whole unit interval lies in the range. A range holding
+  // no integer and no whole unit interval (e.g. [0.2, 0.3]) is refused: the grammar cannot
+  // express its bounds on the fraction.
+  Result<std::string> number_rule(const ojson& s, const std::string& path) {
+    std::optional<double> lo, hi;
+    bool lo_ex = false, hi_ex = false;
+    for (const char* k : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      if (!s.contains(k)) continue;
+      const ojson& v = s[k];
+      if (v.is_boolean()) return invalid_argument(std::string("boolean '") + k + "' (draft 4) is not supported at '" + path + "'");
+      if (!v.is_number()) return invalid_argument(std::string("'") + k + "' at '" + path + "' must be a number");
+      const double d = v.get<double>();
+      if (!(std::fabs(d) < 1e15)) return invalid_argument(std::string("'") + k + "' at '" + path + "' is out of range (|x| < 1e15)");
+      const bool ex = k[0] == 'e', is_min = std::string_view(k).find("inimum") != std::string_view::npos;
+      std::optional<double>& b = is_min ? lo : hi;
+      bool& bex = is_min ? lo_ex : hi_ex;
+      if (!b || (is_min ? d > *b || (d == *b && ex) : d < *b || (d == *b && ex))) {
+        b = d;
+        bex = ex;
+      }
+    }
+    if (!lo && !hi) return r("number");
+    if (lo && hi && (*lo > *hi || (*lo == *hi && (lo_ex || hi_ex))))
+      return invalid_argument("number range at '" + path + "' is empty (minimum > maximum)");
+    auto fl = [](double d) { return static_cast<int64_t>(std::floor(d)); };
+    auto ce = [](double d) { return static_cast<int64_t>(std::ceil(d)); };
+    const std::string frac = " \".\" [0-9]{1,16}";
+    std::vector<std::string> alts;
+    // Integers.
+    std::optional<int64_t> ilo, ihi;
+    if (lo) ilo = lo_ex ? fl(*lo) + 1 : ce(*lo);
+    if (hi) ihi = hi_ex ? ce(*hi) - 1 : fl(*hi);
+    if (!ilo || !ihi || *ilo <= *ihi) alts.push_back(int_range(ilo, ihi));
+    // Non-negative I.F: x in [I, I+1), so I >= lo (I > lo when exclusive, "I.0" equals I) and I + 1 <= hi.
+    {
+      int64_t a = 0;
+      if (lo) a = std::max<int64_t>(0, lo_ex ? fl(*lo) + 1 : ce(*lo));
+      std::optional<int64_t> b;
+      if (hi) b = fl(*hi) - 1;
+      if (!b) alts.push_back("(" + pos_from(static_cast<uint64_t>(a)) + frac + ")");
+      else if (a <= *b) alts.push_back("(" + pos_range(static_cast<uint64_t>(a), static_cast<uint64_t>(*b)) + frac + ")");
+    }
+    // Negative -I.F: x in (-(I+1), -I], so -(I+1) >= lo and -I <= hi (-I < hi when exclusive).
+    {
+      int64_t a = 0;
+      if (hi) a = std::max<int64_t>(0, hi_ex ? fl(-*hi) + 1 : ce(-*hi));
+      std::optional<int64_t> b;
+      if (lo) b = fl(-*lo) - 1;
+      if (!b) alts.push_back("(\"-\" " + pos_from(static_cast<uint64_t>(a)) + frac + ")");
+      else if (a <= *b) alts.push_back("(\"-\" " + pos_range(static_cast<uint64_t>(a), static_cast<uint64_t>(*b)) + frac + ")");
+    }
+    if (alts.empty())
+      return invalid_argument("number range at '" + path + "' holds no integer and no whole unit interval: "
+                              "'minimum'/'maximum' this narrow are not supported");
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return o + ")";
   }
 
   Result<std::string> string_rule(const ojson& s, const std::string& path) {
