@@ -1,6 +1,9 @@
 // JSON Schema -> GBNF (see constraint.h: schema_to_gbnf). Coverage and the deliberate bounds:
 //  - types (string, number, integer, boolean, null, object, array, and arrays of types),
-//    enum, const, anyOf, oneOf (treated as anyOf: exclusivity is not enforced), allOf with one
+//    enum, const, anyOf, oneOf (only when its branches are provably disjoint: different JSON
+//    types, different const/enum values, or objects with a required property whose schemas are
+//    disjoint, e.g. a "kind" const; other oneOf schemas get a 400 naming 'oneOf', since the
+//    grammar cannot enforce "exactly one"; then generating as anyOf is exact), allOf with one
 //    entry, local $ref ("#", "#/$defs/...", "#/definitions/...", any local JSON pointer).
 //  - objects: properties, required, additionalProperties (false, true or a schema). When
 //    additionalProperties is absent no extra keys are generated (as xgrammar's strict mode).
@@ -279,6 +282,15 @@ class SchemaConverter {
       if (!s.contains(key)) continue;
       const ojson& a = s[key];
       if (!a.is_array() || a.empty()) return invalid_argument(std::string("'") + key + "' at '" + path + "' must be a non-empty array");
+      if (key[0] == 'o') {
+        for (size_t i = 0; i < a.size(); ++i)
+          for (size_t j = i + 1; j < a.size(); ++j)
+            if (!disjoint(a[i], a[j], 0))
+              return invalid_argument("'oneOf' at '" + path + "': branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                      " may overlap (exclusivity cannot be enforced; only branches of different types, "
+                                      "different const/enum values, or objects told apart by a required const property "
+                                      "are supported; use 'anyOf' if overlap is fine)");
+      }
       std::string o = "(";
       for (size_t i = 0; i < a.size(); ++i) {
         TS_ASSIGN_OR_RETURN(std::string v, value(a[i], path + "/" + key + "/" + std::to_string(i), depth + 1));
@@ -318,6 +330,106 @@ class SchemaConverter {
       o += (i ? " | " : "") + v;
     }
     return o + ")";
+  }
+
+  // ---- oneOf: provable disjointness (sound: "false" when unsure) ----
+  const ojson* deref(const ojson* s, int hops) const {
+    while (s && s->is_object() && s->contains("$ref") && hops++ < 16) {
+      const ojson& rv = (*s)["$ref"];
+      if (!rv.is_string()) return nullptr;
+      const std::string ref = rv.get<std::string>();
+      if (ref == "#") { s = &root_; continue; }
+      if (ref.size() < 2 || ref[0] != '#' || ref[1] != '/') return nullptr;
+      try {
+        ojson::json_pointer ptr(ref.substr(1));
+        if (!root_.contains(ptr)) return nullptr;
+        s = &root_.at(ptr);
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+    }
+    return s;
+  }
+  static std::string type_of(const ojson& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+    if (v.is_number()) return std::floor(v.get<double>()) == v.get<double>() ? "integer" : "number";
+    if (v.is_string()) return "string";
+    if (v.is_array()) return "array";
+    return "object";
+  }
+  // The JSON types a branch allows (nullopt: any / unknown), and its literal values when it is
+  // a const/enum.
+  struct Shape {
+    std::optional<std::set<std::string>> types;
+    std::optional<std::vector<ojson>> literals;
+  };
+  static Shape shape(const ojson& s) {
+    Shape sh;
+    if (!s.is_object()) return sh;
+    if (s.contains("const")) sh.literals = std::vector<ojson>{s["const"]};
+    else if (s.contains("enum") && s["enum"].is_array()) sh.literals = std::vector<ojson>(s["enum"].begin(), s["enum"].end());
+    if (sh.literals) {
+      std::set<std::string> t;
+      for (const auto& v : *sh.literals) t.insert(type_of(v));
+      sh.types = t;
+      return sh;
+    }
+    if (s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf")) return sh;
+    if (s.contains("type")) {
+      std::set<std::string> t;
+      const ojson& ty = s["type"];
+      if (ty.is_string()) t.insert(ty.get<std::string>());
+      else if (ty.is_array()) for (const auto& x : ty) if (x.is_string()) t.insert(x.get<std::string>());
+      sh.types = t;
+    } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+      sh.types = std::set<std::string>{"object"};
+    }
+    return sh;
+  }
+  static bool types_meet(const std::set<std::string>& a, const std::set<std::string>& b) {
+    for (const auto& t : a) {
+      if (b.count(t)) return true;
+      if ((t == "integer" && b.count("number")) || (t == "number" && b.count("integer"))) return true;
+    }
+    return false;
+  }
+  bool disjoint(const ojson& x0, const ojson& y0, int depth) const {
+    const ojson* x = deref(&x0, 0);
+    const ojson* y = deref(&y0, 0);
+    if (!x || !y || depth > 4) return false;
+    const Shape a = shape(*x), b = shape(*y);
+    if (a.literals && b.literals) {
+      for (const auto& u : *a.literals)
+        for (const auto& v : *b.literals)
+          if (u == v) return false;
+      return true;
+    }
+    auto lit_vs = [](const Shape& l, const Shape& t) {
+      for (const auto& v : *l.literals)
+        if (types_meet({type_of(v)}, *t.types)) return false;
+      return true;
+    };
+    if (a.literals && b.types) return lit_vs(a, b);
+    if (b.literals && a.types) return lit_vs(b, a);
+    if (!a.types || !b.types) return false;
+    if (!types_meet(*a.types, *b.types)) return true;
+    // Objects only: a property required by both whose schemas are disjoint (a discriminator).
+    if (*a.types != std::set<std::string>{"object"} || *b.types != std::set<std::string>{"object"}) return false;
+    auto req = [](const ojson& s, const std::string& k) {
+      if (!s.contains("required") || !s["required"].is_array()) return false;
+      for (const auto& r : s["required"])
+        if (r == k) return true;
+      return false;
+    };
+    if (!x->contains("properties") || !y->contains("properties")) return false;
+    const ojson& px = (*x)["properties"];
+    const ojson& py = (*y)["properties"];
+    if (!px.is_object() || !py.is_object()) return false;
+    for (const auto& [k, sx] : px.items())
+      if (py.contains(k) && req(*x, k) && req(*y, k) && disjoint(sx, py[k], depth + 1)) return true;
+    return false;
   }
 
   Result<std::optional<int64_t>> get_int(const ojson& s, const char* k, const std::string& path) {

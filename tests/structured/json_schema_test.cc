@@ -78,6 +78,23 @@ TEST(JsonSchema, AnyOfOneOfAndRefs) {
   check({R"({"anyOf":[{"type":"integer"},{"type":"object","properties":{"k":{"const":1}},"required":["k"]}]})",
          {"5", R"({"k":1})"}, {R"({"k":2})", R"("s")"}});
   check({R"({"oneOf":[{"type":"string","maxLength":2},{"type":"boolean"}]})", {R"("ab")", "true"}, {R"("abc")"}});
+  // oneOf with disjoint branches: literals, and objects told apart by a required const ("kind").
+  check({R"({"oneOf":[{"const":"a"},{"enum":["b",true]},{"type":"integer","minimum":5}]})", {R"("a")", R"("b")", "true", "7"},
+         {R"("c")", "3", "false"}});
+  check({R"({"$defs":{"cat":{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}},"required":["kind","lives"]}},
+            "oneOf":[{"$ref":"#/$defs/cat"},
+                     {"type":"object","properties":{"kind":{"const":"dog"},"bark":{"type":"boolean"}},"required":["kind","bark"]}]})",
+         {R"({"kind":"cat","lives":9})", R"({"kind":"dog","bark":true})"}, {R"({"kind":"cat","bark":true})", R"({"kind":"cow","lives":1})"}});
+  // Branches that can overlap are refused naming oneOf (exclusivity is not enforceable).
+  for (const char* s : {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})",
+                        R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]})",
+                        R"({"oneOf":[{"enum":[1,2]},{"type":"integer","minimum":5}]})",  // conservative: ranges not compared
+                        R"({"oneOf":[{"const":1},{"enum":[3,1.0]}]})",
+                        R"({"oneOf":[{},{"type":"null"}]})",
+                        R"({"oneOf":[{"type":"object","properties":{"k":{"const":1}}},{"type":"object","properties":{"k":{"const":2}}}]})"}) {
+    SchemaMatcher m(s);
+    EXPECT_NE(m.error().find("'oneOf'"), std::string::npos) << s << ": " << m.error();
+  }
   // Local $ref into $defs / definitions, and recursion through "#".
   check({R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}},
             "type":"array","items":{"$ref":"#/$defs/pt"}})",
