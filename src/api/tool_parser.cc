@@ -1,5 +1,7 @@
 #include "api/tool_parser.h"
 
+#include "api/json_prefix.h"
+
 #include <algorithm>
 #include <random>
 
@@ -7,7 +9,8 @@
 
 namespace ts::api {
 
-using json = nlohmann::json;
+// ordered: arguments keep the model's key order, so they can stream as it writes them.
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -139,6 +142,108 @@ std::optional<std::vector<ParsedToolCall>> calls_from_json_text(std::string_view
     out.push_back(std::move(*c));
   }
   return out;
+}
+
+// A call object {"name": N, "arguments"|"parameters": {...}} being written from s[p]: its name,
+// and where its arguments object starts; nullopt until both are known.
+struct CallHead {
+  std::string name;
+  size_t args = 0;
+};
+
+size_t skip_ws(std::string_view s, size_t p) {
+  while (p < s.size() && is_ws(s[p])) ++p;
+  return p;
+}
+
+std::optional<CallHead> object_call_head(std::string_view s, size_t p) {
+  p = skip_ws(s, p);
+  if (p >= s.size() || s[p] != '{') return std::nullopt;
+  p = skip_ws(s, p + 1);
+  auto read_string = [&](size_t at) -> std::optional<std::pair<std::string, size_t>> {
+    if (at >= s.size() || s[at] != '"') return std::nullopt;
+    size_t e = json_value_end(s, at);
+    if (e == std::string_view::npos) return std::nullopt;
+    auto j = parse_json(s.substr(at, e - at));
+    if (!j || !j->is_string()) return std::nullopt;
+    return std::make_pair(j->get<std::string>(), e);
+  };
+  auto key = read_string(p);
+  if (!key || key->first != "name") return std::nullopt;
+  p = skip_ws(s, key->second);
+  if (p >= s.size() || s[p] != ':') return std::nullopt;
+  auto name = read_string(skip_ws(s, p + 1));
+  if (!name || name->first.empty()) return std::nullopt;
+  p = skip_ws(s, name->second);
+  if (p >= s.size() || s[p] != ',') return std::nullopt;
+  auto akey = read_string(skip_ws(s, p + 1));
+  if (!akey || (akey->first != "arguments" && akey->first != "parameters")) return std::nullopt;
+  p = skip_ws(s, akey->second);
+  if (p >= s.size() || s[p] != ':') return std::nullopt;
+  p = skip_ws(s, p + 1);
+  if (p >= s.size() || s[p] != '{') return std::nullopt;
+  return CallHead{std::move(name->first), p};
+}
+
+// The partial call for a head: its arguments so far (nullopt when they are not JSON).
+std::optional<ParsedToolCall> partial_from(std::string_view s, std::optional<CallHead> h) {
+  if (!h) return std::nullopt;
+  JsonPrefix c = canonical_json_object_prefix(s.substr(h->args));
+  if (c.error) return std::nullopt;
+  return ParsedToolCall{std::move(h->name), std::move(c.out)};
+}
+
+using PartialProbe = std::optional<ParsedToolCall> (*)(std::string_view text, size_t body);
+
+std::optional<ParsedToolCall> hermes_partial(std::string_view t, size_t body) {
+  return partial_from(t, object_call_head(t, body));
+}
+
+std::optional<ParsedToolCall> list_partial(std::string_view t, size_t body) {  // granite; mistral v3
+  size_t p = skip_ws(t, body);
+  if (p < t.size() && t[p] == '[') p = p + 1;
+  return partial_from(t, object_call_head(t, p));
+}
+
+std::optional<ParsedToolCall> mistral_partial(std::string_view t, size_t body) {
+  size_t p = skip_ws(t, body);
+  if (p < t.size() && (t[p] == '[' || t[p] == '{')) return list_partial(t, body);
+  size_t a = t.find(kMistralArgs, p);
+  if (a == std::string_view::npos) return std::nullopt;
+  std::string_view name = t.substr(p, a - p);
+  if (size_t ci = name.find(kMistralCallId); ci != std::string_view::npos) name = name.substr(0, ci);
+  name = strip(name);
+  size_t args = skip_ws(t, a + kMistralArgs.size());
+  if (name.empty() || args >= t.size() || t[args] != '{') return std::nullopt;
+  return partial_from(t, CallHead{std::string(name), args});
+}
+
+std::optional<ParsedToolCall> deepseek_partial(std::string_view t, size_t body) {
+  size_t b = t.find(kDsCallBegin, body);
+  if (b == std::string_view::npos) return std::nullopt;
+  size_t hb = b + kDsCallBegin.size();
+  if (t.find(kDsCallEnd, hb) != std::string_view::npos) return std::nullopt;  // whole at the list's end
+  size_t sep = t.find(kDsSep, hb);
+  if (sep == std::string_view::npos) return std::nullopt;
+  std::string_view head = strip(t.substr(hb, sep - hb));
+  size_t rest = sep + kDsSep.size();
+  std::string_view name;
+  size_t args;
+  if (head == "function") {
+    size_t nl = t.find('\n', rest);
+    if (nl == std::string_view::npos) return std::nullopt;
+    name = strip(t.substr(rest, nl - rest));
+    args = skip_ws(t, nl + 1);
+    if (t.substr(args, 7) == "```json") args += 7;
+    else if (t.substr(args, 3) == "```") args += 3;
+    else if (args + 3 > t.size() && std::string_view("```").substr(0, t.size() - args) == t.substr(args)) return std::nullopt;
+    args = skip_ws(t, args);
+  } else {
+    name = head;
+    args = skip_ws(t, rest);
+  }
+  if (name.empty() || args >= t.size() || t[args] != '{') return std::nullopt;
+  return partial_from(t, CallHead{std::string(name), args});
 }
 
 // What a region parser found after a start marker.
@@ -315,6 +420,7 @@ Region llama_region(std::string_view t, size_t body, bool final) {
 struct Scanner {
   std::vector<std::string_view> starts;  // region start markers
   RegionParser region;
+  PartialProbe partial = nullptr;        // the call being written in an incomplete region
 };
 
 // Content with tool-call regions taken out. Content is trimmed; when not final, trailing
@@ -341,7 +447,10 @@ ParsedOutput scan_regions(const Scanner& sc, std::string_view t, bool final) {
     }
     content.append(t.substr(pos, best - pos));
     Region r = sc.region(t, best + marker.size(), final);
-    if (r.kind == Region::kIncomplete) break;  // not final: hold the rest
+    if (r.kind == Region::kIncomplete) {  // not final: hold the rest
+      if (sc.partial) out.partial = sc.partial(t, best + marker.size());
+      break;
+    }
     if (r.kind == Region::kInvalid) {
       content.append(t.substr(best, r.end - best));
     } else {
@@ -369,11 +478,11 @@ ParsedOutput parse_llama3(std::string_view t, bool final) {
 
 ParsedOutput parse_tools(ToolCallFormat f, std::string_view t, bool final) {
   switch (f) {
-    case ToolCallFormat::kHermes: return scan_regions(Scanner{{kHermesOpen}, &hermes_region}, t, final);
+    case ToolCallFormat::kHermes: return scan_regions(Scanner{{kHermesOpen}, &hermes_region, &hermes_partial}, t, final);
     case ToolCallFormat::kLlama3: return parse_llama3(t, final);
-    case ToolCallFormat::kMistral: return scan_regions(Scanner{{kMistralCalls}, &mistral_region}, t, final);
-    case ToolCallFormat::kDeepSeek: return scan_regions(Scanner{{kDsCallsBegin}, &deepseek_region}, t, final);
-    case ToolCallFormat::kGranite: return scan_regions(Scanner{{kGraniteCall}, &granite_region}, t, final);
+    case ToolCallFormat::kMistral: return scan_regions(Scanner{{kMistralCalls}, &mistral_region, &mistral_partial}, t, final);
+    case ToolCallFormat::kDeepSeek: return scan_regions(Scanner{{kDsCallsBegin}, &deepseek_region, &deepseek_partial}, t, final);
+    case ToolCallFormat::kGranite: return scan_regions(Scanner{{kGraniteCall}, &granite_region, &list_partial}, t, final);
     case ToolCallFormat::kNone:
     case ToolCallFormat::kHarmony: break;
   }
@@ -426,7 +535,12 @@ ParsedOutput parse_harmony(std::string_view t, bool final, bool tools) {
         recipient = std::string(header.substr(b, e - b));
       }
       if (tools && recipient.rfind("functions.", 0) == 0) {
-        if (!closed && !final) break;  // the call is still being written
+        if (!closed && !final) {  // the call is still being written
+          size_t a = skip_ws(body, 0);
+          if (recipient.size() > 10 && a < body.size() && body[a] == '{')
+            out.partial = partial_from(body, CallHead{recipient.substr(10), a});
+          break;
+        }
         auto j = parse_json(strip(body));
         std::optional<std::string> at = j ? arguments_text(*j) : std::nullopt;
         std::string name = recipient.substr(10);
@@ -638,14 +752,27 @@ OutputDelta OutputStreamParser::diff(const ParsedOutput& now) {
     d.reasoning = now.reasoning.substr(reasoning_sent_);
     reasoning_sent_ = now.reasoning.size();
   }
-  for (size_t i = ids_.size(); i < now.calls.size(); ++i) {
-    ids_.push_back(new_tool_call_id(cfg_.tools));
-    int32_t idx = static_cast<int32_t>(i);
-    // The SDK's stream helpers take the id and name from the first delta of a call and
-    // concatenate the argument fragments that follow.
-    d.calls.push_back(ToolCallDelta{.index = idx, .id = ids_.back(), .name = now.calls[i].name, .arguments = ""});
-    d.calls.push_back(ToolCallDelta{.index = idx, .id = "", .name = "", .arguments = now.calls[i].arguments});
-  }
+  // The SDK's stream helpers take the id and name from the first delta of a call and
+  // concatenate the argument fragments that follow.
+  auto send = [&](size_t i, const ParsedToolCall& c) {
+    auto idx = static_cast<int32_t>(i);
+    if (i == ids_.size()) {
+      ids_.push_back(new_tool_call_id(cfg_.tools));
+      args_sent_.emplace_back();
+      d.calls.push_back(ToolCallDelta{.index = idx, .id = ids_.back(), .name = c.name, .arguments = ""});
+    }
+    std::string& sent = args_sent_[i];
+    // A streamed prefix the complete call does not extend (a malformed call, see the header)
+    // gets nothing more.
+    if (c.arguments.size() > sent.size() && c.arguments.compare(0, sent.size(), sent) == 0) {
+      d.calls.push_back(ToolCallDelta{.index = idx, .id = "", .name = "", .arguments = c.arguments.substr(sent.size())});
+      sent = c.arguments;
+    }
+  };
+  for (size_t i = 0; i < now.calls.size(); ++i)
+    if (i >= ids_.size() || args_sent_[i] != now.calls[i].arguments) send(i, now.calls[i]);
+  if (now.partial && now.calls.size() + 1 >= ids_.size())  // the call after the complete ones
+    send(now.calls.size(), *now.partial);
   return d;
 }
 

@@ -75,7 +75,7 @@ void ResponseJob::on_parsed(ChoiceState& c, int32_t index, const api::OutputDelt
     c.reasoning += d.reasoning;
     for (const api::ToolCallDelta& t : d.calls) {
       if (!t.id.empty()) c.calls.push_back(api::ToolCallOut{.id = t.id, .name = t.name, .arguments = ""});
-      else if (!c.calls.empty()) c.calls.back().arguments += t.arguments;
+      else if (static_cast<size_t>(t.index) < c.calls.size()) c.calls[static_cast<size_t>(t.index)].arguments += t.arguments;
     }
     for (auto& l : lps) c.logprobs.push_back(std::move(l));
     return;

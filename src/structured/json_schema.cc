@@ -1,6 +1,9 @@
 // JSON Schema -> GBNF (see constraint.h: schema_to_gbnf). Coverage and the deliberate bounds:
 //  - types (string, number, integer, boolean, null, object, array, and arrays of types),
-//    enum, const, anyOf, oneOf (treated as anyOf: exclusivity is not enforced), allOf with one
+//    enum, const, anyOf, oneOf (only when its branches are provably disjoint: different JSON
+//    types, different const/enum values, or objects with a required property whose schemas are
+//    disjoint, e.g. a "kind" const; other oneOf schemas get a 400 naming 'oneOf', since the
+//    grammar cannot enforce "exactly one"; then generating as anyOf is exact), allOf with one
 //    entry, local $ref ("#", "#/$defs/...", "#/definitions/...", any local JSON pointer).
 //  - objects: properties, required, additionalProperties (false, true or a schema). When
 //    additionalProperties is absent no extra keys are generated (as xgrammar's strict mode).
@@ -9,8 +12,11 @@
 //  - strings: minLength, maxLength, pattern (full match; characters JSON would have to escape
 //    are removed from the pattern's classes), format date, time, date-time, uuid, email, ipv4.
 //  - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum enforced exactly.
-//  - numbers: ranges are best effort: minimum >= 0 forbids the sign; other bounds are not
-//    enforced by the grammar.
+//  - numbers: with a minimum/maximum (exclusive too) the grammar is sound: only plain decimals
+//    (no exponent) in range: the integers in range and I.F for every integer part I whose unit
+//    interval lies in range (so the sign and the integer part's bounds are exact; near a
+//    fractional bound only the integers are generated). A range with no integer and no whole
+//    unit interval inside is refused (400 naming minimum/maximum).
 //  - whitespace between tokens is "", " " or a newline plus up to 20 spaces/tabs.
 //  - free-form values ({} / true / json_object) nest at most kAnyDepth deep, and numbers have at
 //    most 16 integer and 16 fraction digits, so that every generation can finish.
@@ -276,6 +282,15 @@ class SchemaConverter {
       if (!s.contains(key)) continue;
       const ojson& a = s[key];
       if (!a.is_array() || a.empty()) return invalid_argument(std::string("'") + key + "' at '" + path + "' must be a non-empty array");
+      if (key[0] == 'o') {
+        for (size_t i = 0; i < a.size(); ++i)
+          for (size_t j = i + 1; j < a.size(); ++j)
+            if (!disjoint(a[i], a[j], 0))
+              return invalid_argument("'oneOf' at '" + path + "': branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                      " may overlap (exclusivity cannot be enforced; only branches of different types, "
+                                      "different const/enum values, or objects told apart by a required const property "
+                                      "are supported; use 'anyOf' if overlap is fine)");
+      }
       std::string o = "(";
       for (size_t i = 0; i < a.size(); ++i) {
         TS_ASSIGN_OR_RETURN(std::string v, value(a[i], path + "/" + key + "/" + std::to_string(i), depth + 1));
@@ -317,6 +332,106 @@ class SchemaConverter {
     return o + ")";
   }
 
+  // ---- oneOf: provable disjointness (sound: "false" when unsure) ----
+  const ojson* deref(const ojson* s, int hops) const {
+    while (s && s->is_object() && s->contains("$ref") && hops++ < 16) {
+      const ojson& rv = (*s)["$ref"];
+      if (!rv.is_string()) return nullptr;
+      const std::string ref = rv.get<std::string>();
+      if (ref == "#") { s = &root_; continue; }
+      if (ref.size() < 2 || ref[0] != '#' || ref[1] != '/') return nullptr;
+      try {
+        ojson::json_pointer ptr(ref.substr(1));
+        if (!root_.contains(ptr)) return nullptr;
+        s = &root_.at(ptr);
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+    }
+    return s;
+  }
+  static std::string type_of(const ojson& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+    if (v.is_number()) return std::floor(v.get<double>()) == v.get<double>() ? "integer" : "number";
+    if (v.is_string()) return "string";
+    if (v.is_array()) return "array";
+    return "object";
+  }
+  // The JSON types a branch allows (nullopt: any / unknown), and its literal values when it is
+  // a const/enum.
+  struct Shape {
+    std::optional<std::set<std::string>> types;
+    std::optional<std::vector<ojson>> literals;
+  };
+  static Shape shape(const ojson& s) {
+    Shape sh;
+    if (!s.is_object()) return sh;
+    if (s.contains("const")) sh.literals = std::vector<ojson>{s["const"]};
+    else if (s.contains("enum") && s["enum"].is_array()) sh.literals = std::vector<ojson>(s["enum"].begin(), s["enum"].end());
+    if (sh.literals) {
+      std::set<std::string> t;
+      for (const auto& v : *sh.literals) t.insert(type_of(v));
+      sh.types = t;
+      return sh;
+    }
+    if (s.contains("anyOf") || s.contains("oneOf") || s.contains("allOf")) return sh;
+    if (s.contains("type")) {
+      std::set<std::string> t;
+      const ojson& ty = s["type"];
+      if (ty.is_string()) t.insert(ty.get<std::string>());
+      else if (ty.is_array()) for (const auto& x : ty) if (x.is_string()) t.insert(x.get<std::string>());
+      sh.types = t;
+    } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+      sh.types = std::set<std::string>{"object"};
+    }
+    return sh;
+  }
+  static bool types_meet(const std::set<std::string>& a, const std::set<std::string>& b) {
+    for (const auto& t : a) {
+      if (b.count(t)) return true;
+      if ((t == "integer" && b.count("number")) || (t == "number" && b.count("integer"))) return true;
+    }
+    return false;
+  }
+  bool disjoint(const ojson& x0, const ojson& y0, int depth) const {
+    const ojson* x = deref(&x0, 0);
+    const ojson* y = deref(&y0, 0);
+    if (!x || !y || depth > 4) return false;
+    const Shape a = shape(*x), b = shape(*y);
+    if (a.literals && b.literals) {
+      for (const auto& u : *a.literals)
+        for (const auto& v : *b.literals)
+          if (u == v) return false;
+      return true;
+    }
+    auto lit_vs = [](const Shape& l, const Shape& t) {
+      for (const auto& v : *l.literals)
+        if (types_meet({type_of(v)}, *t.types)) return false;
+      return true;
+    };
+    if (a.literals && b.types) return lit_vs(a, b);
+    if (b.literals && a.types) return lit_vs(b, a);
+    if (!a.types || !b.types) return false;
+    if (!types_meet(*a.types, *b.types)) return true;
+    // Objects only: a property required by both whose schemas are disjoint (a discriminator).
+    if (*a.types != std::set<std::string>{"object"} || *b.types != std::set<std::string>{"object"}) return false;
+    auto req = [](const ojson& s, const std::string& k) {
+      if (!s.contains("required") || !s["required"].is_array()) return false;
+      for (const auto& r : s["required"])
+        if (r == k) return true;
+      return false;
+    };
+    if (!x->contains("properties") || !y->contains("properties")) return false;
+    const ojson& px = (*x)["properties"];
+    const ojson& py = (*y)["properties"];
+    if (!px.is_object() || !py.is_object()) return false;
+    for (const auto& [k, sx] : px.items())
+      if (py.contains(k) && req(*x, k) && req(*y, k) && disjoint(sx, py[k], depth + 1)) return true;
+    return false;
+  }
+
   Result<std::optional<int64_t>> get_int(const ojson& s, const char* k, const std::string& path) {
     if (!s.contains(k)) return std::optional<int64_t>();
     const ojson& v = s[k];
@@ -352,19 +467,71 @@ class SchemaConverter {
       if (lo && hi && *lo > *hi) return invalid_argument("integer range at '" + path + "' is empty (minimum > maximum)");
       return int_range(lo, hi);
     }
-    if (type == "number") {
-      // Best effort (see the file comment): only the sign is constrained.
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-        if (s.contains(k) && !s[k].is_number()) return invalid_argument(std::string("'") + k + "' at '" + path + "' must be a number");
-      double lo = -std::numeric_limits<double>::infinity();
-      if (s.contains("minimum")) lo = s["minimum"].get<double>();
-      if (s.contains("exclusiveMinimum")) lo = std::max(lo, s["exclusiveMinimum"].get<double>());
-      if (lo >= 0) return std::string("(") + kIntDigits + " (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?)";
-      return r("number");
-    }
+    if (type == "number") return number_rule(s, path);
     if (type == "array") return array_rule(s, path, depth);
     if (type == "object") return object_rule(s, path, depth);
     return invalid_argument("unsupported type '" + type + "' at '" + path + "'");
+  }
+
+  // Numbers with bounds: plain decimals (no exponent), exact in sign and integer part and sound
+  // (every value the grammar allows is in range): integers in the range, plus I.F (any
+  // fraction) for integer parts I whose whole unit interval lies in the range. A range holding
+  // no integer and no whole unit interval (e.g. [0.2, 0.3]) is refused: the grammar cannot
+  // express its bounds on the fraction.
+  Result<std::string> number_rule(const ojson& s, const std::string& path) {
+    std::optional<double> lo, hi;
+    bool lo_ex = false, hi_ex = false;
+    for (const char* k : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+      if (!s.contains(k)) continue;
+      const ojson& v = s[k];
+      if (v.is_boolean()) return invalid_argument(std::string("boolean '") + k + "' (draft 4) is not supported at '" + path + "'");
+      if (!v.is_number()) return invalid_argument(std::string("'") + k + "' at '" + path + "' must be a number");
+      const double d = v.get<double>();
+      if (!(std::fabs(d) < 1e15)) return invalid_argument(std::string("'") + k + "' at '" + path + "' is out of range (|x| < 1e15)");
+      const bool ex = k[0] == 'e', is_min = std::string_view(k).find("inimum") != std::string_view::npos;
+      std::optional<double>& b = is_min ? lo : hi;
+      bool& bex = is_min ? lo_ex : hi_ex;
+      if (!b || (is_min ? d > *b || (d == *b && ex) : d < *b || (d == *b && ex))) {
+        b = d;
+        bex = ex;
+      }
+    }
+    if (!lo && !hi) return r("number");
+    if (lo && hi && (*lo > *hi || (*lo == *hi && (lo_ex || hi_ex))))
+      return invalid_argument("number range at '" + path + "' is empty (minimum > maximum)");
+    auto fl = [](double d) { return static_cast<int64_t>(std::floor(d)); };
+    auto ce = [](double d) { return static_cast<int64_t>(std::ceil(d)); };
+    const std::string frac = " \".\" [0-9]{1,16}";
+    std::vector<std::string> alts;
+    // Integers.
+    std::optional<int64_t> ilo, ihi;
+    if (lo) ilo = lo_ex ? fl(*lo) + 1 : ce(*lo);
+    if (hi) ihi = hi_ex ? ce(*hi) - 1 : fl(*hi);
+    if (!ilo || !ihi || *ilo <= *ihi) alts.push_back(int_range(ilo, ihi));
+    // Non-negative I.F: x in [I, I+1), so I >= lo (I > lo when exclusive, "I.0" equals I) and I + 1 <= hi.
+    {
+      int64_t a = 0;
+      if (lo) a = std::max<int64_t>(0, lo_ex ? fl(*lo) + 1 : ce(*lo));
+      std::optional<int64_t> b;
+      if (hi) b = fl(*hi) - 1;
+      if (!b) alts.push_back("(" + pos_from(static_cast<uint64_t>(a)) + frac + ")");
+      else if (a <= *b) alts.push_back("(" + pos_range(static_cast<uint64_t>(a), static_cast<uint64_t>(*b)) + frac + ")");
+    }
+    // Negative -I.F: x in (-(I+1), -I], so -(I+1) >= lo and -I <= hi (-I < hi when exclusive).
+    {
+      int64_t a = 0;
+      if (hi) a = std::max<int64_t>(0, hi_ex ? fl(-*hi) + 1 : ce(-*hi));
+      std::optional<int64_t> b;
+      if (lo) b = fl(-*lo) - 1;
+      if (!b) alts.push_back("(\"-\" " + pos_from(static_cast<uint64_t>(a)) + frac + ")");
+      else if (a <= *b) alts.push_back("(\"-\" " + pos_range(static_cast<uint64_t>(a), static_cast<uint64_t>(*b)) + frac + ")");
+    }
+    if (alts.empty())
+      return invalid_argument("number range at '" + path + "' holds no integer and no whole unit interval: "
+                              "'minimum'/'maximum' this narrow are not supported");
+    std::string o = "(";
+    for (size_t i = 0; i < alts.size(); ++i) o += (i ? " | " : "") + alts[i];
+    return o + ")";
   }
 
   Result<std::string> string_rule(const ojson& s, const std::string& path) {

@@ -107,11 +107,77 @@ TEST(ToolParser, HermesQwenSingleAndParallelCallsWithContent) {
 TEST(ToolParser, HermesInvalidCallStaysContent) {
   auto c = cfg(ToolCallFormat::kHermes);
   std::string bad = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>";
-  check(c, bad, {bad, "", {}});
+  expect_parsed(parse_model_output(c, bad, /*final=*/true), {bad, "", {}});
+  // Streamed, the call was opened (and its valid argument prefix sent) before the error showed:
+  // it stays as sent and its raw text also comes as content (documented in tool_parser.h).
+  // When the error arrives in the same piece as the arguments' start, nothing was opened.
+  expect_parsed(stream(c, bad, 0), {bad, "", {}});
+  for (size_t step : {size_t{1}, size_t{3}}) {
+    ParsedOutput s = stream(c, bad, step);
+    EXPECT_EQ(s.content, bad);
+    ASSERT_EQ(s.calls.size(), 1u);
+    EXPECT_EQ(s.calls[0].name, "get_weather");
+    EXPECT_EQ(s.calls[0].arguments, "{\"city\":");
+  }
   std::string noname = "<tool_call>{\"arguments\": {}}</tool_call>";
   check(c, noname, {noname, "", {}});
   // Arguments as a JSON string holding an object are accepted (some fine-tunes emit them).
   check(c, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", {"", "", {{"f", {{"a", 1}}}}});
+}
+
+// Streams `text` byte by byte; returns the argument text of call 0 sent before `until` is
+// fully pushed, and checks that all fragments concatenate to the non-streamed arguments.
+std::string args_sent_before(const OutputParserConfig& c, const std::string& text, const std::string& until) {
+  ParsedOutput whole = parse_model_output(c, text, /*final=*/true);
+  EXPECT_FALSE(whole.calls.empty());
+  OutputStreamParser p(c);
+  std::string args, before;
+  size_t cut = text.find(until);
+  EXPECT_NE(cut, std::string::npos);
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (const ToolCallDelta& t : p.push(text.substr(i, 1)).calls) {
+      if (t.index == 0) args += t.arguments;
+    }
+    if (i + 1 == cut + until.size()) before = args;
+  }
+  for (const ToolCallDelta& t : p.finish().calls) {
+    if (t.index == 0) args += t.arguments;
+  }
+  if (!whole.calls.empty()) {
+    EXPECT_EQ(args, whole.calls[0].arguments) << "streamed concatenation";
+  }
+  return before;
+}
+
+TEST(ToolParser, ArgumentsStreamAsTheModelWritesThem) {
+  // Hermes: key order kept, whitespace dropped, escapes and numbers canonical, multi-byte
+  // characters and \u escapes (a surrogate pair) never split.
+  std::string h = "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"caf\u00e9 \\u00e9\\ud83d\\ude00 \\/x\\n\", "
+                  "\"a\": [1.50, -2, 1e2, true, null], \"z\": {}}}\n</tool_call>";
+  auto hc = cfg(ToolCallFormat::kHermes);
+  EXPECT_EQ(args_sent_before(hc, h, "\"caf"), "{\"q\":\"caf");
+  EXPECT_EQ(args_sent_before(hc, h, "1.50, -2"), "{\"q\":\"caf\u00e9 \u00e9\U0001F600 /x\\n\",\"a\":[1.5,");
+  EXPECT_EQ(parse_model_output(hc, h, true).calls[0].arguments,
+            "{\"q\":\"caf\u00e9 \u00e9\U0001F600 /x\\n\",\"a\":[1.5,-2,100.0,true,null],\"z\":{}}");
+  // A number is sent once it ends (it could still grow), a literal once complete.
+  EXPECT_EQ(args_sent_before(hc, h, "[1.5"), "{\"q\":\"caf\u00e9 \u00e9\U0001F600 /x\\n\",\"a\":[");
+  // Other families.
+  EXPECT_EQ(args_sent_before(cfg(ToolCallFormat::kMistral), "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", "\"Par"),
+            "{\"city\":\"Par");
+  EXPECT_EQ(args_sent_before(cfg(ToolCallFormat::kMistral),
+                             "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"k\": \"vv\"}}, {\"name\": \"g\", \"arguments\": {}}]", "\"v"),
+            "{\"k\":\"v");
+  EXPECT_EQ(args_sent_before(cfg(ToolCallFormat::kGranite), "<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"k\": 12}}]", "12}"),
+            "{\"k\":12}");
+  std::string ds = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "calls\xE2\x96\x81" "begin\xEF\xBD\x9C><\xEF\xBD\x9Ctool\xE2\x96\x81" "call\xE2\x96\x81"
+                   "begin\xEF\xBD\x9C>function<\xEF\xBD\x9Ctool\xE2\x96\x81" "sep\xEF\xBD\x9C>f\n```json\n{\"k\": \"abc\"}\n```<\xEF\xBD\x9Ctool\xE2\x96\x81"
+                   "call\xE2\x96\x81" "end\xEF\xBD\x9C><\xEF\xBD\x9Ctool\xE2\x96\x81" "calls\xE2\x96\x81" "end\xEF\xBD\x9C>";
+  EXPECT_EQ(args_sent_before(cfg(ToolCallFormat::kDeepSeek), ds, "\"ab"), "{\"k\":\"ab");
+  EXPECT_EQ(args_sent_before(cfg(ToolCallFormat::kHarmony),
+                             "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"k\": [\"x\", 3]}<|call|>", "\"x\""),
+            "{\"k\":[\"x\"");
+  // Arguments written as a JSON string come whole once the call is complete.
+  EXPECT_EQ(args_sent_before(hc, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", "1}\""), "");
 }
 
 TEST(ToolParser, Qwen3ThinkingThenToolCall) {
@@ -199,19 +265,24 @@ TEST(ToolParser, HarmonyChannels) {
         {"Hi!", "think", {}});
 }
 
-TEST(ToolParser, StreamingHoldsBackPartialMarkersAndSendsCallsWhole) {
+TEST(ToolParser, StreamingHoldsBackPartialMarkersAndStreamsArguments) {
   OutputStreamParser p(cfg(ToolCallFormat::kHermes));
   OutputDelta d = p.push("Hello <tool");
   EXPECT_EQ(d.content, "Hello");  // "<tool" could start <tool_call>; the space waits too
   d = p.push("_call>\n{\"name\": \"f\", \"argu");
   EXPECT_TRUE(d.empty());
-  d = p.push("ments\": {\"x\": [1, 2]}}\n</tool_call>");
+  d = p.push("ments\": {\"x\": [1, ");  // the header as soon as the name is known, then fragments
   ASSERT_EQ(d.calls.size(), 2u);
   EXPECT_EQ(d.calls[0].index, 0);
   EXPECT_EQ(d.calls[0].name, "f");
   EXPECT_EQ(d.calls[0].id.rfind("call_", 0), 0u);
   EXPECT_EQ(d.calls[0].id.size(), 29u);
-  EXPECT_EQ(d.calls[1].arguments, "{\"x\":[1,2]}");
+  EXPECT_EQ(d.calls[1].arguments, "{\"x\":[1,");
+  d = p.push("2]}}\n</tool_call>");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].index, 0);
+  EXPECT_TRUE(d.calls[0].id.empty());
+  EXPECT_EQ(d.calls[0].arguments, "2]}");
   EXPECT_TRUE(p.answer_started());
   EXPECT_TRUE(p.finish().empty());
 }

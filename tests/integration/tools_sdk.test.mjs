@@ -84,7 +84,9 @@ test('chat.completions.stream with tools: tool_calls deltas the SDK helpers asse
   });
   const doneArgs = [];
   const contentDeltas = [];
+  const argDeltas = [];
   stream.on('tool_calls.function.arguments.done', (e) => doneArgs.push(e));
+  stream.on('tool_calls.function.arguments.delta', (e) => argDeltas.push(e.arguments_delta));
   stream.on('content.delta', (e) => contentDeltas.push(e.delta));
   const final = await stream.finalChatCompletion();
   const choice = final.choices[0];
@@ -100,6 +102,11 @@ test('chat.completions.stream with tools: tool_calls deltas the SDK helpers asse
   assert.equal(doneArgs.length, 1);
   assert.equal(doneArgs[0].name, 'get_weather');
   assert.deepEqual(JSON.parse(doneArgs[0].arguments), { city: 'Paris' });
+  // The arguments streamed in fragments as the (scripted) model wrote them, token by token;
+  // their concatenation is the final arguments text.
+  assert.ok(argDeltas.length > 2, JSON.stringify(argDeltas));
+  assert.equal(argDeltas.join(''), tc.function.arguments);
+  assert.equal(tc.function.arguments, '{"city":"Paris"}');
   assert.ok(final.usage.completion_tokens > 5, JSON.stringify(final.usage));
 });
 

@@ -1,6 +1,9 @@
 // JSON Schema -> grammar, keyword by keyword: each schema accepts the JSON texts it should and
 // refuses the ones it should not (run byte by byte through the compiled automaton), and
 // unsupported keywords are refused by name.
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "schema_check.h"
@@ -75,6 +78,23 @@ TEST(JsonSchema, AnyOfOneOfAndRefs) {
   check({R"({"anyOf":[{"type":"integer"},{"type":"object","properties":{"k":{"const":1}},"required":["k"]}]})",
          {"5", R"({"k":1})"}, {R"({"k":2})", R"("s")"}});
   check({R"({"oneOf":[{"type":"string","maxLength":2},{"type":"boolean"}]})", {R"("ab")", "true"}, {R"("abc")"}});
+  // oneOf with disjoint branches: literals, and objects told apart by a required const ("kind").
+  check({R"({"oneOf":[{"const":"a"},{"enum":["b",true]},{"type":"integer","minimum":5}]})", {R"("a")", R"("b")", "true", "7"},
+         {R"("c")", "3", "false"}});
+  check({R"({"$defs":{"cat":{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}},"required":["kind","lives"]}},
+            "oneOf":[{"$ref":"#/$defs/cat"},
+                     {"type":"object","properties":{"kind":{"const":"dog"},"bark":{"type":"boolean"}},"required":["kind","bark"]}]})",
+         {R"({"kind":"cat","lives":9})", R"({"kind":"dog","bark":true})"}, {R"({"kind":"cat","bark":true})", R"({"kind":"cow","lives":1})"}});
+  // Branches that can overlap are refused naming oneOf (exclusivity is not enforceable).
+  for (const char* s : {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})",
+                        R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]})",
+                        R"({"oneOf":[{"enum":[1,2]},{"type":"integer","minimum":5}]})",  // conservative: ranges not compared
+                        R"({"oneOf":[{"const":1},{"enum":[3,1.0]}]})",
+                        R"({"oneOf":[{},{"type":"null"}]})",
+                        R"({"oneOf":[{"type":"object","properties":{"k":{"const":1}}},{"type":"object","properties":{"k":{"const":2}}}]})"}) {
+    SchemaMatcher m(s);
+    EXPECT_NE(m.error().find("'oneOf'"), std::string::npos) << s << ": " << m.error();
+  }
   // Local $ref into $defs / definitions, and recursion through "#".
   check({R"({"$defs":{"pt":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}},
             "type":"array","items":{"$ref":"#/$defs/pt"}})",
@@ -122,12 +142,46 @@ TEST(JsonSchema, IntegerRangesAreExact) {
   EXPECT_NE(empty.error().find("empty"), std::string::npos);
 }
 
-TEST(JsonSchema, NumberRangesAreBestEffort) {
-  // Documented: a minimum >= 0 forbids the sign; other bounds are not enforced by the grammar.
-  SchemaMatcher m(R"({"type":"number","minimum":0,"maximum":1})");
-  ASSERT_EQ(m.error(), "");
-  EXPECT_TRUE(m.accepts("0.5"));
-  EXPECT_FALSE(m.accepts("-0.5"));
+TEST(JsonSchema, NumberRangesAreSoundAndExactOnSignAndIntegerPart) {
+  // Every decimal v = k/4 for k in [-48, 48] and every integer part: never accepted outside the
+  // range; accepted inside it whenever v is an integer or its unit interval lies in the range.
+  struct R { const char* schema; double lo, hi; bool lo_ex, hi_ex; };
+  const double inf = std::numeric_limits<double>::infinity();
+  const R ranges[] = {
+      {R"({"type":"number","minimum":0,"maximum":1})", 0, 1, false, false},
+      {R"({"type":"number","minimum":-2.5,"maximum":7.25})", -2.5, 7.25, false, false},
+      {R"({"type":"number","exclusiveMinimum":-3,"exclusiveMaximum":3})", -3, 3, true, true},
+      {R"({"type":"number","minimum":1.5})", 1.5, inf, false, false},
+      {R"({"type":"number","maximum":-0.5})", -inf, -0.5, false, false},
+      {R"({"type":"number","exclusiveMinimum":0})", 0, inf, true, false},
+      {R"({"type":"number","minimum":-9.75,"maximum":-4})", -9.75, -4, false, false},
+  };
+  for (const R& r : ranges) {
+    SchemaMatcher m(r.schema);
+    ASSERT_EQ(m.error(), "") << r.schema;
+    auto in = [&](double v) { return (r.lo_ex ? v > r.lo : v >= r.lo) && (r.hi_ex ? v < r.hi : v <= r.hi); };
+    for (int k = -48; k <= 48; ++k) {
+      const double v = k / 4.0;
+      std::string text = std::to_string(v);  // "-2.250000"
+      text.erase(text.find_last_not_of('0') + 1);
+      if (text.back() == '.') text.pop_back();
+      if (text == "-0") continue;
+      const double ip = std::trunc(v);
+      const bool whole_unit = v >= 0 ? in(ip) && ip + 1 <= r.hi : ip - 1 >= r.lo && (r.hi_ex ? ip < r.hi : ip <= r.hi);
+      const bool must = in(v) && (v == ip || whole_unit);
+      EXPECT_EQ(m.accepts(text), must) << r.schema << " value " << text;
+      if (!in(v)) {
+        EXPECT_FALSE(m.accepts(text)) << r.schema << " out of range: " << text;
+      }
+    }
+    EXPECT_FALSE(m.accepts("1e2"));  // bounded numbers are plain decimals
+  }
+  SchemaMatcher narrow(R"({"type":"number","minimum":0.2,"maximum":0.3})");
+  EXPECT_NE(narrow.error().find("minimum"), std::string::npos) << narrow.error();
+  SchemaMatcher empty(R"({"type":"number","minimum":2,"exclusiveMaximum":2})");
+  EXPECT_NE(empty.error().find("empty"), std::string::npos) << empty.error();
+  SchemaMatcher free(R"({"type":"number"})");
+  EXPECT_TRUE(free.accepts("-1.5e3"));
 }
 
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
