@@ -7,8 +7,7 @@
 // of the project, so GCC never fuses a*b+c here; do not add -mfma to it).
 //
 // Everything here is a pure function over caller-owned buffers: thread-safe, no allocation.
-// The dequantize_ref_* functions are a private copy for quantize and its tests; the kernels in
-// tensor/matrix.h are the ones the model computes with (the lead may dedupe them later).
+// dequantize_rows decodes with tensor/matrix.h's dequantize_row, the decoders the model uses.
 #pragma once
 
 #include <cstdint>
@@ -53,18 +52,6 @@ void quantize_ref_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
 void quantize_ref_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
 
 // Per-type reference dequantizers (ggml's dequantize_row_* semantics).
-void dequantize_ref_q4_0(const BlockQ4_0* x, float* y, int64_t n);
-void dequantize_ref_q4_1(const BlockQ4_1* x, float* y, int64_t n);
-void dequantize_ref_q5_0(const BlockQ5_0* x, float* y, int64_t n);
-void dequantize_ref_q5_1(const BlockQ5_1* x, float* y, int64_t n);
-void dequantize_ref_q8_0(const BlockQ8_0* x, float* y, int64_t n);
-void dequantize_ref_q2_k(const BlockQ2_K* x, float* y, int64_t n);
-void dequantize_ref_q3_k(const BlockQ3_K* x, float* y, int64_t n);
-void dequantize_ref_q4_k(const BlockQ4_K* x, float* y, int64_t n);
-void dequantize_ref_q5_k(const BlockQ5_K* x, float* y, int64_t n);
-void dequantize_ref_q6_k(const BlockQ6_K* x, float* y, int64_t n);
-void dequantize_ref_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
-void dequantize_ref_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
 
 // The 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl).
 extern const int8_t kIq4nlLevelsRef[16];

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "gguf/gguf.h"
+#include "tensor/matrix.h"
 #include "tensor/quantizer.h"
 #include "test_util.h"
 #include "tools/quantize_eval.h"
@@ -101,7 +102,7 @@ TEST(QuantizerRef, Q4_0IsAFixedPointOnItsGrid) {
   std::vector<tensor::BlockQ4_0> q(64), q2(64);
   tensor::quantize_ref_q4_0(x.data(), q.data(), 32 * 64);
   std::vector<float> y(32 * 64);
-  tensor::dequantize_ref_q4_0(q.data(), y.data(), 32 * 64);
+  tensor::dequantize_row(tensor::DType::kQ4_0, q.data(), y.data(), 32 * 64);
   tensor::quantize_ref_q4_0(y.data(), q2.data(), 32 * 64);
   EXPECT_EQ(0, std::memcmp(q.data(), q2.data(), q.size() * sizeof(q[0])));
 }
