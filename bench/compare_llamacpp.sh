@@ -128,7 +128,7 @@ bandwidth() {  # "X GB/s (1 thread), Y GB/s (2 threads)", measured now by kernel
 
 llama_bench() {  # MODEL -p P -n N -> tokens/s
   "$LLAMA_BUILD/bin/llama-bench" -m "$1" -t "$THREADS" "${@:2}" -r 3 -o json 2>/dev/null |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(f"{d[0][\"avg_ts\"]:.1f}")'
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.1f" % d[0]["avg_ts"])'
 }
 
 ts_generate() {  # ISA MODEL PROMPT N -> "prompt_tps gen_tps"
