@@ -143,8 +143,10 @@ int cmd_serve(int argc, char** argv) {
 
   // Bind at once and answer probes while the model loads: /health 200, /ready and everything
   // else 503 + Retry-After ("loading"). An occupied port fails here, before the model is read.
-  // The loading server closes just before the real one binds the same port (a gap of
-  // milliseconds in which a probe sees a refused connection, also "not ready").
+  // The loading server hands its listening socket to the real one (release_listener), so the
+  // port is never unbound: a probe arriving during the switch waits in the backlog. (An unbound
+  // gap would let a local client's connect() pick the port as its own ephemeral source port and
+  // connect to itself, hanging the probe: seen with --port 0.)
   if (replica_id.empty()) {
     char hn[256] = {};
     if (gethostname(hn, sizeof(hn) - 1) != 0) std::snprintf(hn, sizeof(hn), "localhost");
@@ -177,6 +179,7 @@ int cmd_serve(int argc, char** argv) {
   });
   if (Status st = loading->start(); !st.ok()) return fail("serve", st.message());
   port = loading->port();
+  log::info("listening on http://" + host + ":" + std::to_string(port) + " (loading the model; /ready is 503 until it is served)");
 
   // Governance before the model: a bad config or URL fails in milliseconds.
   auto gov = gateway::Governor::open(
@@ -295,10 +298,12 @@ int cmd_serve(int argc, char** argv) {
   ho.idle_timeout = std::chrono::seconds(idle_timeout_s);
   ho.error_renderer = server::OpenAIService::error_renderer();
   ho.extra_headers.emplace_back("x-tokenserve-served-by", replica_id);
-  http::Server http(ho);
-  service.register_routes(http);
+  ho.listen_fd = loading->release_listener();
   loading->stop();
   loading.reset();
+  if (ho.listen_fd < 0) return fail("serve", "lost the listening socket of the loading server");
+  http::Server http(ho);
+  service.register_routes(http);
   if (Status st = http.start(); !st.ok()) return fail("serve", st.message());
 
   log::info("serving model '" + so.model_id + "' on http://" + host + ":" + std::to_string(http.port()) +

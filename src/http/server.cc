@@ -744,6 +744,36 @@ ServerStats Server::stats() const {
                      .num_refused_connections = impl_->limiter.num_refused()};
 }
 
+namespace {
+Status bind_and_listen(tcp::acceptor& acc, const tcp::endpoint& ep, const std::string& where) {
+  boost::system::error_code ec;
+  acc.open(ep.protocol(), ec);
+  if (ec) return unavailable("cannot open a socket for " + where + ": " + ec.message());
+  acc.set_option(net::socket_base::reuse_address(true), ec);
+  acc.bind(ep, ec);
+  if (ec == net::error::address_in_use) return unavailable("address " + where + " is already in use");
+  if (ec == net::error::access_denied) return unavailable("permission denied to bind " + where);
+  if (ec) return unavailable("cannot bind " + where + ": " + ec.message());
+  acc.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return unavailable("cannot listen on " + where + ": " + ec.message());
+  return ok_status();
+}
+}  // namespace
+
+int Server::release_listener() {
+  Impl& s = *impl_;
+  if (!s.started.load() || s.stopped.load() || s.draining.load()) return -1;
+  std::promise<int> released;
+  auto fd = released.get_future();
+  net::post(*s.accept_strand, [&s, &released] {
+    boost::system::error_code ec;
+    s.accept_retry->cancel();
+    int h = s.acceptor->is_open() ? static_cast<int>(s.acceptor->release(ec)) : -1;
+    released.set_value(ec ? -1 : h);
+  });
+  return fd.get();
+}
+
 Status Server::start() {
   Impl& s = *impl_;
   if (s.started.load()) return Status(StatusCode::kInternal, "http server already started");
@@ -756,15 +786,16 @@ Status Server::start() {
     return invalid_argument("cannot resolve listen address '" + s.opts.host + "': " + ec.message());
   tcp::endpoint ep = results.begin()->endpoint();
   tcp::acceptor acc(s.ioc);
-  acc.open(ep.protocol(), ec);
-  if (ec) return unavailable("cannot open a socket for " + where + ": " + ec.message());
-  acc.set_option(net::socket_base::reuse_address(true), ec);
-  acc.bind(ep, ec);
-  if (ec == net::error::address_in_use) return unavailable("address " + where + " is already in use");
-  if (ec == net::error::access_denied) return unavailable("permission denied to bind " + where);
-  if (ec) return unavailable("cannot bind " + where + ": " + ec.message());
-  acc.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) return unavailable("cannot listen on " + where + ": " + ec.message());
+  if (s.opts.listen_fd >= 0) {
+    sockaddr_storage sa{};
+    socklen_t len = sizeof(sa);
+    if (::getsockname(s.opts.listen_fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+      return unavailable("cannot adopt the listening socket: not a socket");
+    acc.assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), s.opts.listen_fd, ec);
+    if (ec) return unavailable("cannot adopt the listening socket: " + ec.message());
+  } else {
+    if (Status st = bind_and_listen(acc, ep, where); !st.ok()) return st;
+  }
   s.port = acc.local_endpoint().port();
   s.acceptor.emplace(std::move(acc));
   s.accept_strand.emplace(net::make_strand(s.ioc));

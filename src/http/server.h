@@ -45,6 +45,9 @@ struct ServerOptions {
   HeaderList extra_headers;                           // added to every response (e.g.
                                                       // x-tokenserve-served-by), also errors
   ErrorRenderer error_renderer;                       // empty: text/plain
+  // >= 0: adopt this already bound and listening TCP socket (from another Server's
+  // release_listener()) instead of binding host:port; start() owns it from then on.
+  int listen_fd = -1;
 };
 
 struct ServerStats {
@@ -73,6 +76,12 @@ class Server {
   Status start();
   // The bound port (meaningful after a successful start()).
   uint16_t port() const;
+  // Stops accepting and hands the listening socket to the caller (for ServerOptions::listen_fd
+  // of the next Server), so the port is never unbound between two servers: connections that
+  // arrive meanwhile wait in the kernel's backlog for the next server. Connections already
+  // accepted stay with this server (drain()/stop() them). Returns -1 when not started, already
+  // released or stopped.
+  int release_listener();
 
   // Graceful drain, blocking until done: see the header comment. Idempotent.
   void drain(std::chrono::milliseconds deadline);

@@ -475,6 +475,41 @@ TEST_F(ServerTest, TotalConnectionCapRefusesWith503) {
   EXPECT_NE(refused->body.find("too many open connections (limit 2)"), std::string::npos) << refused->body;
 }
 
+// serve's loading server hands its socket to the real server: the port stays bound throughout,
+// and a client that connects during the switch is answered by the second server.
+TEST_F(ServerTest, ReleasedListenerIsAdoptedWithoutUnbindingThePort) {
+  start();
+  const uint16_t port = server_->port();
+  int fd = server_->release_listener();
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(server_->release_listener(), -1);  // only once
+  server_->stop();
+  // Nothing accepts now, but the port is still bound and listening: a connect succeeds (it
+  // waits in the backlog) and a second bind of the port fails.
+  Client early;
+  ASSERT_TRUE(early.connect("127.0.0.1", port).ok());
+  ASSERT_TRUE(early.send_request("GET", "/hello", "", {}).ok());
+  ServerOptions clash;
+  clash.port = port;
+  EXPECT_EQ(Server(clash).start().code(), StatusCode::kUnavailable);
+
+  ServerOptions opts;
+  opts.listen_fd = fd;
+  Server second(opts);
+  second.route(Method::kGet, "/hello", [](const ExchangePtr& ex) { ex->respond(text(200, "second")); });
+  ASSERT_TRUE(second.start().ok());
+  EXPECT_EQ(second.port(), port);
+  auto head = early.read_head();
+  ASSERT_TRUE(head.ok()) << head.status().to_string();
+  EXPECT_EQ(head->status, 200);
+  Client later;
+  ASSERT_TRUE(later.connect("127.0.0.1", port).ok());
+  auto r = later.request("GET", "/hello", "", {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->body, "second");
+  second.stop();
+}
+
 TEST_F(ServerTest, OccupiedPortFailsWithClearStatus) {
   start();
   ServerOptions opts;

@@ -9,15 +9,12 @@ SHARED=${TOKENSERVE_SHARED:-$ROOT/../shared}
 if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 0; fi
 M=$SHARED/models/stories260K/stories260K-f32.gguf
 TMP=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN" serve -m "$M" --host 127.0.0.1 --port "$PORT" --no-auth --ledger "$TMP/ledger.db" >"$TMP/server.log" 2>&1 &
+. "$(dirname "$0")/lib.sh"
+"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --no-auth --ledger "$TMP/ledger.db" >"$TMP/server.log" 2>&1 &
 SRV=$!
 cleanup() { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+PORT=$(ts_port "$TMP/server.log" "$SRV") && ts_ready "$PORT" "$SRV" || exit 1
 pass=0; fail=0
 check() { if [ "$2" -eq 0 ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1"; fi; }
 

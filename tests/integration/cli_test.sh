@@ -8,6 +8,7 @@ SHARED=${TOKENSERVE_SHARED:-$ROOT/../shared}
 if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 0; fi
 M=$SHARED/models/stories260K/stories260K-f32.gguf
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
 pass=0; fail=0
 check() {  # check NAME CONDITION-EXIT-CODE
   if [ "$2" -eq 0 ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1"; fi
@@ -105,10 +106,14 @@ check "synth moe without experts is refused" $?
 # pull from a local HTTP server laid out like Hugging Face, then serve it as the default model.
 mkdir -p "$TMP/hf/o/r/resolve/main" "$TMP/models"
 cp "$M" "$TMP/hf/o/r/resolve/main/m.gguf"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-(cd "$TMP/hf" && exec python3 -m http.server "$PORT" --bind 127.0.0.1 >/dev/null 2>&1) &
+(cd "$TMP/hf" && exec python3 -u -m http.server 0 --bind 127.0.0.1 >"$TMP/httpd.log" 2>&1) &
 HTTPD=$!
-for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORT/" >/dev/null 2>&1 && break; sleep 0.1; done
+PORT=""
+for _ in $(seq 1 100); do
+  PORT=$(grep -m1 -oE 'port [0-9]+' "$TMP/httpd.log" 2>/dev/null | grep -oE '[0-9]+')
+  [ -n "$PORT" ] && curl -sf -m 5 "http://127.0.0.1:$PORT/" >/dev/null 2>&1 && break
+  sleep 0.1
+done
 got=$("$BIN" pull o/r/m.gguf --endpoint "http://127.0.0.1:$PORT" --dir "$TMP/models" 2>/dev/null)
 [ "$got" = "$TMP/models/o/r/m.gguf" ] && cmp -s "$got" "$M"
 check "pull downloads into the models dir" $?
@@ -121,26 +126,24 @@ TOKENSERVE_MODELS="$TMP/empty" "$BIN" serve --no-auth >/dev/null 2>"$TMP/e7"; rc
 check "serve without -m explains how to pull the default model" $?
 DEF_DIR="$TMP/models/Qwen/Qwen2.5-0.5B-Instruct-GGUF"
 mkdir -p "$DEF_DIR" && cp "$M" "$DEF_DIR/qwen2.5-0.5b-instruct-q8_0.gguf"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-TOKENSERVE_MODELS="$TMP/models" "$BIN" serve --no-auth --port "$PORT" --ledger "$TMP/l.db" >/dev/null 2>&1 &
+TOKENSERVE_MODELS="$TMP/models" "$BIN" serve --no-auth --port 0 --ledger "$TMP/l.db" >"$TMP/def.log" 2>&1 &
 SRV=$!
 ok=1
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && { ok=0; break; }; sleep 0.1; done
+PORT=$(ts_port "$TMP/def.log" "$SRV") && ts_ready "$PORT" "$SRV" && ok=0
 kill -TERM "$SRV" 2>/dev/null; wait "$SRV"; rc=$?
 [ $ok -eq 0 ] && [ $rc -eq 0 ]
 check "serve without -m uses the pulled default model; SIGTERM exits 0" $?
 
 # Tier scheduling limits come from the config file.
 printf '[tiers.batch]\nmax_running = 3\nkv_share = 0.5\n\n[tiers.interactive]\nlatency_target_ms = 250\n' >"$TMP/tiers.toml"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN" serve -m "$M" --no-auth --port "$PORT" --ledger "$TMP/l2.db" --config "$TMP/tiers.toml" >/dev/null 2>"$TMP/tiers.log" &
+"$BIN" serve -m "$M" --no-auth --port 0 --ledger "$TMP/l2.db" --config "$TMP/tiers.toml" >/dev/null 2>"$TMP/tiers.log" &
 SRV=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break; sleep 0.1; done
+PORT=$(ts_port "$TMP/tiers.log" "$SRV") && ts_ready "$PORT" "$SRV"
 kill -TERM "$SRV" 2>/dev/null; wait "$SRV"
 grep -q "tier batch: max_running 3, kv_share 0.5" "$TMP/tiers.log" && grep -q "tier interactive: .*latency_target 250 ms" "$TMP/tiers.log"
 check "tier limits from the config file reach the engine" $?
 printf '[tiers.batch]\nkv_share = 2\n' >"$TMP/bad.toml"
-"$BIN" serve -m "$M" --no-auth --port "$PORT" --ledger "$TMP/l3.db" --config "$TMP/bad.toml" >/dev/null 2>"$TMP/e8"; rc=$?
+"$BIN" serve -m "$M" --no-auth --port 0 --ledger "$TMP/l3.db" --config "$TMP/bad.toml" >/dev/null 2>"$TMP/e8"; rc=$?
 [ $rc -ne 0 ] && grep -q "bad.toml:2:" "$TMP/e8"
 check "bad config: line-precise error" $?
 

@@ -12,15 +12,12 @@ SHARED=${TOKENSERVE_SHARED:-$ROOT/../shared}
 if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 0; fi
 M=$SHARED/models/stories260K/stories260K-f32.gguf
 TMP=$(mktemp -d)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN" serve -m "$M" --host 127.0.0.1 --port "$PORT" --no-auth --ledger "$TMP/ledger.db" >"$TMP/server.log" 2>&1 &
+. "$(dirname "$0")/lib.sh"
+"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --no-auth --ledger "$TMP/ledger.db" >"$TMP/server.log" 2>&1 &
 SRV=$!
 cleanup() { kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+PORT=$(ts_port "$TMP/server.log" "$SRV") && ts_ready "$PORT" "$SRV" || exit 1
 export URL="http://127.0.0.1:$PORT" LEDGER="$TMP/ledger.db" BIN
 python3 - <<'PY'
 import json, os, sqlite3, subprocess, sys, time, urllib.request, urllib.error
@@ -147,9 +144,9 @@ lrc=$?
 # The tenant's default from the governance config applies to requests without the field.
 printf '[tenants.acme]\ncontext_overflow = "truncate_left"\n' >"$TMP/gov.toml"
 KEY=$("$BIN" keys create --tenant acme --app bot --ledger "$TMP/ledger2.db" | tail -n 1)
-"$BIN" serve -m "$M" --host 127.0.0.1 --port "$PORT" --ledger "$TMP/ledger2.db" --config "$TMP/gov.toml" >"$TMP/server2.log" 2>&1 &
+"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --ledger "$TMP/ledger2.db" --config "$TMP/gov.toml" >"$TMP/server2.log" 2>&1 &
 SRV=$!
-for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
+PORT=$(ts_port "$TMP/server2.log" "$SRV") && ts_ready "$PORT" "$SRV" || exit 1
 LONG=$(python3 -c 'print("Once upon a time there was a little girl named Lily. " * 30)')
 curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PORT/v1/completions" \
   -d "{\"model\":\"stories260K-f32\",\"prompt\":\"$LONG\",\"max_tokens\":4}" >"$TMP/default.json"

@@ -8,6 +8,7 @@ set -euo pipefail
 BIN=${1:?usage: dashboard_live.sh path/to/tokenserve}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+. "$HERE/lib.sh"
 SHARED=${TOKENSERVE_SHARED:-$ROOT/../shared}
 MODEL=$SHARED/models/stories260K/stories260K-f32.gguf
 CHROMIUM=${CHROMIUM_PATH:-/usr/bin/chromium}
@@ -28,16 +29,10 @@ KEY=$("$BIN" keys create --tenant dash --app live --ledger "$DIR/ledger.db" | ta
 METRICS_KEY=ts-metrics-dashboard-live-key
 echo "$METRICS_KEY" >"$DIR/metrics.key"
 printf '[metrics]\nkey_file = "%s"\n' "$DIR/metrics.key" >"$DIR/gov.toml"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN" serve -m "$MODEL" --host 127.0.0.1 --port "$PORT" --threads 1 --ledger "$DIR/ledger.db" \
+"$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --threads 1 --ledger "$DIR/ledger.db" \
   --config "$DIR/gov.toml" >"$DIR/server.log" 2>&1 &
 PID=$!
-for _ in $(seq 300); do
-  curl -fs "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break
-  kill -0 "$PID" 2>/dev/null || { cat "$DIR/server.log"; echo "server exited early"; exit 1; }
-  sleep 0.1
-done
-curl -fs "http://127.0.0.1:$PORT/ready" >/dev/null || { cat "$DIR/server.log"; echo "server not ready"; exit 1; }
+PORT=$(ts_port "$DIR/server.log" "$PID") && ts_ready "$PORT" "$PID" || { cat "$DIR/server.log"; echo "server not ready"; exit 1; }
 
 rc=0
 TOKENSERVE_URL="http://127.0.0.1:$PORT" TOKENSERVE_API_KEY="$KEY" TOKENSERVE_METRICS_KEY="$METRICS_KEY" TOKENSERVE_TRAFFIC=${TOKENSERVE_TRAFFIC:-6} \

@@ -13,16 +13,14 @@ if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 
 M=$SHARED/models/stories260K/stories260K-f32.gguf
 TMP=$(mktemp -d)
 SRV=
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh"
+NSRV=0
 start_server() {  # model file -> sets SRV and PORT
-  PORT=$(free_port)
-  "$BIN" serve -m "$1" --host 127.0.0.1 --port "$PORT" --no-auth --ledger "$TMP/ledger-$PORT.db" >"$TMP/server-$PORT.log" 2>&1 &
+  NSRV=$((NSRV + 1))
+  "$BIN" serve -m "$1" --host 127.0.0.1 --port 0 --no-auth --ledger "$TMP/ledger-$NSRV.db" >"$TMP/server-$NSRV.log" 2>&1 &
   SRV=$!
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "server did not start"; cat "$TMP/server-$PORT.log"; return 1
+  PORT=$(ts_port "$TMP/server-$NSRV.log" "$SRV") && ts_ready "$PORT" "$SRV" && return 0
+  echo "server did not start"; cat "$TMP/server-$NSRV.log"; return 1
 }
 stop_server() { if [ -n "$SRV" ]; then kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; fi; }
 cleanup() { stop_server; rm -rf "$TMP"; }

@@ -13,15 +13,11 @@ if [ ! -d "$SHARED/models" ]; then echo "shared data not found; skipping"; exit 
 M=$SHARED/models/stories260K/stories260K-f32.gguf
 TMP=$(mktemp -d)
 SRV=
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh"
 start_server() {  # extra serve flags...
-  PORT=$(free_port)
-  "$BIN" serve -m "$M" --host 127.0.0.1 --port "$PORT" --ledger "$TMP/ledger.db" "$@" >"$TMP/server.log" 2>&1 &
+  "$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --ledger "$TMP/ledger.db" "$@" >"$TMP/server.log" 2>&1 &
   SRV=$!
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
+  PORT=$(ts_port "$TMP/server.log" "$SRV") && ts_ready "$PORT" "$SRV" && return 0
   echo "server did not start"; cat "$TMP/server.log"; return 1
 }
 stop_server() { if [ -n "$SRV" ]; then kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null; SRV=; fi; }

@@ -24,9 +24,18 @@ export function freePort() {
   });
 }
 
+// The server picks its own port (--port 0) and the harness reads it from the server's first
+// log line ("listening on http://127.0.0.1:PORT"): the harness never connects to a port before
+// the server holds it. (Polling a port nobody holds yet can end in a TCP self-connect — the
+// client's ephemeral source port equals the destination — and a probe that hangs forever.)
+export const listeningPort = (log) => {
+  const m = /listening on http:\/\/[^\s:]+:(\d+)/.exec(log) || /serving model '[^']*' on http:\/\/[^\s:]+:(\d+)/.exec(log);
+  return m ? Number(m[1]) : null;
+};
+
 export async function startServer(extraArgs = [], { model = storiesModel } = {}) {
-  const port = await freePort();
-  const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', String(port), ...extraArgs];
+  const fixedPort = extraArgs.includes('--port');
+  const args = ['serve', '-m', model, '--host', '127.0.0.1', ...(fixedPort ? [] : ['--port', '0']), ...extraArgs];
   let tmpDir = null;
   if (!extraArgs.includes('--ledger')) {  // keep test ledgers out of the working directory
     tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ts-harness-'));
@@ -37,17 +46,21 @@ export async function startServer(extraArgs = [], { model = storiesModel } = {})
   proc.stdout.on('data', (d) => { log += d; });
   proc.stderr.on('data', (d) => { log += d; });
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30000;
+  let port = fixedPort ? Number(extraArgs[extraArgs.indexOf('--port') + 1]) : null;
   for (;;) {
     if (proc.exitCode !== null) throw new Error(`server exited early (${proc.exitCode}):\n${log}`);
-    try {
-      const r = await fetch(`${url}/ready`);
-      if (r.ok) break;
-    } catch { /* not up yet */ }
+    if (port === null) port = listeningPort(log);
+    if (port !== null) {
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}/ready`, { signal: AbortSignal.timeout(5000) });
+        if (r.ok) break;
+      } catch { /* not up yet */ }
+    }
     if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`server did not become ready:\n${log}`); }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 50));
   }
+  const url = `http://127.0.0.1:${port}`;
   return {
     url, port, proc, exited,
     log: () => log,
