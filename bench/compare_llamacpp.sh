@@ -157,7 +157,7 @@ else: print("nan nan nan")'
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() {  # URL PID
   for _ in $(seq 1 600); do
-    curl -sf "$1" >/dev/null 2>&1 && return 0
+    curl -sf -m 5 "$1" >/dev/null 2>&1 && return 0
     kill -0 "$2" 2>/dev/null || return 1
     sleep 0.2
   done
@@ -254,7 +254,7 @@ for name in $MODELS; do
       TOKENSERVE_ISA=$isa "$TS" serve -m "$M" --no-auth --threads "$THREADS" --host 127.0.0.1 --port "$port" \
         --model-name "$name" >"$OUT/tokenserve-$name-$isa.log" 2>&1 &
       tpid=$!; PIDS+=("$tpid")
-      if wait_http "http://127.0.0.1:$port/health" "$tpid"; then
+      if wait_http "http://127.0.0.1:$port/ready" "$tpid"; then
         read -r t8o t8t t8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/ts-$name-$isa-c8.json")"
         read -r t32o t32t t32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/ts-$name-$isa-c32.json")"
       else

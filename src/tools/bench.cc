@@ -375,7 +375,8 @@ Result<BenchReport> Runner::run() {
   return rep;
 }
 
-// Counts tokens with the server's POST /tokenize.
+// Counts tokens with the server's POST /tokenize. The text goes in both "prompt" (tokenserve,
+// vLLM) and "content" (llama-server, which ignores "prompt" and would count an empty text).
 TokenCounter make_counter(const Url& url, const std::string& model, const std::string& api_key) {
   return [url, model, api_key](const std::string& text) -> Result<int64_t> {
     HttpRequest req;
@@ -383,7 +384,7 @@ TokenCounter make_counter(const Url& url, const std::string& model, const std::s
     req.path = "/tokenize";
     req.headers = {{"Content-Type", "application/json"}};
     if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
-    req.body = json{{"model", model}, {"prompt", text}}.dump();
+    req.body = json{{"model", model}, {"prompt", text}, {"content", text}, {"add_special", true}}.dump();
     HttpCallOptions call;
     call.deadline = Clock::now() + std::chrono::seconds(30);
     TS_ASSIGN_OR_RETURN(HttpResult res, http_fetch(url, req, call));
