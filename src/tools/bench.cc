@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "tools/bench_workload.h"
-#include "tools/http_client.h"
+#include "net/http_client.h"
 
 namespace ts::tools {
 
@@ -25,6 +25,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
+using net::HttpCallOptions;
+using net::HttpHandlers;
+using net::HttpRequest;
+using net::HttpResponseHead;
+using net::HttpResult;
+using net::Url;
+using net::http_fetch;
+using net::http_stream;
+using net::parse_url;
+using net::SseEvent;
+using net::SseParser;
 
 constexpr int64_t kMaxPrebuiltPrompts = 4096;
 

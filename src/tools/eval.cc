@@ -13,11 +13,20 @@
 
 #include "core/log.h"
 #include "tools/eval_scorers.h"
-#include "tools/http_client.h"
+#include "net/http_client.h"
 
 namespace ts::tools {
 
 using json = nlohmann::json;
+using net::HttpCallOptions;
+using net::HttpHandlers;
+using net::HttpRequest;
+using net::HttpResponseHead;
+using net::HttpResult;
+using net::Url;
+using net::http_fetch;
+using net::http_stream;
+using net::parse_url;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {

@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 #include "gateway/sha256.h"
+#include "net/http_client.h"
 
 namespace fs = std::filesystem;
 
 namespace ts::tools {
 namespace {
 
-std::once_flag g_curl_init;
 
 struct Transfer {
   std::FILE* out = nullptr;
@@ -208,7 +208,7 @@ Result<std::string> pull_model(const PullSpec& spec, const PullOptions& opts) {
   // Specs built by hand (not by parse_pull_spec) are checked the same way.
   TS_RETURN_IF_ERROR(parse_pull_spec(spec.repo + "/" + spec.file).status());
   TS_RETURN_IF_ERROR(validate_revision(opts.revision));
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  net::curl_init();
   const std::string final_path = model_path_for(opts.models_dir, spec);
   const std::string partial = final_path + ".partial";
   const std::string partial_etag = partial + ".etag";  // validator of the partial file's version

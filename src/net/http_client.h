@@ -1,9 +1,17 @@
-// A small HTTP/1.1 client for the load generator, on plain POSIX sockets: one request per
-// connection (Connection: close), non-blocking I/O with poll() so every call honours a deadline
-// and a cancel flag, Content-Length / chunked / read-until-close bodies delivered incrementally
-// as they arrive (so a caller can timestamp SSE events), plus the incremental chunked-transfer
-// decoder and Server-Sent-Events parser it uses. http:// only (https gives kUnimplemented).
-// Functions are thread-safe (no shared state); the decoder and parser objects are not.
+// The one outbound HTTP(S) client of the project, on libcurl: `tokenserve bench` and `eval`
+// (load generation against any OpenAI-compatible server), the gateway's upstream calls, and the
+// Server-Sent-Events parser they share. (`pull` drives libcurl directly for its resumable
+// file download, with the same global initialisation, curl_init() below.)
+//
+// One request per call on a fresh connection (no reuse: a load generator measures connection
+// setup like a new client would, and a gateway upstream call never inherits a half-read
+// stream). Every call honours a deadline and a cancel flag (checked at least every 50 ms), and
+// delivers the body as it arrives, so a caller can timestamp SSE events. http:// and https://
+// (TLS verified with the system's CA store). Proxies from the environment (http_proxy,
+// https_proxy) are used except for loopback addresses and no_proxy hosts.
+//
+// Functions are thread-safe (no shared state besides libcurl's one-time global init); the
+// SseParser is not.
 #pragma once
 
 #include <atomic>
@@ -17,34 +25,21 @@
 
 #include "core/status.h"
 
-namespace ts::tools {
+namespace ts::net {
 
-// "http://host:port/base" split into parts. base_path has no trailing slash ("" or "/v1").
+// "http[s]://host:port/base" split into parts. base_path has no trailing slash ("" or "/v1").
 struct Url {
   std::string host;       // name or address, without brackets for IPv6
   uint16_t port = 80;
   std::string base_path;  // prefix joined before request paths
+  bool tls = false;       // https
+  // "http://host:port" (brackets around IPv6 hosts), without base_path.
+  std::string origin() const;
 };
 
-// Parses an http:// URL. Errors: kInvalidArgument (malformed), kUnimplemented (https).
+// Parses an http:// or https:// URL (default ports 80 / 443). Errors: kInvalidArgument naming
+// what is wrong (scheme, host, port).
 Result<Url> parse_url(std::string_view url);
-
-// Incremental decoder of a chunked transfer-coded body (RFC 9112 section 7.1). Chunk
-// extensions are ignored; trailers are read and dropped.
-class ChunkedDecoder {
- public:
-  // Consumes `in`, appending decoded payload to *out. Error kDataLoss on malformed framing;
-  // the decoder is then unusable. Bytes after the terminating chunk are ignored.
-  Status feed(std::string_view in, std::string* out);
-  // True once the zero-length chunk and the trailer section were read.
-  bool done() const { return state_ == State::kDone; }
-
- private:
-  enum class State { kSize, kData, kDataCrlf, kTrailer, kDone, kError };
-  State state_ = State::kSize;
-  std::string line_;       // partial size or trailer line
-  uint64_t remaining_ = 0; // bytes left in the current chunk
-};
 
 // One Server-Sent Event: its `event:` name ("" when absent) and data lines joined by '\n'.
 struct SseEvent {
@@ -71,7 +66,9 @@ class SseParser {
 struct HttpRequest {
   std::string method = "GET";
   std::string path = "/";  // appended to Url::base_path
-  std::vector<std::pair<std::string, std::string>> headers;  // besides Host/Content-Length/Connection
+  // Sent as given, besides Host, Content-Length and Connection (set by the client). No
+  // Content-Type is added when the caller gives none.
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
 };
 
@@ -84,19 +81,20 @@ struct HttpResponseHead {
 
 struct HttpCallOptions {
   std::chrono::steady_clock::time_point deadline;  // whole call, connect to last byte
-  const std::atomic<bool>* cancel = nullptr;       // polled every ~50 ms; stops the call
+  const std::atomic<bool>* cancel = nullptr;       // checked every <= 50 ms; stops the call
 };
 
-// Called once with the response head, then with decoded body bytes as they arrive. Returning
-// false from either stops reading (the call then returns the head with OK status).
+// Called once with the final response head (1xx interim responses are skipped), then with the
+// decoded body bytes (chunked framing removed) as they arrive. Returning false from either
+// stops reading (the call then returns the head with OK status).
 struct HttpHandlers {
   std::function<bool(const HttpResponseHead&)> on_head;
   std::function<bool(std::string_view)> on_body;
 };
 
 // Sends one request on a fresh connection and streams the response to `handlers`.
-// Errors: kUnavailable (cannot resolve/connect, connection reset or closed before the body
-// ended), kDeadlineExceeded (deadline passed), kCancelled (cancel flag set), kDataLoss
+// Errors: kUnavailable (cannot resolve/connect, TLS failure, connection reset or closed before
+// the body ended), kDeadlineExceeded (deadline passed), kCancelled (cancel flag set), kDataLoss
 // (malformed response). The connection is always closed on return.
 Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
                                      const HttpCallOptions& opts, const HttpHandlers& handlers);
@@ -110,4 +108,8 @@ struct HttpResult {
 Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
                               size_t max_body = 64u << 20);
 
-}  // namespace ts::tools
+// libcurl's process-wide initialisation, done once (thread-safe); every user of libcurl in the
+// project calls it before its first handle.
+void curl_init();
+
+}  // namespace ts::net

@@ -1,4 +1,4 @@
-#include "tools/http_client.h"
+#include "net/http_client.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include <thread>
 
-namespace ts::tools {
+namespace ts::net {
 namespace {
 
 using namespace std::chrono_literals;
@@ -28,41 +28,14 @@ TEST(Url, Parses) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, 9000);
-  EXPECT_EQ(parse_url("https://x").status().code(), StatusCode::kUnimplemented);
+  auto t = parse_url("https://api.example.com/v1");
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->tls);
+  EXPECT_EQ(t->port, 443);
+  EXPECT_EQ(t->origin(), "https://api.example.com:443");
   EXPECT_EQ(parse_url("ftp://x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(parse_url("http://x:99999").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(parse_url("http://:80").status().code(), StatusCode::kInvalidArgument);
-}
-
-TEST(Chunked, DecodesWholeAndByteByByte) {
-  const std::string wire = "4\r\nWiki\r\n6;ext=1\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nX-Trailer: 1\r\n\r\nJUNK";
-  {
-    ChunkedDecoder d;
-    std::string out;
-    ASSERT_TRUE(d.feed(wire, &out).ok());
-    EXPECT_TRUE(d.done());
-    EXPECT_EQ(out, "Wikipedia in \r\n\r\nchunks.");
-  }
-  ChunkedDecoder d;
-  std::string out;
-  for (char c : wire) {
-    ASSERT_TRUE(d.feed(std::string_view(&c, 1), &out).ok());
-  }
-  EXPECT_TRUE(d.done());
-  EXPECT_EQ(out, "Wikipedia in \r\n\r\nchunks.");
-}
-
-TEST(Chunked, RejectsMalformed) {
-  std::string out;
-  ChunkedDecoder bad_size;
-  EXPECT_EQ(bad_size.feed("zz\r\nabc\r\n", &out).code(), StatusCode::kDataLoss);
-  ChunkedDecoder missing_crlf;
-  EXPECT_EQ(missing_crlf.feed("3\r\nabcX\r\n", &out).code(), StatusCode::kDataLoss);
-  ChunkedDecoder partial;
-  out.clear();
-  ASSERT_TRUE(partial.feed("5\r\nab", &out).ok());
-  EXPECT_FALSE(partial.done());
-  EXPECT_EQ(out, "ab");
 }
 
 TEST(Sse, ParsesEventsAcrossSplitsAndLineEndings) {
@@ -195,17 +168,81 @@ TEST(HttpClient, ReadUntilCloseAndTruncation) {
 }
 
 TEST(HttpClient, ConnectionRefusedIsUnavailable) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);  // bound then closed: nothing listens on this port
-  auto r = http_fetch(Url{"127.0.0.1", ntohs(a.sin_port), ""}, HttpRequest{}, soon());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  // Port 1: nothing listens there, and it is outside the ephemeral range (a bound-then-closed
+  // ephemeral port could be picked as the client's own source port: a TCP self-connect).
+  auto r = http_fetch(Url{"127.0.0.1", 1, ""}, HttpRequest{}, soon());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
+}
+
+// A server that accepts and reads but never answers.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    socklen_t len = sizeof(a);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentServer() { ::close(fd_); }
+  Url url() const { return Url{"127.0.0.1", port_, ""}; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+TEST(HttpClient, DeadlineAndCancelStopAStalledCall) {
+  SilentServer s;  // the kernel completes the handshake from the backlog; nobody answers
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = http_fetch(s.url(), HttpRequest{}, {.deadline = t0 + 200ms});
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+
+  std::atomic<bool> cancel{false};
+  std::thread flip([&] {
+    std::this_thread::sleep_for(100ms);
+    cancel = true;
+  });
+  t0 = std::chrono::steady_clock::now();
+  r = http_fetch(s.url(), HttpRequest{}, {.deadline = t0 + 10s, .cancel = &cancel});
+  flip.join();
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+TEST(HttpClient, InterimResponsesAreSkippedAndHandlersCanStop) {
+  OneShotServer s("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", 4);
+  HttpHandlers h;
+  std::vector<int> heads;
+  std::string got;
+  h.on_head = [&](const HttpResponseHead& head) {
+    heads.push_back(head.status);
+    return true;
+  };
+  h.on_body = [&](std::string_view b) {
+    got.append(b);
+    return false;  // stop after the first piece
+  };
+  HttpRequest req;
+  req.method = "POST";
+  req.body = "x";
+  auto r = http_stream(s.url(), req, soon(), h);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(heads, std::vector<int>{200});
+  EXPECT_FALSE(got.empty());
+  EXPECT_LT(got.size(), 10u);
+  // The request carries what the caller gave and no default form content type.
+  EXPECT_NE(s.request_.find("POST / HTTP/1.1\r\n"), std::string::npos) << s.request_;
+  EXPECT_NE(s.request_.find("Content-Length: 1\r\n"), std::string::npos) << s.request_;
+  EXPECT_EQ(s.request_.find("Content-Type"), std::string::npos) << s.request_;
+  EXPECT_EQ(s.request_.find("Expect:"), std::string::npos) << s.request_;
 }
 
 }  // namespace
-}  // namespace ts::tools
+}  // namespace ts::net
