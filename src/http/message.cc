@@ -1,5 +1,7 @@
 #include "http/message.h"
 
+#include "core/strings.h"
+
 namespace ts::http {
 
 const char* method_name(Method m) {
@@ -27,16 +29,7 @@ Method parse_method(std::string_view name) {
   return Method::kOther;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
+bool iequals(std::string_view a, std::string_view b) { return ascii_iequals(a, b); }
 
 std::string_view Request::header(std::string_view name) const {
   for (const auto& [k, v] : headers)

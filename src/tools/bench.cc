@@ -25,17 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
-using net::HttpCallOptions;
-using net::HttpHandlers;
-using net::HttpRequest;
-using net::HttpResponseHead;
-using net::HttpResult;
-using net::Url;
-using net::http_fetch;
-using net::http_stream;
-using net::parse_url;
-using net::SseEvent;
-using net::SseParser;
+using namespace net;  // the shared HTTP client (src/net)
 
 constexpr int64_t kMaxPrebuiltPrompts = 4096;
 

@@ -18,15 +18,7 @@
 namespace ts::tools {
 
 using json = nlohmann::json;
-using net::HttpCallOptions;
-using net::HttpHandlers;
-using net::HttpRequest;
-using net::HttpResponseHead;
-using net::HttpResult;
-using net::Url;
-using net::http_fetch;
-using net::http_stream;
-using net::parse_url;
+using namespace net;  // the shared HTTP client (src/net)
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {

@@ -175,24 +175,23 @@ TEST(HttpClient, ConnectionRefusedIsUnavailable) {
 }
 
 // A server that accepts and reads but never answers.
+// A server that accepts (the kernel completes handshakes from the backlog) but never answers.
 class SilentServer {
  public:
-  SilentServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  SilentServer() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(::listen(fd_, 4), 0);
     socklen_t len = sizeof(a);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    EXPECT_TRUE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0 && ::listen(fd_, 4) == 0 &&
+                ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
     port_ = ntohs(a.sin_port);
   }
   ~SilentServer() { ::close(fd_); }
   Url url() const { return Url{"127.0.0.1", port_, ""}; }
 
  private:
-  int fd_ = -1;
+  int fd_;
   uint16_t port_ = 0;
 };
 
