@@ -8,6 +8,8 @@
 //   Dry-runs the routing evaluator on a saved request and prints the decision (JSON) without
 //   sending anything. --state gives the local/remote state snapshot (the inputs_json of a
 //   route_decisions row works as it is: request facts in it are replaced by the request's).
+// tokenserve gateway decisions --ledger tokenserve.db|postgresql://...
+//   The route_decisions audit rows joined to their ledger rows, as JSON lines.
 // The scale-out front door (SCALEOUT.md §6.2, pool = builtin): the same API keys, limits,
 // quotas and ledger as `serve` (src/gateway), then the built-in picker (src/router: prefix +
 // queue + KV scorers, imbalance guard, stale-metric filter) chooses a replica from the llm-d
@@ -28,6 +30,7 @@
 #include <thread>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -101,10 +104,54 @@ int cmd_gateway_explain(int argc, char** argv) {
   return 0;
 }
 
+// tokenserve gateway decisions --ledger URL: the route_decisions rows joined to their ledger
+// rows, one JSON object per line (oldest first).
+int cmd_gateway_decisions(int argc, char** argv) {
+  CLI::App app("Print the gateway's route_decisions audit rows joined to the ledger (JSON lines)", "gateway decisions");
+  std::string ledger = "tokenserve.db";
+  app.add_option("--ledger", ledger, "ledger database: SQLite file or postgresql:// URL (default tokenserve.db)");
+  if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
+  auto db = gateway::open_sql_db(ledger);
+  if (!db.ok()) return fail("gateway decisions", db.status().message());
+  std::shared_ptr<gateway::SqlDb> shared(std::move(*db));
+  gateway::RouteDecisionStore store(shared);
+  auto rows = store.rows();  // creates the table when absent, so the join below never fails on it
+  if (!rows.ok()) return fail("gateway decisions", rows.status().message());
+  auto joined = shared->query(
+      "SELECT d.request_id, u.request_id, u.tenant, u.app, u.model, u.prompt_tokens, u.completion_tokens, "
+      "u.http_status FROM ts_route_decisions d LEFT JOIN ts_usage u ON u.request_id = d.request_id "
+      "ORDER BY d.time_ms, d.request_id");
+  if (!joined.ok()) return fail("gateway decisions", joined.status().message());
+  std::map<std::string, nlohmann::json> usage;
+  for (const auto& r : *joined) {
+    if (r[1].empty()) continue;
+    usage[r[0]] = {{"tenant", r[2]}, {"app", r[3]}, {"model", r[4]}, {"prompt_tokens", std::stoll(r[5])},
+                   {"completion_tokens", std::stoll(r[6])}, {"http_status", std::stoll(r[7])}};
+  }
+  for (const auto& r : *rows) {
+    nlohmann::json j = {{"request_id", r.request_id},
+                        {"time_ms", gateway::to_unix_ms(r.time)},
+                        {"rule_id", r.rule_id},
+                        {"ruleset_version", r.ruleset_version},
+                        {"target", r.target},
+                        {"reason", r.reason},
+                        {"fallback", r.fallback},
+                        {"inputs", nlohmann::json::parse(r.inputs_json, nullptr, false)},
+                        {"alternatives", nlohmann::json::parse(r.alternatives_json, nullptr, false)},
+                        {"outcome", r.outcome},
+                        {"http_status", r.http_status},
+                        {"usage_source", r.usage_source},
+                        {"ledger", usage.count(r.request_id) ? usage[r.request_id] : nlohmann::json()}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_gateway(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "explain") return cmd_gateway_explain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "decisions") return cmd_gateway_decisions(argc - 1, argv + 1);
   CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
   int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
