@@ -162,12 +162,16 @@ struct GovernanceOptions {
   std::string config_path;             // "" = no config file (no tenant limits, no prices)
   bool no_auth = false;
   const Clock* clock = nullptr;        // nullptr = system clock
+  // --trust-gateway: identities come signed by the gateway (trust.h) instead of API keys; ""
+  // = off. Requests without a valid signature are refused (401 invalid_gateway_signature).
+  std::string trust_gateway_secret;
   LedgerWriterOptions writer;          // spill_path "" = "<ledger>.spool.jsonl" for SQLite,
                                        // "tokenserve-ledger.spool.jsonl" for PostgreSQL
 };
 
 struct GovernorOptions {
   bool no_auth = false;
+  std::string trust_gateway_secret;    // see GovernanceOptions
   Millis replay_interval{200};         // journal replay period; 0 = no background thread
   std::string quota_journal_path;      // durable QuotaJournal file; "" = memory only
   Millis seed_flush_timeout{2000};     // seeding waits this long for the ledger writer

@@ -2,21 +2,17 @@
 
 #include <array>
 #include <cstdlib>
+#include <map>
 
 #include "gateway/sha256.h"
 
 namespace ts::gateway {
 namespace {
 
-std::string canonical(std::string_view tenant, std::string_view app, std::string_view tier, std::string_view request_id,
-                      std::string_view ts) {
-  std::string c = "v1\n";
-  for (std::string_view part : {tenant, app, tier, request_id}) {
-    c += part;
-    c += '\n';
-  }
-  c += ts;
-  return c;
+constexpr std::string_view kScheme = "TokenserveGateway v1;";
+
+std::string canonical(const TrustedIdentity& id, std::string_view ts) {
+  return "v1\n" + id.tenant + "\n" + id.app + "\n" + id.tier + "\n" + id.request_id + "\n" + std::string(ts);
 }
 
 std::string to_hex(const std::array<uint8_t, 32>& d) {
@@ -27,6 +23,43 @@ std::string to_hex(const std::array<uint8_t, 32>& d) {
     out += kHex[b & 15];
   }
   return out;
+}
+
+std::string pct_encode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c <= 0x20 || c >= 0x7f || c == '%' || c == ';' || c == '=' || c == ',') {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+bool pct_decode(std::string_view s, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      *out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return false;  // needs two hex digits
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    *out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
 }
 
 }  // namespace
@@ -49,41 +82,47 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
   return to_hex(sha256(outer));
 }
 
-std::vector<std::pair<std::string, std::string>> sign_gateway_headers(std::string_view secret, const TrustedIdentity& id,
-                                                                     std::string_view request_id, int64_t now_unix_ms) {
+std::string gateway_authorization(std::string_view secret, const TrustedIdentity& id, int64_t now_unix_ms) {
   std::string ts = std::to_string(now_unix_ms);
-  std::string sig = "v1=" + hmac_sha256_hex(secret, canonical(id.tenant, id.app, id.tier, request_id, ts));
-  return {{"x-tokenserve-tenant", id.tenant},
-          {"x-tokenserve-app", id.app},
-          {"x-tokenserve-tier", id.tier},
-          {"x-tokenserve-gateway-ts", ts},
-          {"x-tokenserve-gateway-signature", sig}};
+  return std::string(kScheme) + "t=" + pct_encode(id.tenant) + ";a=" + pct_encode(id.app) + ";tier=" +
+         pct_encode(id.tier) + ";rid=" + pct_encode(id.request_id) + ";ts=" + ts +
+         ";sig=" + hmac_sha256_hex(secret, canonical(id, ts));
 }
 
-Result<TrustedIdentity> verify_gateway_values(std::string_view secret, std::string_view tenant, std::string_view app,
-                                              std::string_view tier, std::string_view request_id,
-                                              std::string_view ts, std::string_view signature, int64_t now_unix_ms,
-                                              std::chrono::milliseconds max_skew) {
+Result<TrustedIdentity> verify_gateway_authorization(std::string_view secret, std::string_view authorization,
+                                                     int64_t now_unix_ms, std::chrono::milliseconds max_skew) {
   auto refuse = [](std::string why) {
     return Status(StatusCode::kUnauthenticated, "gateway identity refused (--trust-gateway): " + why);
   };
-  if (signature.empty()) return refuse("x-tokenserve-gateway-signature is missing");
-  if (tenant.empty() || app.empty() || tier.empty() || ts.empty())
-    return refuse("x-tokenserve-tenant, -app, -tier and -gateway-ts are all required");
-  if (request_id.empty()) return refuse("x-request-id is required (it is signed)");
-  if (tier != "interactive" && tier != "batch") return refuse("x-tokenserve-tier must be interactive or batch");
-  std::string tss(ts);
+  if (!authorization.starts_with(kScheme))
+    return refuse("this replica accepts only requests signed by its gateway (Authorization: TokenserveGateway v1;...)");
+  std::string_view rest = authorization.substr(kScheme.size());
+  std::map<std::string, std::string> f;
+  while (!rest.empty()) {
+    size_t semi = rest.find(';');
+    std::string_view item = rest.substr(0, semi);
+    rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return refuse("malformed field '" + std::string(item.substr(0, 32)) + "'");
+    std::string value;
+    if (!pct_decode(item.substr(eq + 1), &value)) return refuse("malformed percent-encoding");
+    f[std::string(item.substr(0, eq))] = std::move(value);
+  }
+  for (const char* k : {"t", "a", "tier", "rid", "ts", "sig"})
+    if (f[k].empty()) return refuse(std::string("field '") + k + "' is missing");
+  TrustedIdentity id{.tenant = f["t"], .app = f["a"], .tier = f["tier"], .request_id = f["rid"]};
+  if (id.tier != "interactive" && id.tier != "batch") return refuse("tier must be interactive or batch");
   char* end = nullptr;
-  long long t = std::strtoll(tss.c_str(), &end, 10);
-  if (*end != '\0' || t <= 0) return refuse("x-tokenserve-gateway-ts is not a unix time in ms");
-  if (std::llabs(now_unix_ms - t) > max_skew.count()) return refuse("x-tokenserve-gateway-ts is outside the allowed skew");
-  std::string want = "v1=" + hmac_sha256_hex(secret, canonical(tenant, app, tier, request_id, ts));
-  // Constant time in the signature's length.
-  unsigned diff = want.size() ^ signature.size();
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i]) ^
-                                                   static_cast<unsigned char>(i < signature.size() ? signature[i] : 0);
+  long long t = std::strtoll(f["ts"].c_str(), &end, 10);
+  if (*end != '\0' || t <= 0) return refuse("ts is not a unix time in ms");
+  if (std::llabs(now_unix_ms - t) > max_skew.count()) return refuse("ts is outside the allowed clock skew");
+  const std::string want = hmac_sha256_hex(secret, canonical(id, f["ts"]));
+  const std::string& got = f["sig"];
+  unsigned diff = static_cast<unsigned>(want.size() ^ got.size());
+  for (size_t i = 0; i < want.size(); ++i)  // constant time in the signature's length
+    diff |= static_cast<unsigned char>(want[i]) ^ static_cast<unsigned char>(i < got.size() ? got[i] : 0);
   if (diff != 0) return refuse("the signature does not match");
-  return TrustedIdentity{.tenant = std::string(tenant), .app = std::string(app), .tier = std::string(tier)};
+  return id;
 }
 
 }  // namespace ts::gateway

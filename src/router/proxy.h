@@ -37,7 +37,9 @@
 // response ("rule=<id>; target=<local:r2|remote:big|reject:429|none>; reason=<conditions>"
 // plus "; fallback=<from> -> <to> (<why>)" when a fallback served), governance's x-ratelimit-*.
 // Upstream request headers: x-request-id, x-gateway-inference-objective (tier),
-// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded.
+// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded; with
+// gateway_secret, local replicas get a signed identity instead (gateway/trust.h, serve
+// --trust-gateway).
 // With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
 // picker's ranking (the decision record then lists those endpoints with score 0).
 //

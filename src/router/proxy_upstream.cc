@@ -154,12 +154,12 @@ TryResult Proxy::try_local(Gen& g) {
                                  {"x-request-id", g.request_id},
                                  {"x-gateway-inference-objective", engine::tier_name(g.tier)},
                                  {"x-gateway-inference-fairness-id", g.tenant}};
-  if (!opts_.gateway_secret.empty()) {
-    std::string app = g.admission ? g.admission->key.app : "default";
-    for (auto& h : gateway::sign_gateway_headers(
-             opts_.gateway_secret, gateway::TrustedIdentity{.tenant = g.tenant, .app = app, .tier = engine::tier_name(g.tier)},
-             g.request_id, unix_ms_now()))
-      up_headers.push_back(std::move(h));
+  if (!opts_.gateway_secret.empty()) {  // replicas run with --trust-gateway
+    gateway::TrustedIdentity id{.tenant = g.tenant,
+                                .app = g.admission ? g.admission->key.app : "default",
+                                .tier = engine::tier_name(g.tier),
+                                .request_id = g.request_id};
+    up_headers.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
   }
   {
     std::string ranked_list;  // GIE's EPP header, for a chained proxy (HAProxy set-dst)

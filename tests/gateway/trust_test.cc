@@ -1,7 +1,5 @@
 #include "gateway/trust.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
 
 namespace ts::gateway {
@@ -16,52 +14,35 @@ TEST(Trust, HmacSha256MatchesRfc4231) {
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
-struct Headers {
-  std::map<std::string, std::string> h;
-  std::string_view operator()(std::string_view name) const {
-    auto it = h.find(std::string(name));
-    return it == h.end() ? std::string_view() : std::string_view(it->second);
-  }
-};
-
-Headers signed_headers(const std::string& secret, int64_t now) {
-  Headers out;
-  for (auto& [k, v] : sign_gateway_headers(secret, {.tenant = "acme", .app = "chat", .tier = "batch"}, "req-1", now))
-    out.h[k] = v;
-  out.h["x-request-id"] = "req-1";
-  return out;
-}
-
-TEST(Trust, SignedHeadersVerifyAndForgeriesAreRefused) {
+TEST(Trust, SignedIdentityVerifiesAndForgeriesAreRefused) {
   const int64_t now = 1'767'225'600'000;
-  Headers h = signed_headers("s3cret", now);
-  auto ok = verify_gateway_headers("s3cret", h, now + 1000);
+  TrustedIdentity id{.tenant = "acme; corp=1", .app = "chat", .tier = "batch", .request_id = "req-1"};
+  std::string h = gateway_authorization("s3cret", id, now);
+  auto ok = verify_gateway_authorization("s3cret", h, now + 1000);
   ASSERT_TRUE(ok.ok()) << ok.status().message();
-  EXPECT_EQ(ok->tenant, "acme");
+  EXPECT_EQ(ok->tenant, "acme; corp=1");  // separators survive the encoding
   EXPECT_EQ(ok->app, "chat");
   EXPECT_EQ(ok->tier, "batch");
+  EXPECT_EQ(ok->request_id, "req-1");
 
-  auto refused = [&](Headers x, const char* needle, int64_t at) {
-    auto r = verify_gateway_headers("s3cret", x, at);
-    ASSERT_FALSE(r.ok());
+  auto refused = [&](const std::string& value, const char* needle, int64_t at = 1'767'225'600'000) {
+    auto r = verify_gateway_authorization("s3cret", value, at);
+    ASSERT_FALSE(r.ok()) << value;
     EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
   };
-  refused(signed_headers("other-secret", now), "does not match", now);
-  Headers tenant = h;
-  tenant.h["x-tokenserve-tenant"] = "evil";
-  refused(tenant, "does not match", now);
-  Headers id = h;
-  id.h["x-request-id"] = "req-2";
-  refused(id, "does not match", now);
-  Headers tier = h;
-  tier.h["x-tokenserve-tier"] = "gold";
-  refused(tier, "interactive or batch", now);
-  Headers unsigned_ = h;
-  unsigned_.h.erase("x-tokenserve-gateway-signature");
-  refused(unsigned_, "signature is missing", now);
+  refused(gateway_authorization("other-secret", id, now), "does not match");
+  std::string forged = h;
+  forged.replace(forged.find("t=acme"), 6, "t=evil");
+  refused(forged, "does not match");
+  std::string tier = h;
+  tier.replace(tier.find("tier=batch"), 10, "tier=inter");
+  refused(tier, "interactive or batch");
+  refused(h.substr(0, h.find(";sig=")), "'sig' is missing");
   refused(h, "skew", now + 301'000);
-  refused(Headers{}, "missing", now);
+  refused("Bearer ts-abc", "accepts only requests signed");
+  refused("", "accepts only requests signed");
+  refused("TokenserveGateway v1;t=%zz", "percent-encoding");
 }
 
 }  // namespace

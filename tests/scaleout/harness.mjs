@@ -22,8 +22,8 @@ if (haveShared) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export function launch(args, readyUrl, timeoutMs = 30000) {
-  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+export function launch(args, readyUrl, timeoutMs = 30000, env = {}) {
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   started.add(proc);
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
