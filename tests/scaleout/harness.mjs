@@ -68,10 +68,10 @@ export function writeEndpoints(file, replicas) {
   fs.renameSync(file + '.tmp', file);
 }
 
-export async function startGateway(endpointsFile, args = [], { auth = false } = {}) {
+export async function startGateway(endpointsFile, args = [], { auth = false, ledger = '' } = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const ledger = path.join(tmp, `gateway-${port}.db`);
+  ledger = ledger || path.join(tmp, `gateway-${port}.db`);
   const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port),
     ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`);
   await h.ready;
