@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
+#include "gateway/ledger.h"
 #include "gateway/route_decisions.h"
 #include "gateway/sql_db.h"
 #include "router/cooldown.h"
@@ -116,17 +117,22 @@ int cmd_gateway_decisions(int argc, char** argv) {
   std::shared_ptr<gateway::SqlDb> shared(std::move(*db));
   gateway::RouteDecisionStore store(shared);
   auto rows = store.rows();  // creates the table when absent, so the join below never fails on it
+  if (rows.ok()) {
+    auto ledger_store = gateway::make_sql_ledger(shared);  // the same for ts_usage (and its newer columns)
+    if (auto n = ledger_store->count(); !n.ok()) return fail("gateway decisions", n.status().message());
+  }
   if (!rows.ok()) return fail("gateway decisions", rows.status().message());
   auto joined = shared->query(
       "SELECT d.request_id, u.request_id, u.tenant, u.app, u.model, u.prompt_tokens, u.completion_tokens, "
-      "u.http_status FROM ts_route_decisions d LEFT JOIN ts_usage u ON u.request_id = d.request_id "
+      "u.http_status, u.served_by, u.attempts FROM ts_route_decisions d LEFT JOIN ts_usage u ON u.request_id = d.request_id "
       "ORDER BY d.time_ms, d.request_id");
   if (!joined.ok()) return fail("gateway decisions", joined.status().message());
   std::map<std::string, nlohmann::json> usage;
   for (const auto& r : *joined) {
     if (r[1].empty()) continue;
     usage[r[0]] = {{"tenant", r[2]}, {"app", r[3]}, {"model", r[4]}, {"prompt_tokens", std::stoll(r[5])},
-                   {"completion_tokens", std::stoll(r[6])}, {"http_status", std::stoll(r[7])}};
+                   {"completion_tokens", std::stoll(r[6])}, {"http_status", std::stoll(r[7])},
+                   {"served_by", r[8]}, {"attempts", std::stoll(r[9])}};
   }
   for (const auto& r : *rows) {
     nlohmann::json j = {{"request_id", r.request_id},

@@ -130,6 +130,8 @@ void Proxy::settle(Gen& g, int status, const char* finish) {
   g.rec.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g.start).count();
   if (!g.have_usage) g.rec.prompt_tokens = static_cast<int64_t>(g.prompt.size() / 4);  // estimate (no usage came back)
+  g.rec.served_by = g.served_target;
+  g.rec.attempts = static_cast<int64_t>(g.attempts.size());
   if (g.admission) opts_.governor->settle(*g.admission, g.rec);
 }
 

@@ -9,6 +9,7 @@
 
 #include "gateway/gateway_test_util.h"
 #include "gateway/ledger.h"
+#include "gateway/ledger_writer.h"
 
 namespace ts::gateway {
 namespace {
@@ -86,6 +87,45 @@ TEST(RouteDecisions, UnreachableDatabaseKeepsRowsAndCloseGivesUp) {
   EXPECT_EQ(w.num_written(), 0);
   (void)w.close(Millis(100));
   EXPECT_EQ(w.num_dropped(), 1);
+}
+
+// Ledger rows written by the gateway say where they were served and after how many attempts;
+// a ledger from before these columns gets them on first use (old rows: "" and 0).
+TEST(RouteDecisions, LedgerServedByAndAttemptsAlsoOnAnOlderLedger) {
+  std::string path = ::testing::TempDir() + "/served_by_" + std::to_string(::getpid()) + ".db";
+  std::filesystem::remove(path);
+  std::shared_ptr<SqlDb> db(make_sqlite_db(path));
+  ASSERT_TRUE(db->exec_script(
+                    "CREATE TABLE ts_usage (request_id TEXT PRIMARY KEY, time_ms BIGINT NOT NULL, tenant TEXT NOT NULL,"
+                    " app TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL, tier TEXT NOT NULL,"
+                    " prompt_tokens BIGINT NOT NULL, cached_tokens BIGINT NOT NULL, completion_tokens BIGINT NOT NULL,"
+                    " ttft_ms BIGINT NOT NULL, duration_ms BIGINT NOT NULL, finish_reason TEXT NOT NULL,"
+                    " http_status INTEGER NOT NULL);"
+                    "INSERT INTO ts_usage VALUES ('old', 1, 't', 'a', '', 'm', 'interactive', 1, 0, 1, 5, 9, 'stop', 200);")
+                  .ok());
+  auto ledger = make_sql_ledger(db);
+  UsageRecord u;
+  u.request_id = "new";
+  u.time = from_unix_ms(2);
+  u.tenant = "t";
+  u.app = "a";
+  u.model = "m";
+  u.served_by = "remote:big";
+  u.attempts = 2;
+  ASSERT_TRUE(ledger->append(std::span<const UsageRecord>(&u, 1)).ok());
+  auto rows = ledger->rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].served_by, "");
+  EXPECT_EQ((*rows)[0].attempts, 0);
+  EXPECT_EQ((*rows)[1].served_by, "remote:big");
+  EXPECT_EQ((*rows)[1].attempts, 2);
+  // The journal line format carries them too.
+  auto back = usage_record_from_json(usage_record_to_json(u));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->served_by, "remote:big");
+  EXPECT_EQ(back->attempts, 2);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -179,6 +179,9 @@ test('ledger and route_decisions: one row each per request, joined by request id
   assert.equal(fell[0].target, 'local:r1');
   assert.deepEqual(fell[0].alternatives.attempts.map((x) => `${x.target} ${x.result}`), ['remote:big connect_error', 'local:r1 ok']);
   assert.ok(fell[0].alternatives.picker.ranked.length >= 1);  // the local picker's scores
+  assert.equal(fell[0].ledger.served_by, 'local:r1');  // the ledger row says so too
+  assert.equal(fell[0].ledger.attempts, 2);
+  for (const r of remote) assert.deepEqual([r.ledger.served_by, r.ledger.attempts], ['remote:big', 1]);
   const cooled = routed.filter((r) => (r.alternatives.route.skipped || []).includes('remote:big (cooling down)'));
   assert.equal(cooled.length, 1);
   const busy = routed.find((r) => r.rule_id === 'busy');
