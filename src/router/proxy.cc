@@ -261,6 +261,10 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
   }
 
   // Every target failed before the first byte.
+  if (g.last_refusal && (g.last_refusal->status == 401 || g.last_refusal->status == 403)) {
+    g.last_refusal.reset();  // a remote refusing the gateway's key must not read as the client's 401
+    g.last_failure += " (the remote refused the gateway's API key)";
+  }
   if (g.last_refusal) {
     http::Response r;
     r.status = g.last_refusal->status;

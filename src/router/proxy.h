@@ -16,7 +16,8 @@
 //                     head, or a 502/503 head moves on (failover before the first byte);
 //        remote:<n>   the named OpenAI-compatible upstream (model mapped, its API key, stream
 //                     requests ask for stream_options.include_usage so usage can be metered);
-//                     connect/read errors, 5xx and 429 before the first byte move on. A 429
+//                     connect/read errors, 5xx, 429 and 401/403 (the gateway's key refused)
+//                     before the first byte move on; other 4xx are relayed. A 429
 //                     with Retry-After starts a cooldown of that length; cooldown_after_failures
 //                     consecutive failures start one of cooldown_s (CooldownTracker, shared via
 //                     Redis when configured); a success resets the failure count;

@@ -296,6 +296,16 @@ TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
     }
     return TryResult::kFailed;
   }
+  if (head->status == 401 || head->status == 403) {
+    // The remote refused the gateway's own key: a configuration problem, not the client's.
+    log::warn("remote " + remote.name + " answered " + std::to_string(head->status) + " to the gateway's API key");
+    failed(std::to_string(head->status));
+    if (client.read_body(&*head).ok()) {
+      g.last_refusal = std::move(*head);
+      g.last_refusal_from = label;
+    }
+    return TryResult::kFailed;
+  }
   record_attempt("ok", true);
   if (opts_.cooldowns) opts_.cooldowns->record_success(remote.name);
   g.served_by = label;

@@ -87,7 +87,8 @@ struct RuleMatch {
 struct RuleWhen {
   std::optional<int64_t> healthy_local_below;      // healthy local endpoints < N
   std::optional<double> waiting_per_replica_over;  // pool waiting / healthy endpoints > X
-  std::optional<int64_t> p95_ttft_ms_over;         // gateway-measured local p95 TTFT > N ms
+  std::optional<int64_t> p95_ttft_ms_over;         // gateway-measured p95 TTFT of local streamed
+                                                   // requests over the last 60 s > N ms
 };
 
 struct Rule {

@@ -76,7 +76,24 @@ before(async () => {
   process.env.TS_HYBRID_BIG_KEY = bigKey;  // the gateway reads the remote's key from its environment
   [local, big] = await Promise.all([startReplica('r1', { args: ['--max-seqs', '1'] }), startBig(bigPort)]);
   writeEndpoints(endpointsFile, [local]);
-  writeRules(rulesFile, bigPort);
+  process.env.TS_HYBRID_BAD_KEY = 'ts-not-a-key-of-the-remote';
+  writeRules(rulesFile, bigPort, `
+[[rules]]
+id = "bad-key"
+match = { headers = { "x-route" = "badkey" } }
+action = "remote:badkey"
+fallback = ["local"]
+
+[[rules]]
+id = "bad-key-only"
+match = { headers = { "x-route" = "badkey-only" } }
+action = "remote:badkey"
+
+[remotes.badkey]
+base_url = "http://127.0.0.1:${bigPort}/v1"
+api_key_env = "TS_HYBRID_BAD_KEY"
+cooldown_after_failures = 100
+`);
   gw = await startGateway(endpointsFile, ['--rules', rulesFile]);
   for (let i = 0; i < 100 && metricSum(await metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await sleep(50);
 });
@@ -121,6 +138,12 @@ test('rules: prompt size, tier and local load pick the target; every response sa
   const busy = await completion(gw.url, { prompt: 'Hello again', max_tokens: 2 });
   ac.abort();
   await Promise.all(preload);
+  // The cancelled requests leave r1's queue; wait until the gateway's scrapes see it empty.
+  for (const t1 = Date.now(); Date.now() - t1 < 5000; await sleep(20)) {
+    const lm = await metrics(local.url);
+    if (metricSum(lm, 'tokenserve:num_requests_waiting') + metricSum(lm, 'tokenserve:num_requests_running') === 0) break;
+  }
+  await sleep(200);
   assert.equal(busy.status, 200, busy.body);
   assert.equal(busy.servedBy, 'big');
   assert.match(route(busy), /^rule=busy; target=remote:big; reason=waiting_per_replica [0-9.]+ > 4$/);
@@ -137,6 +160,18 @@ test('bad requests and refusals still carry x-tokenserve-route', { skip, timeout
   const t = await completion(gw.url, { prompt: 'x', tier: 'gold' });
   assert.equal(t.status, 400);
   assert.equal(JSON.parse(t.body).error.code, 'invalid_value');
+});
+
+test('a remote refusing the gateway\'s key falls back, or answers 502 (never the client\'s 401)', { skip, timeout: 30000 }, async () => {
+  const fb = await completion(gw.url, { prompt: 'Hi', max_tokens: 2 }, { 'x-route': 'badkey' });
+  assert.equal(fb.status, 200, fb.body);
+  assert.equal(fb.servedBy, 'r1');
+  assert.match(route(fb), /^rule=bad-key; target=local:r1; reason=header x-route=badkey; fallback=remote:badkey -> local \(remote:badkey 401\)$/);
+  const only = await completion(gw.url, { prompt: 'Hi', max_tokens: 2 }, { 'x-route': 'badkey-only' });
+  assert.equal(only.status, 502, only.body);
+  assert.equal(JSON.parse(only.body).error.code, 'upstream_unavailable');
+  assert.match(JSON.parse(only.body).error.message, /refused the gateway's API key/);
+  assert.match(route(only), /^rule=bad-key-only; target=none; reason=header x-route=badkey-only$/);
 });
 
 test('remote down: the fallback serves, is recorded, and the remote cools down after 2 failures', { skip, timeout: 60000 }, async () => {
@@ -173,7 +208,7 @@ test('ledger and route_decisions: one row each per request, joined by request id
     assert.ok(r.ledger.completion_tokens >= 2, JSON.stringify(r));  // the remote's usage, metered here
     assert.equal(r.outcome, 'ok');
   }
-  const fell = routed.filter((r) => r.fallback !== '');
+  const fell = routed.filter((r) => r.fallback !== '' && r.rule_id === 'long-prompt');
   assert.equal(fell.length, 2);  // both failures before the cooldown started
   assert.equal(fell[0].fallback, 'remote:big -> local (remote:big connect_error)');
   assert.equal(fell[0].target, 'local:r1');
