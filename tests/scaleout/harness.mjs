@@ -23,7 +23,8 @@ if (haveShared) {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export function launch(args, readyUrl, timeoutMs = 30000, env = {}) {
-  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  // cwd: the temp dir, so journals a PostgreSQL ledger keeps in the working directory stay there.
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd: tmp });
   started.add(proc);
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });

@@ -24,12 +24,12 @@ const endpointsFile = path.join(tmp, 'shared-endpoints.yaml');
 let rep = null;
 
 function key(tenant, extra = []) {
-  return execFileSync(bin, ['keys', 'create', '--ledger', pg, '--tenant', tenant, '--app', 'app', ...extra])
+  return execFileSync(bin, ['keys', 'create', '--ledger', pg, '--tenant', tenant, '--app', 'app', ...extra], { cwd: tmp })
     .toString().trim().split('\n').pop();
 }
 
 function ledgerTotals(tenant) {
-  return JSON.parse(execFileSync(bin, ['usage', '--ledger', pg, '--tenant', tenant, '--by', 'tenant', '--format', 'json'])).totals;
+  return JSON.parse(execFileSync(bin, ['usage', '--ledger', pg, '--tenant', tenant, '--by', 'tenant', '--format', 'json'], { cwd: tmp })).totals;
 }
 
 // n requests, alternating between the gateways, `concurrency` at a time.
