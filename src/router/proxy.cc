@@ -11,6 +11,7 @@
 #include "api/error.h"
 #include "core/log.h"
 #include "http/client.h"
+#include "gateway/circuit_breaker.h"
 #include "gateway/route_decisions.h"
 #include "obs/request_log.h"
 
@@ -366,6 +367,29 @@ std::string Proxy::metrics_text() const {
     m += "# HELP tokenserve_gateway_cooldown_store_errors_total Cooldown store (Redis) calls that failed.\n"
          "# TYPE tokenserve_gateway_cooldown_store_errors_total counter\n"
          "tokenserve_gateway_cooldown_store_errors_total " + std::to_string(opts_.cooldowns->num_store_errors()) + "\n";
+  }
+  if (opts_.governor) {  // the same governance families as serve's /metrics
+    gateway::GovernorStats gs = opts_.governor->stats();
+    auto counter = [&](const char* name, const char* help, int64_t v) {
+      m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+           std::to_string(v) + "\n";
+    };
+    counter("tokenserve_ledger_written_total", "Usage rows committed to the ledger.", gs.ledger.num_written);
+    counter("tokenserve_ledger_dropped_total", "Usage rows lost (spool full or unwritten at close).", gs.ledger.num_dropped);
+    counter("tokenserve_limit_store_errors_total", "Limit store calls that failed (unreachable or circuit open).",
+            gs.num_limit_errors);
+    counter("tokenserve_limit_fail_open_admissions_total", "Requests admitted without the limit store (charges journaled).",
+            gs.num_admitted_fail_open);
+    counter("tokenserve_limit_fail_closed_refusals_total",
+            "Requests refused with 503: limit store down and the tenant fails closed.", gs.num_refused_outage);
+    m += "# HELP tokenserve_limit_store_circuit Limit store circuit breaker state (1 = in force).\n"
+         "# TYPE tokenserve_limit_store_circuit gauge\n";
+    for (auto st : {gateway::BreakerState::kClosed, gateway::BreakerState::kOpen, gateway::BreakerState::kHalfOpen})
+      m += std::string("tokenserve_limit_store_circuit{state=\"") + gateway::breaker_state_name(st) + "\"} " +
+           (gs.limits.breaker == st ? "1" : "0") + "\n";
+    if (opts_.audit)
+      counter("tokenserve_gateway_route_decisions_dropped_total", "Audit rows lost (database away at close, or queue full).",
+              opts_.audit->num_dropped());
   }
   m += "# HELP tokenserve_gateway_endpoint_up 1 when the endpoint is ready and not ejected.\n"
        "# TYPE tokenserve_gateway_endpoint_up gauge\n";

@@ -7,15 +7,17 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { haveShared, tmp, startReplica, writeEndpoints, startGateway, stopAll, completion } from './harness.mjs';
-import { bin } from './harness.mjs';
+import { execFileSync, spawn } from 'node:child_process';
+import {
+  haveShared, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, completion, metricSum, metrics, bin, freePort,
+} from './harness.mjs';
 
 const pg = process.env.TOKENSERVE_TEST_PG || '';
 const redis = process.env.TOKENSERVE_TEST_REDIS || '';
 const skip = (!haveShared && 'shared models not found (set TOKENSERVE_SHARED)') ||
   ((!pg || !redis) && 'TOKENSERVE_TEST_PG / TOKENSERVE_TEST_REDIS not set (eval "$(scripts/start_test_services.sh)")');
-after(stopAll);
+let ownRedis = null;
+after(() => { if (ownRedis && ownRedis.exitCode === null) ownRedis.kill('SIGKILL'); stopAll(); });
 
 const run = `s${process.pid}x${Date.now() % 1e6}`;  // tenants unique to this run (shared database)
 const quota = 300;
@@ -104,6 +106,45 @@ test('negative control: the same two gateways with per-process limits let throug
     assert.equal(t.requests, q.filter((x) => x.status === 200).length);
     assert.ok(t.prompt_tokens + t.completion_tokens > 1.5 * quota, JSON.stringify(t));  // about twice the quota
     console.log(`per-process: rpm admitted ${ok}/20, quota admitted ${t.requests}/40, tokens ${t.prompt_tokens + t.completion_tokens}/${quota}`);
+  } finally {
+    for (const g of gws) await g.stop();
+  }
+});
+
+test('Redis stopped: each tenant\'s configured outage mode applies on both gateways, with a metric and a log line', { skip, timeout: 60000 }, async () => {
+  // A Redis of our own (the shared one must stay up for other tests), killed mid-test.
+  const port = await freePort();
+  ownRedis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore', cwd: tmp });
+  const url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 50; i++) {
+    try { execFileSync('redis-cli', ['-u', url, 'ping'], { stdio: 'pipe' }); break; } catch { await sleep(100); }
+  }
+  const cfg = path.join(tmp, 'outage-gov.toml');
+  fs.writeFileSync(cfg, ['[limits]', 'on_outage = "open"', `[tenants.${run}closed]`, 'on_limit_outage = "closed"',
+    'rpm = 100', `[tenants.${run}open]`, 'rpm = 100', ''].join('\n'));
+  const o = { auth: true, ledger: pg };
+  const args = ['--config', cfg, '--limits', url];
+  const gws = await Promise.all([startGateway(endpointsFile, args, o), startGateway(endpointsFile, args, o)]);
+  try {
+    const closedKey = key(`${run}closed`), openKey = key(`${run}open`);
+    const call = (g, k) => completion(g.url, { prompt: 'Hi', max_tokens: 2 }, { authorization: `Bearer ${k}` });
+    for (const g of gws) for (const k of [closedKey, openKey]) assert.equal((await call(g, k)).status, 200);
+    ownRedis.kill('SIGKILL');
+    await new Promise((r) => ownRedis.once('exit', r));
+    for (const g of gws) {
+      const c = await call(g, closedKey);
+      assert.equal(c.status, 503, c.body);
+      assert.equal(JSON.parse(c.body).error.code, 'limits_unavailable');
+      assert.ok(c.headers.get('retry-after'));
+      const op = await call(g, openKey);
+      assert.equal(op.status, 200, op.body);  // fail-open: admitted, charges journaled
+      const m = await metrics(g.url);
+      assert.ok(metricSum(m, 'tokenserve_limit_fail_closed_refusals_total') >= 1, m);
+      assert.ok(metricSum(m, 'tokenserve_limit_fail_open_admissions_total') >= 1, m);
+      assert.ok(metricSum(m, 'tokenserve_limit_store_errors_total') >= 1, m);
+      assert.match(g.log(), /limit store unavailable/);
+    }
   } finally {
     for (const g of gws) await g.stop();
     await rep.stop();
