@@ -22,7 +22,7 @@
 // --rules: the hybrid local/remote rules (router/rules.h); each routed request gets an
 // x-tokenserve-route header and a ts_route_decisions row in the ledger database, joined to its
 // ledger row by request id. Remote cooldowns are shared through the --limits Redis.
-// Not in this slice: pool = gie, tier shedding, remote budgets in `when`.
+// Not in this slice: pool = gie, tier shedding.
 #include <chrono>
 #include <csignal>
 #include <cstdio>

@@ -17,6 +17,13 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
+// INCRBY a usage counter; the expiry is set only when it is created.
+constexpr const char* kUsageScript = R"lua(
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return n
+)lua";
+
 // INCR the failure counter; the expiry is set only when the counter is created.
 constexpr const char* kFailureScript = R"lua(
 local n = redis.call('INCR', KEYS[1])
@@ -193,6 +200,33 @@ void CooldownTracker::record_success(const std::string& remote) {
     auto r = redis_->command({"DEL", redis_->prefix + "cdf:" + remote});
     if (!r.ok()) store_error(r.status());
   }
+}
+
+void CooldownTracker::add_usage(const std::string& remote, int64_t day, int64_t tokens) {
+  if (tokens <= 0) return;
+  {
+    std::lock_guard lock(mu_);
+    usage_[{remote, day}] += tokens;
+  }
+  if (redis_) {
+    auto r = redis_->command({"EVAL", kUsageScript, "1", redis_->prefix + "rb:" + remote + ":" + std::to_string(day),
+                              std::to_string(tokens), std::to_string(2 * 86'400'000)});
+    if (!r.ok()) store_error(r.status());
+  }
+}
+
+int64_t CooldownTracker::usage(const std::string& remote, int64_t day) {
+  if (redis_) {
+    auto r = redis_->command({"GET", redis_->prefix + "rb:" + remote + ":" + std::to_string(day)});
+    if (r.ok()) {
+      if ((*r)->type == REDIS_REPLY_NIL) return 0;
+      if ((*r)->type == REDIS_REPLY_STRING) return std::strtoll((*r)->str, nullptr, 10);
+    }
+    store_error(r.ok() ? internal_error("cooldowns: unexpected GET reply") : r.status());
+  }
+  std::lock_guard lock(mu_);
+  auto it = usage_.find({remote, day});
+  return it == usage_.end() ? 0 : it->second;
 }
 
 }  // namespace ts::router

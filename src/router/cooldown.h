@@ -5,6 +5,8 @@
 //                           so later failures never extend a running cooldown
 //   <prefix>cdf:<remote>    consecutive-failure counter (INCR; PEXPIRE at creation, so stale
 //                           failures age out), deleted on a success
+//   <prefix>rb:<remote>:<day>  tokens the remote served on that UTC day (its daily budget),
+//                           INCRBY; expires two days after creation
 // A second gateway sees a cooldown on its next routing decision (one PTTL per remote named by
 // the rules, on loopback well under 1 ms).
 //
@@ -42,6 +44,9 @@ class CooldownTracker {
   // One more consecutive failure; returns the count (shared across gateways with Redis).
   int64_t record_failure(const std::string& remote, Millis window);
   void record_success(const std::string& remote);
+  // Daily budget use: tokens charged to `remote` on UTC day `day` (days since the epoch).
+  void add_usage(const std::string& remote, int64_t day, int64_t tokens);
+  int64_t usage(const std::string& remote, int64_t day);
 
   bool shared() const;            // backed by Redis
   int64_t num_store_errors() const { return num_store_errors_.load(); }
@@ -56,6 +61,7 @@ class CooldownTracker {
   std::mutex mu_;  // local view
   std::map<std::string, std::chrono::steady_clock::time_point> until_;
   std::map<std::string, int64_t> failures_;
+  std::map<std::pair<std::string, int64_t>, int64_t> usage_;  // (remote, day) -> tokens
   std::atomic<int64_t> num_store_errors_{0}, num_trips_{0};
   std::atomic<bool> outage_logged_{false};
 };

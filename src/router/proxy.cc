@@ -19,6 +19,14 @@ namespace ts::router {
 using json = nlohmann::json;
 using namespace proxy_detail;
 
+namespace {
+int64_t utc_day() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+             .count() /
+         86'400'000;
+}
+}  // namespace
+
 Proxy::Proxy(EndpointPool& pool, Picker& picker, ProxyOptions opts) : pool_(pool), picker_(picker), opts_(opts) {}
 
 Proxy::~Proxy() { shutdown(std::chrono::milliseconds(30'000)); }
@@ -117,9 +125,13 @@ void Proxy::fill_state(RouteInputs* in) {
     }
   }
   in->remotes_cooling.clear();
+  in->remote_budget_left.clear();
   if (opts_.rules && opts_.cooldowns)
-    for (const auto& [name, r] : opts_.rules->remotes)
+    for (const auto& [name, r] : opts_.rules->remotes) {
       if (opts_.cooldowns->remaining(name).count() > 0) in->remotes_cooling.insert(name);
+      if (r.budget_tokens_per_day > 0)
+        in->remote_budget_left[name] = r.budget_tokens_per_day - opts_.cooldowns->usage(name, utc_day());
+    }
 }
 
 void Proxy::settle(Gen& g, int status, const char* finish) {
@@ -134,6 +146,8 @@ void Proxy::settle(Gen& g, int status, const char* finish) {
   g.rec.served_by = g.served_target;
   g.rec.attempts = static_cast<int64_t>(g.attempts.size());
   if (g.admission) opts_.governor->settle(*g.admission, g.rec);
+  if (opts_.cooldowns && g.served_target.starts_with("remote:"))  // the remote's daily budget
+    opts_.cooldowns->add_usage(g.served_target.substr(7), utc_day(), g.rec.prompt_tokens + g.rec.completion_tokens);
 }
 
 void Proxy::respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route) {

@@ -70,7 +70,8 @@ class Parser {
     const toml::table* t = n.as_table();
     if (!t) return error(n.source(), where + " must be a table");
     TS_RETURN_IF_ERROR(only_keys(*t, where, {"base_url", "api_key_env", "api_key_file", "models",
-                                             "cooldown_after_failures", "cooldown_s", "timeout_ms"}));
+                                             "cooldown_after_failures", "cooldown_s", "timeout_ms",
+                                             "budget_tokens_per_day"}));
     RemoteConfig r;
     r.name = rname;
     const toml::node* url = t->get("base_url");
@@ -127,6 +128,9 @@ class Parser {
       TS_ASSIGN_OR_RETURN(double v, number(*x, where + ".cooldown_s"));
       if (v <= 0 || v > 86400) return error(x->source(), where + ".cooldown_s must be in (0, 86400]");
       r.cooldown = std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
+    }
+    if (const toml::node* x = t->get("budget_tokens_per_day")) {
+      TS_ASSIGN_OR_RETURN(r.budget_tokens_per_day, integer(*x, where + ".budget_tokens_per_day", 1, int64_t{1} << 50));
     }
     if (const toml::node* x = t->get("timeout_ms")) {
       TS_ASSIGN_OR_RETURN(int64_t v, integer(*x, where + ".timeout_ms", 1, 3'600'000));
@@ -315,6 +319,10 @@ void add_plan(const RuleSet& rules, const Target& t, const RouteInputs& in, Rout
       d->skipped.push_back(t.to_string() + " (cooling down)");
       return;
     }
+    if (auto b = in.remote_budget_left.find(t.remote); b != in.remote_budget_left.end() && b->second <= 0) {
+      d->skipped.push_back(t.to_string() + " (budget exhausted)");
+      return;
+    }
     if (!rules.remotes.count(t.remote)) {  // validated at load; kept defensive for from_json inputs
       d->skipped.push_back(t.to_string() + " (unknown remote)");
       return;
@@ -425,7 +433,8 @@ json RouteInputs::to_json() const {
           {"healthy_local", healthy_local},
           {"waiting_per_replica", waiting_per_replica},
           {"p95_ttft_ms", p95_ttft_ms},
-          {"remotes_cooling", cooling}};
+          {"remotes_cooling", cooling},
+          {"remote_budget_left", remote_budget_left}};
 }
 
 Result<RouteInputs> RouteInputs::from_json(const json& j) {
@@ -451,6 +460,8 @@ Result<RouteInputs> RouteInputs::from_json(const json& j) {
     if (j.contains("healthy_local")) in.healthy_local = j.at("healthy_local").get<int64_t>();
     if (j.contains("waiting_per_replica")) in.waiting_per_replica = j.at("waiting_per_replica").get<double>();
     if (j.contains("p95_ttft_ms")) in.p95_ttft_ms = j.at("p95_ttft_ms").get<int64_t>();
+    if (j.contains("remote_budget_left"))
+      in.remote_budget_left = j.at("remote_budget_left").get<std::map<std::string, int64_t>>();
     if (j.contains("remotes_cooling"))
       for (const auto& r : j.at("remotes_cooling")) in.remotes_cooling.insert(r.get<std::string>());
   } catch (const json::exception& e) {

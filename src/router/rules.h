@@ -10,6 +10,11 @@
 //   cooldown_after_failures = 3           # consecutive failures before a cooldown
 //   cooldown_s = 30                       # cooldown length (a 429's Retry-After wins)
 //   timeout_ms = 60000                    # per socket wait
+//   budget_tokens_per_day = 2000000       # remote tokens (prompt + completion, from its usage)
+//                                         # per UTC day, shared via Redis like cooldowns; once
+//                                         # spent the remote is skipped like a cooling one
+//                                         # (checked before routing, charged after: overshoot
+//                                         # is bounded by the requests in flight to it)
 //
 //   [[rules]]
 //   id = "long-prompt"
@@ -59,6 +64,7 @@ struct RemoteConfig {
   int cooldown_after_failures = 3;
   std::chrono::milliseconds cooldown{30'000};
   std::chrono::milliseconds timeout{60'000};
+  int64_t budget_tokens_per_day = 0;           // 0 = no budget
   std::string remote_model(const std::string& model) const;
 };
 
@@ -126,6 +132,7 @@ struct RouteInputs {
   double waiting_per_replica = 0;              // sum of scraped waiting / healthy_local
   int64_t p95_ttft_ms = -1;                    // -1 = no samples in the window
   std::set<std::string> remotes_cooling;       // remotes in cooldown now
+  std::map<std::string, int64_t> remote_budget_left;  // remotes with a daily budget: tokens left
 
   nlohmann::json to_json() const;
   // Accepts the to_json() shape; absent fields keep their defaults. kInvalidArgument on a
@@ -145,7 +152,7 @@ struct RouteDecision {
   std::string rule_id;                         // matched rule, or "default"
   std::string reason;                          // the matched conditions, e.g. "prompt_tokens 812 > 500"
   std::vector<Target> plan;                    // action then fallbacks, cooling remotes removed
-  std::vector<std::string> skipped;            // "remote:big (cooling down)"
+  std::vector<std::string> skipped;            // "remote:big (cooling down)" | "(budget exhausted)"
   nlohmann::json evaluated = nlohmann::json::array();  // [{"id","matched","why"}] up to the match
   // {"rule_id","reason","plan":[...],"skipped":[...],"evaluated":[...]}
   nlohmann::json to_json() const;

@@ -113,6 +113,22 @@ TEST(Rules, CoolingRemoteIsSkippedAndRecorded) {
   EXPECT_EQ(d.skipped[0], "remote:big (cooling down)");
 }
 
+TEST(Rules, RemoteWithoutBudgetLeftIsSkipped) {
+  auto rs = parse_rules("[remotes.big]\nbase_url = \"http://h:1\"\nbudget_tokens_per_day = 1000\n"
+                        "[[rules]]\nid = \"all\"\naction = \"remote:big\"\nfallback = [\"local\"]\n", "r.toml");
+  ASSERT_TRUE(rs.ok()) << rs.status().message();
+  EXPECT_EQ(rs->remotes.at("big").budget_tokens_per_day, 1000);
+  RouteInputs in;
+  in.remote_budget_left["big"] = 1;
+  EXPECT_EQ(evaluate(*rs, in).plan.at(0).to_string(), "remote:big");
+  in.remote_budget_left["big"] = 0;
+  RouteDecision d = evaluate(*rs, in);
+  ASSERT_EQ(d.plan.size(), 1u);
+  EXPECT_EQ(d.plan[0].to_string(), "local");
+  EXPECT_EQ(d.skipped.at(0), "remote:big (budget exhausted)");
+  EXPECT_FALSE(parse_rules("[remotes.big]\nbase_url = \"http://h:1\"\nbudget_tokens_per_day = 0\n", "r.toml").ok());
+}
+
 TEST(Rules, HeaderAndTenantConditionsAllMustHold) {
   RuleSet rs = rules();
   RouteInputs in;
@@ -134,6 +150,7 @@ TEST(Rules, InputsRoundTripThroughJsonSoExplainReproducesADecision) {
   in.waiting_per_replica = 7;
   in.healthy_local = 2;
   in.remotes_cooling = {"big"};
+  in.remote_budget_left["big"] = 0;
   auto back = RouteInputs::from_json(nlohmann::json::parse(in.to_json().dump()));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(evaluate(rs, *back).to_json(), evaluate(rs, in).to_json());
@@ -225,6 +242,10 @@ TEST(Cooldown, SharedThroughRedisWithTtlSetOnceAtCreation) {
   EXPECT_FALSE((*b)->trip("big", std::chrono::seconds(60)));  // SET NX: the first TTL stands
   EXPECT_LE((*b)->remaining("big").count(), 800);
   EXPECT_EQ((*a)->record_failure("big", std::chrono::seconds(60)), 1);  // counter reset by the trip
+  (*a)->add_usage("big", 20000, 700);
+  (*b)->add_usage("big", 20000, 50);
+  EXPECT_EQ((*a)->usage("big", 20000), 750);  // one budget for both
+  EXPECT_EQ((*b)->usage("big", 20001), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(900));
   EXPECT_EQ((*a)->remaining("big").count(), 0);
   EXPECT_EQ((*b)->remaining("big").count(), 0);

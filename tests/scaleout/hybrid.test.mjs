@@ -174,6 +174,33 @@ test('a remote refusing the gateway\'s key falls back, or answers 502 (never the
   assert.match(route(only), /^rule=bad-key-only; target=none; reason=header x-route=badkey-only$/);
 });
 
+test('a remote\'s daily token budget: once spent (metered from its usage) the rule falls back to local', { skip, timeout: 30000 }, async () => {
+  const rules = path.join(tmp, 'rules-budget.toml');
+  fs.writeFileSync(rules, `[remotes.big]\nbase_url = "http://127.0.0.1:${big.port}/v1"\napi_key_env = "TS_HYBRID_BIG_KEY"\n` +
+    'budget_tokens_per_day = 30\n[[rules]]\nid = "all-remote"\naction = "remote:big"\nfallback = ["local"]\n');
+  const g = await startGateway(endpointsFile, ['--rules', rules]);
+  try {
+    const seen = [];
+    let used = 0;
+    let lastRoute = '';
+    for (let i = 0; i < 10 && !seen.includes('r1'); i++) {
+      const x = await completion(g.url, { prompt: 'Hello there', max_tokens: 8 });
+      assert.equal(x.status, 200, x.body);
+      seen.push(x.servedBy);
+      lastRoute = route(x);
+      if (x.servedBy === 'big') { const u = JSON.parse(x.body).usage; used += u.prompt_tokens + u.completion_tokens; }
+      await sleep(50);  // the gateway charges the budget just after answering
+    }
+    const firstLocal = seen.indexOf('r1');
+    assert.ok(firstLocal >= 1, `served: ${seen}`);
+    assert.ok(seen.slice(0, firstLocal).every((s) => s === 'big'), `served: ${seen}`);
+    assert.ok(used >= 30, `${used} remote tokens before the fallback`);  // not cut off early
+    assert.equal(lastRoute, 'rule=all-remote; target=local:r1; reason=always');
+  } finally {
+    await g.stop();
+  }
+});
+
 test('remote down: the fallback serves, is recorded, and the remote cools down after 2 failures', { skip, timeout: 60000 }, async () => {
   await big.stop('SIGKILL');
   const a = await completion(gw.url, { prompt: longPrompt, max_tokens: 2 });
