@@ -5,6 +5,9 @@
 //                    --no-imbalance-guard --log-format text|json]
 // tokenserve gateway explain --rules rules.toml --request req.json [--chat|--completion]
 //                    [--tenant T --app A --state state.json]
+// tokenserve gateway explain --rules rules.toml --ledger URL --request-id ID
+//   (re-evaluates a recorded route_decisions row's inputs; "same_decision" says whether these
+//   rules still decide as the recorded ones did)
 //   Dry-runs the routing evaluator on a saved request and prints the decision (JSON) without
 //   sending anything. --state gives the local/remote state snapshot (the inputs_json of a
 //   route_decisions row works as it is: request facts in it are replaced by the request's).
@@ -64,18 +67,49 @@ Result<std::string> read_text(const std::string& path) {
 
 int cmd_gateway_explain(int argc, char** argv) {
   CLI::App app("Dry-run the gateway's routing rules on a saved request (nothing is sent)", "gateway explain");
-  std::string rules_path, request_path, state_path, tenant = "anonymous", app_name = "default";
+  std::string rules_path, request_path, state_path, tenant = "anonymous", app_name = "default", ledger, request_id;
   bool completion = false, chat = false;
   app.add_option("--rules", rules_path, "the gateway's routing rules (TOML)")->required();
-  app.add_option("--request", request_path, "the request body (OpenAI JSON)")->required();
+  app.add_option("--request", request_path, "the request body (OpenAI JSON)");
   app.add_option("--state", state_path, "local/remote state snapshot (JSON; a route_decisions inputs_json works)");
   app.add_option("--tenant", tenant, "tenant the request is admitted as (default anonymous)");
   app.add_option("--app", app_name, "app within the tenant (default default)");
   app.add_flag("--completion", completion, "the body is a /v1/completions request (default: chat if it has messages)");
   app.add_flag("--chat", chat, "the body is a /v1/chat/completions request");
+  app.add_option("--ledger", ledger, "instead of --request: re-evaluate a recorded decision from this ledger database");
+  app.add_option("--request-id", request_id, "with --ledger: the request whose route_decisions row to re-evaluate");
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   auto rules = router::load_rules(rules_path);
   if (!rules.ok()) return fail("gateway explain", rules.status().message());
+  if (ledger.empty() == request_path.empty() || ledger.empty() != request_id.empty())
+    return fail("gateway explain", "give --request FILE, or --ledger URL with --request-id ID", 2);
+  if (!ledger.empty()) {
+    // The recorded inputs snapshot holds the request's facts and the state the gateway saw.
+    auto db = gateway::open_sql_db(ledger);
+    if (!db.ok()) return fail("gateway explain", db.status().message());
+    gateway::RouteDecisionStore store(std::shared_ptr<gateway::SqlDb>(std::move(*db)));
+    auto rows = store.rows();
+    if (!rows.ok()) return fail("gateway explain", rows.status().message());
+    for (const auto& r : *rows) {
+      if (r.request_id != request_id) continue;
+      auto in = router::RouteInputs::from_json(nlohmann::json::parse(r.inputs_json, nullptr, false));
+      if (!in.ok()) return fail("gateway explain", "recorded inputs of " + request_id + ": " + in.status().message());
+      router::RouteDecision d = router::evaluate(*rules, *in);
+      nlohmann::json recorded = nlohmann::json::parse(r.alternatives_json, nullptr, false);
+      nlohmann::json rec_route = recorded.is_object() && recorded.contains("route") ? recorded["route"] : nlohmann::json();
+      nlohmann::json out = {{"rule_id", d.rule_id},
+                            {"target", d.plan.empty() ? "none" : d.plan[0].to_string()},
+                            {"ruleset_version", rules->version},
+                            {"decision", d.to_json()},
+                            {"inputs", in->to_json()},
+                            {"recorded", {{"rule_id", r.rule_id}, {"ruleset_version", r.ruleset_version},
+                                          {"target", r.target}, {"decision", rec_route}}},
+                            {"same_decision", rec_route == d.to_json()}};
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    return fail("gateway explain", "no route_decisions row for request " + request_id + " in " + ledger);
+  }
   auto text = read_text(request_path);
   if (!text.ok()) return fail("gateway explain", text.status().message());
   nlohmann::json body = nlohmann::json::parse(*text, nullptr, false);

@@ -265,6 +265,21 @@ test('ledger and route_decisions: one row each per request, joined by request id
   const calm = JSON.parse(execFileSync(bin, ['gateway', 'explain', '--rules', rulesFile, '--request', req]).toString());
   assert.equal(calm.rule_id, 'default');
   assert.equal(calm.target, 'local');
+  // From the ledger by request id: every recorded decision re-evaluates to itself...
+  for (const r of routed.filter((x) => x.rule_id !== 'none').slice(0, 6)) {
+    const again = JSON.parse(execFileSync(bin, ['gateway', 'explain', '--rules', rulesFile, '--ledger', gw.ledger,
+      '--request-id', r.request_id]).toString());
+    assert.equal(again.same_decision, true, JSON.stringify(again));
+    assert.equal(again.recorded.rule_id, r.rule_id);
+  }
+  // ... and a changed rules file shows which ones it would route differently.
+  const stricter = path.join(tmp, 'rules-stricter.toml');
+  fs.writeFileSync(stricter, fs.readFileSync(rulesFile, 'utf8').replace('waiting_per_replica_over = 4', 'waiting_per_replica_over = 40'));
+  const changed = JSON.parse(execFileSync(bin, ['gateway', 'explain', '--rules', stricter, '--ledger', gw.ledger,
+    '--request-id', busy.request_id]).toString());
+  assert.equal(changed.same_decision, false);
+  assert.equal(changed.rule_id, 'default');
+  assert.equal(changed.recorded.rule_id, 'busy');
   // A bad rules file is one line and exit 1.
   fs.writeFileSync(path.join(tmp, 'bad.toml'), '[[rules]]\nid = "x"\naction = "remote:ghost"\n');
   let err = null;
