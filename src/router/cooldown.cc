@@ -44,10 +44,16 @@ struct CooldownTracker::Redis {
     if (ctx) redisFree(ctx);
   }
 
+  std::chrono::steady_clock::time_point retry_at{};  // after a failed connect: local view until then
+
   Result<Reply> command(const std::vector<std::string>& args) {
     std::lock_guard lock(mu);
     timeval tv{.tv_sec = 0, .tv_usec = 250'000};
     if (!ctx || ctx->err) {
+      // A Redis that is down must not cost every routing decision a connect (up to 250 ms when
+      // packets are dropped): one attempt a second at most.
+      if (std::chrono::steady_clock::now() < retry_at) return unavailable("cooldowns: redis unreachable (retrying)");
+      retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       if (ctx) redisFree(ctx);
       ctx = redisConnectWithTimeout(host.c_str(), port, tv);
       if (!ctx || ctx->err) {
@@ -78,6 +84,7 @@ struct CooldownTracker::Redis {
       std::string msg = ctx->errstr;
       redisFree(ctx);
       ctx = nullptr;
+      retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       return unavailable("cooldowns: redis: " + msg);
     }
     if (r->type == REDIS_REPLY_ERROR) return internal_error(std::string("cooldowns: redis: ") + r->str);

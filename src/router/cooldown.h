@@ -11,7 +11,8 @@
 // the rules, on loopback well under 1 ms).
 //
 // Redis unreachable: every call falls back to this process's own view (the same keys in
-// memory), logs once per outage and counts num_store_errors; routing never blocks on it.
+// memory), logs once per outage and counts num_store_errors; a reconnect is tried at most once
+// a second, so routing is not slowed by a dead Redis.
 //
 // Thread-safe.
 #pragma once

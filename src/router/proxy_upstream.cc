@@ -261,7 +261,10 @@ TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
   json body = g.body;
   body["model"] = remote.remote_model(g.model);
   body.erase("tier");  // ours, not OpenAI's
-  if (g.stream) body["stream_options"]["include_usage"] = true;  // so the ledger gets real usage
+  if (g.stream) {  // so the ledger gets real usage
+    if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
+    body["stream_options"]["include_usage"] = true;
+  }
   http::HeaderList headers = {{"Content-Type", "application/json"}, {"x-request-id", g.request_id}};
   if (!remote.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + remote.api_key);
   http::Client client;
