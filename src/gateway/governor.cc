@@ -1,10 +1,10 @@
 #include "gateway/governor.h"
-#include "gateway/trust.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "gateway/circuit_breaker.h"
+#include "gateway/trust.h"
 #include "gateway/sha256.h"
 
 namespace ts::gateway {

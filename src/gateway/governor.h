@@ -27,6 +27,10 @@
 //
 // With no_auth, every request is admitted as tenant "anonymous", app "default" (tenant limits
 // from the config still apply) and a warning is logged at open().
+// With trust_gateway_secret (serve --trust-gateway), the Authorization header must carry the
+// gateway's signed identity (trust.h) instead of an API key: tenant/app come from it, the
+// request's tier must be the signed one (403 otherwise), anything else is 401
+// "invalid_gateway_signature"; limits and quotas of the config then apply per replica.
 //
 // Ledger back-pressure: while the ledger writer's spool is full (the database has been away
 // for long), admit() refuses with 503 + Retry-After (code "ledger_unavailable"), counted and
