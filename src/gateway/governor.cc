@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/circuit_breaker.h"
-#include "gateway/trust.h"
 #include "gateway/sha256.h"
+#include "gateway/trust.h"
 
 namespace ts::gateway {
 namespace {
