@@ -3,6 +3,8 @@
 //                  --io-threads N --drain-timeout S --max-body BYTES]
 //                 [--ledger tokenserve.db|postgresql://... --limits redis://host:port
 //                  --config governance.toml --no-auth --log-format text|json]
+//                 [--trust-gateway --gateway-secret-file F | --gateway-secret-env VAR]
+//                  (identity signed by `tokenserve gateway`, gateway/trust.h; no API keys here)
 //                 [--tool-call-format hermes|llama3|mistral|deepseek|granite|harmony|none]
 //                 [--scripted-replies FILE (test only: server/scripted_backend.h)]
 // Loads the model, opens governance (API keys, limits, quotas, usage ledger) and metrics,
@@ -54,6 +56,8 @@ int cmd_serve(int argc, char** argv) {
   double drain_timeout_s = 30.0;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
   bool no_auth = false, vllm_compat = false;
+  bool trust_gateway = false;
+  std::string gateway_secret_file, gateway_secret_env;
   std::string replica_id;
   size_t max_connections = 0, max_connections_per_client = 0;
   int64_t idle_timeout_s = 60;
@@ -82,6 +86,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--config", config_path, "governance config (TOML): tenants, apps, limits, quotas, tiers, prices, "
                                           "admin key, log level");
   app.add_flag("--no-auth", no_auth, "serve without API keys (every request is tenant 'anonymous')");
+  app.add_flag("--trust-gateway", trust_gateway,
+               "behind `tokenserve gateway`: tenant/app/tier from its HMAC-signed identity, no API keys; unsigned or "
+               "forged requests get 401");
+  app.add_option("--gateway-secret-file", gateway_secret_file, "--trust-gateway's shared secret (first line of the file)");
+  app.add_option("--gateway-secret-env", gateway_secret_env, "--trust-gateway's shared secret from this environment variable");
   app.add_flag("--metrics-vllm-compat", vllm_compat,
                "also expose every tokenserve: metric under vllm: (for stock endpoint pickers and KEDA examples)");
   app.add_option("--replica-id", replica_id,
@@ -182,8 +191,28 @@ int cmd_serve(int argc, char** argv) {
   log::info("listening on http://" + host + ":" + std::to_string(port) + " (loading the model; /ready is 503 until it is served)");
 
   // Governance before the model: a bad config or URL fails in milliseconds.
-  auto gov = gateway::Governor::open(
-      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth});
+  std::string gateway_secret;
+  if (trust_gateway) {
+    if (no_auth) return fail("serve", "--trust-gateway and --no-auth exclude each other");
+    if (gateway_secret_file.empty() == gateway_secret_env.empty())
+      return fail("serve", "--trust-gateway needs exactly one of --gateway-secret-file or --gateway-secret-env");
+    if (!gateway_secret_file.empty()) {
+      std::ifstream f(gateway_secret_file);
+      if (!f || !std::getline(f, gateway_secret) || gateway_secret.empty())
+        return fail("serve", "cannot read a secret from " + gateway_secret_file);
+    } else if (const char* v = std::getenv(gateway_secret_env.c_str()); v && *v) {
+      gateway_secret = v;
+    } else {
+      return fail("serve", "environment variable " + gateway_secret_env + " is not set");
+    }
+  } else if (!gateway_secret_file.empty() || !gateway_secret_env.empty()) {
+    return fail("serve", "--gateway-secret-file/--gateway-secret-env need --trust-gateway");
+  }
+  auto gov = gateway::Governor::open(gateway::GovernanceOptions{.ledger = ledger,
+                                                                .limits = limits,
+                                                                .config_path = config_path,
+                                                                .no_auth = no_auth,
+                                                                .trust_gateway_secret = gateway_secret});
   if (!gov.ok()) return fail("serve", gov.status().message());
   log::set_level((*gov)->config()->log_level);
   if (!no_auth && (*gov)->config()->admin_key_sha256.empty())
@@ -276,7 +305,7 @@ int cmd_serve(int argc, char** argv) {
       (*model)->tokenizer(), (*model)->gguf().get_string("tokenizer.chat_template"));
   obs::ServerMetrics metrics(obs::ServerMetricsOptions{.model = so.model_id});
   so.governor = gov->get();
-  so.require_auth = !no_auth;
+  so.require_auth = !no_auth && !trust_gateway;  // trusted: the governor checks the signature
   // The prompt registry lives in the ledger's database (its own connection).
   auto prompt_db = gateway::open_sql_db(ledger);
   if (!prompt_db.ok()) return fail("serve", prompt_db.status().message());

@@ -5,6 +5,7 @@
 
 #include "gateway/circuit_breaker.h"
 #include "gateway/sha256.h"
+#include "gateway/trust.h"
 
 namespace ts::gateway {
 namespace {
@@ -113,7 +114,8 @@ Result<std::unique_ptr<Governor>> Governor::open(const GovernanceOptions& o) {
     quota_journal.resize(quota_journal.size() - spool_suffix.size());
   quota_journal += ".quota-journal.jsonl";
   auto gov = std::make_unique<Governor>(
-      parts, GovernorOptions{.no_auth = o.no_auth, .quota_journal_path = quota_journal});
+      parts, GovernorOptions{.no_auth = o.no_auth, .trust_gateway_secret = o.trust_gateway_secret,
+                             .quota_journal_path = quota_journal});
   log::info("governance: ledger " + owned->ledger->describe() + ", limits " +
             owned->limits->describe() + ", config " +
             (o.config_path.empty() ? std::string("(none)") : o.config_path) + ", " +
@@ -212,6 +214,27 @@ AdmitResult Governor::admit(const AdmitRequest& req) {
 
 // 1. Who is calling, and may they use this model and tier?
 bool Governor::identify(AdmitContext& c, AdmitResult& out) {
+  if (!options_.trust_gateway_secret.empty()) {  // --trust-gateway: the gateway authenticated
+    auto id = verify_gateway_authorization(options_.trust_gateway_secret, c.req.authorization, to_unix_ms(c.now));
+    if (!id.ok()) {
+      out.status = id.status();
+      out.error_code = "invalid_gateway_signature";
+      ++num_refused_auth_;
+      return false;
+    }
+    if (id->tier != engine::tier_name(c.req.tier)) {
+      out.status = Status(StatusCode::kPermissionDenied, "the gateway signed tier '" + id->tier +
+                                                             "' but the request asks for '" +
+                                                             engine::tier_name(c.req.tier) + "'");
+      out.error_code = "tier_not_allowed";
+      ++num_refused_auth_;
+      return false;
+    }
+    c.key.id = "gateway";
+    c.key.tenant = id->tenant;
+    c.key.app = id->app;
+    return true;
+  }
   if (options_.no_auth) {
     c.key.tenant = kAnonymousTenant;
     c.key.app = "default";

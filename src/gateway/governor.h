@@ -27,6 +27,10 @@
 //
 // With no_auth, every request is admitted as tenant "anonymous", app "default" (tenant limits
 // from the config still apply) and a warning is logged at open().
+// With trust_gateway_secret (serve --trust-gateway), the Authorization header must carry the
+// gateway's signed identity (trust.h) instead of an API key: tenant/app come from it, the
+// request's tier must be the signed one (403 otherwise), anything else is 401
+// "invalid_gateway_signature"; limits and quotas of the config then apply per replica.
 //
 // Ledger back-pressure: while the ledger writer's spool is full (the database has been away
 // for long), admit() refuses with 503 + Retry-After (code "ledger_unavailable"), counted and
@@ -162,12 +166,16 @@ struct GovernanceOptions {
   std::string config_path;             // "" = no config file (no tenant limits, no prices)
   bool no_auth = false;
   const Clock* clock = nullptr;        // nullptr = system clock
+  // --trust-gateway: identities come signed by the gateway (trust.h) instead of API keys; ""
+  // = off. Requests without a valid signature are refused (401 invalid_gateway_signature).
+  std::string trust_gateway_secret;
   LedgerWriterOptions writer;          // spill_path "" = "<ledger>.spool.jsonl" for SQLite,
                                        // "tokenserve-ledger.spool.jsonl" for PostgreSQL
 };
 
 struct GovernorOptions {
   bool no_auth = false;
+  std::string trust_gateway_secret;    // see GovernanceOptions
   Millis replay_interval{200};         // journal replay period; 0 = no background thread
   std::string quota_journal_path;      // durable QuotaJournal file; "" = memory only
   Millis seed_flush_timeout{2000};     // seeding waits this long for the ledger writer

@@ -45,7 +45,9 @@ CREATE TABLE IF NOT EXISTS ts_usage (
   http_status INTEGER NOT NULL,
   reasoning_tokens BIGINT NOT NULL DEFAULT 0,
   prompt_id TEXT NOT NULL DEFAULT '',
-  prompt_version BIGINT NOT NULL DEFAULT 0
+  prompt_version BIGINT NOT NULL DEFAULT 0,
+  served_by TEXT NOT NULL DEFAULT '',
+  attempts BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS ts_usage_bodies (
   request_id TEXT PRIMARY KEY,
@@ -58,7 +60,8 @@ CREATE INDEX IF NOT EXISTS ts_usage_tenant_time ON ts_usage (tenant, time_ms);
 
 constexpr const char* kColumns =
     "request_id, time_ms, tenant, app, key_id, model, tier, prompt_tokens, cached_tokens, "
-    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status, reasoning_tokens, prompt_id, prompt_version";
+    "completion_tokens, ttft_ms, duration_ms, finish_reason, http_status, reasoning_tokens, prompt_id, prompt_version, "
+    "served_by, attempts";
 
 // Ledgers created before the column existed get it (old rows: 0).
 constexpr const char* kReasoningColumn = "ALTER TABLE ts_usage ADD COLUMN reasoning_tokens BIGINT NOT NULL DEFAULT 0";
@@ -89,7 +92,7 @@ class SqlLedger final : public LedgerStore {
     TS_RETURN_IF_ERROR(ensure_schema());
     if (records.empty()) return ok_status();
     std::string sql = std::string("INSERT INTO ts_usage (") + kColumns +
-                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
+                      ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19)"
                       " ON CONFLICT (request_id) DO NOTHING";
     return db_->transaction([&]() -> Status {
       for (const UsageRecord& r : records) {
@@ -98,7 +101,8 @@ class SqlLedger final : public LedgerStore {
                         std::string(engine::tier_name(r.tier)), r.prompt_tokens,
                         r.cached_tokens, r.completion_tokens, r.ttft_ms,
                         r.duration_ms, r.finish_reason,    int64_t(r.http_status),
-                        r.reasoning_tokens, r.prompt_id,   r.prompt_version};
+                        r.reasoning_tokens, r.prompt_id,   r.prompt_version,
+                        r.served_by,   r.attempts};
         TS_RETURN_IF_ERROR(db_->exec(sql, p));
         if (r.request_body.empty() && r.output_text.empty()) continue;  // body logging off
         SqlParam b[] = {r.request_id, r.request_body, r.output_text};
@@ -140,9 +144,11 @@ class SqlLedger final : public LedgerStore {
       r.reasoning_tokens = to_i64(row[14]);
       r.prompt_id = row[15];
       r.prompt_version = to_i64(row[16]);
-      if (row.size() > 18) {
-        r.request_body = row[17];
-        r.output_text = row[18];
+      r.served_by = row[17];
+      r.attempts = to_i64(row[18]);
+      if (row.size() > 20) {
+        r.request_body = row[19];
+        r.output_text = row[20];
       }
       out.push_back(std::move(r));
     }
@@ -217,18 +223,25 @@ class SqlLedger final : public LedgerStore {
     return st;
   }
 
-  // Ledgers created before the prompt registry lack prompt_id / prompt_version.
+  // Ledgers created before the prompt registry lack prompt_id / prompt_version, and those before
+  // the scale-out gateway served_by / attempts.
   Status migrate_prompt_columns() {
     if (db_->dialect() == SqlDialect::kPostgres)
       return db_->exec_script(
           "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS prompt_id TEXT NOT NULL DEFAULT '';"
-          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS prompt_version BIGINT NOT NULL DEFAULT 0;");
+          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS prompt_version BIGINT NOT NULL DEFAULT 0;"
+          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS served_by TEXT NOT NULL DEFAULT '';"
+          "ALTER TABLE ts_usage ADD COLUMN IF NOT EXISTS attempts BIGINT NOT NULL DEFAULT 0;");
     TS_ASSIGN_OR_RETURN(auto cols, db_->query("PRAGMA table_info(ts_usage)"));
-    bool has_id = false, has_version = false;
+    bool has_id = false, has_version = false, has_served_by = false, has_attempts = false;
     for (const SqlRow& c : cols) {
       if (c.size() > 1 && c[1] == "prompt_id") has_id = true;
       if (c.size() > 1 && c[1] == "prompt_version") has_version = true;
+      if (c.size() > 1 && c[1] == "served_by") has_served_by = true;
+      if (c.size() > 1 && c[1] == "attempts") has_attempts = true;
     }
+    if (!has_served_by) TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN served_by TEXT NOT NULL DEFAULT ''"));
+    if (!has_attempts) TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN attempts BIGINT NOT NULL DEFAULT 0"));
     if (!has_id) TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN prompt_id TEXT NOT NULL DEFAULT ''"));
     if (!has_version)
       TS_RETURN_IF_ERROR(db_->exec("ALTER TABLE ts_usage ADD COLUMN prompt_version BIGINT NOT NULL DEFAULT 0"));

@@ -37,6 +37,11 @@ struct UsageRecord {
   int32_t http_status = 200;      // status sent to the client
   std::string prompt_id;          // registry prompt the request used ("" = none; prompt_registry.h)
   int64_t prompt_version = 0;     // its version (0 = none)
+  // Scale-out (tokenserve gateway): where the request was served and how many upstream attempts
+  // it took ("local:r2" | "remote:big"; "" and 0 for requests served by `serve` itself or refused
+  // before any attempt).
+  std::string served_by;
+  int64_t attempts = 0;
   // Body logging (only for tenants/apps with log_bodies = true in the config; "" otherwise).
   // Stored in ts_usage_bodies keyed by request_id, and in the ledger journal.
   std::string request_body;       // the request's JSON body as the engine saw it (a registry

@@ -37,6 +37,8 @@ std::string usage_record_to_json(const UsageRecord& r) {
     j["prompt_id"] = r.prompt_id;
     j["prompt_version"] = r.prompt_version;
   }
+  if (!r.served_by.empty()) j["served_by"] = r.served_by;
+  if (r.attempts) j["attempts"] = r.attempts;
   if (!r.request_body.empty()) j["request_body"] = r.request_body;
   if (!r.output_text.empty()) j["output_text"] = r.output_text;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -66,6 +68,8 @@ Result<UsageRecord> usage_record_from_json(std::string_view line) {
     r.http_status = j.at("http_status").get<int32_t>();
     r.prompt_id = j.value("prompt_id", "");
     r.prompt_version = j.value("prompt_version", int64_t{0});
+    r.served_by = j.value("served_by", "");
+    r.attempts = j.value("attempts", int64_t{0});
     r.request_body = j.value("request_body", "");
     r.output_text = j.value("output_text", "");
   } catch (const nlohmann::json::exception& e) {

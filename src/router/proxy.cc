@@ -1,5 +1,8 @@
 #include "router/proxy.h"
 
+#include "router/proxy_request.h"
+
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -8,82 +11,20 @@
 #include "api/error.h"
 #include "core/log.h"
 #include "http/client.h"
+#include "gateway/circuit_breaker.h"
+#include "gateway/route_decisions.h"
 #include "obs/request_log.h"
 
 namespace ts::router {
-namespace {
-
 using json = nlohmann::json;
+using namespace proxy_detail;
 
-http::Response json_response(int status, std::string body) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
+namespace {
+int64_t utc_day() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+             .count() /
+         86'400'000;
 }
-
-api::ApiError make_error(int status, std::string message, std::string type, std::string code = {}) {
-  api::ApiError e;
-  e.http_status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
-// The text the picker hashes: the rendered chat, or the completion prompt(s).
-std::string prompt_text(const json& body, bool chat) {
-  if (chat) return render_chat_prompt(body.value("messages", json::array()));
-  auto p = body.find("prompt");
-  if (p == body.end()) return {};
-  if (p->is_string()) return p->get<std::string>();
-  std::string out;
-  if (p->is_array()) {
-    for (const auto& x : *p) {
-      if (x.is_string()) out += x.get<std::string>();
-      else if (x.is_number_integer()) out += std::to_string(x.get<int64_t>()) + " ";
-      else if (x.is_array())  // token ids
-        for (const auto& t : x)
-          if (t.is_number_integer()) out += std::to_string(t.get<int64_t>()) + " ";
-    }
-  }
-  return out;
-}
-
-// Copies `usage` fields of a response object, when present.
-void read_usage(const json& j, gateway::UsageRecord* rec, bool* have) {
-  auto u = j.find("usage");
-  if (u == j.end() || !u->is_object()) return;
-  rec->prompt_tokens = u->value("prompt_tokens", int64_t{0});
-  rec->completion_tokens = u->value("completion_tokens", int64_t{0});
-  if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
-    rec->cached_tokens = d->value("cached_tokens", int64_t{0});
-  *have = true;
-}
-
-// Scans an SSE chunk's `data:` lines for a usage object.
-void scan_sse_usage(std::string_view chunk, gateway::UsageRecord* rec, bool* have) {
-  if (chunk.find("\"usage\"") == std::string_view::npos) return;
-  size_t pos = 0;
-  while (pos < chunk.size()) {
-    size_t end = chunk.find('\n', pos);
-    if (end == std::string_view::npos) end = chunk.size();
-    std::string_view line = chunk.substr(pos, end - pos);
-    pos = end + 1;
-    if (!line.starts_with("data:")) continue;
-    line.remove_prefix(5);
-    json j = json::parse(line, nullptr, false);
-    if (j.is_object()) read_usage(j, rec, have);
-  }
-}
-
-bool is_relayed_header(std::string_view name) {
-  for (const char* h : {"content-type", "x-tokenserve-served-by", "retry-after", "x-ratelimit-limit-requests",
-                        "cache-control"})
-    if (http::iequals(name, h)) return true;
-  return false;
-}
-
 }  // namespace
 
 Proxy::Proxy(EndpointPool& pool, Picker& picker, ProxyOptions opts) : pool_(pool), picker_(picker), opts_(opts) {}
@@ -153,269 +94,220 @@ void Proxy::handle_generate(const http::ExchangePtr& ex, bool chat) {
   refuse(503, "The gateway has too many requests in flight; retry shortly.");
 }
 
+void Proxy::add_ttft(int64_t ms) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  ttft_.emplace_back(now, ms);
+  while (!ttft_.empty() && (ttft_.size() > 2048 || now - ttft_.front().first > opts_.ttft_window)) ttft_.pop_front();
+}
+
+void Proxy::fill_state(RouteInputs* in) {
+  double waiting = 0;
+  int64_t healthy = 0;
+  for (const EndpointState& s : pool_.snapshot()) {
+    if (!s.ready || s.ejected) continue;
+    ++healthy;
+    waiting += s.waiting;
+  }
+  in->healthy_local = healthy;
+  in->waiting_per_replica = healthy > 0 ? waiting / static_cast<double>(healthy) : 0;
+  {
+    auto now = std::chrono::steady_clock::now();
+    std::vector<int64_t> xs;
+    std::lock_guard lock(mu_);
+    for (const auto& [t, ms] : ttft_)
+      if (now - t <= opts_.ttft_window) xs.push_back(ms);
+    if (xs.empty()) {
+      in->p95_ttft_ms = -1;
+    } else {
+      std::sort(xs.begin(), xs.end());
+      in->p95_ttft_ms = xs[std::min(xs.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(xs.size())))];
+    }
+  }
+  in->remotes_cooling.clear();
+  in->remote_budget_left.clear();
+  if (opts_.rules && opts_.cooldowns)
+    for (const auto& [name, r] : opts_.rules->remotes) {
+      if (opts_.cooldowns->remaining(name).count() > 0) in->remotes_cooling.insert(name);
+      if (r.budget_tokens_per_day > 0)
+        in->remote_budget_left[name] = r.budget_tokens_per_day - opts_.cooldowns->usage(name, utc_day());
+    }
+}
+
+void Proxy::settle(Gen& g, int status, const char* finish) {
+  if (g.settled) return;
+  g.settled = true;
+  g.status = status;
+  g.rec.http_status = status;
+  g.rec.finish_reason = finish;
+  g.rec.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g.start).count();
+  if (!g.have_usage) g.rec.prompt_tokens = static_cast<int64_t>(g.prompt.size() / 4);  // estimate (no usage came back)
+  g.rec.served_by = g.served_target;
+  g.rec.attempts = static_cast<int64_t>(g.attempts.size());
+  if (g.admission) opts_.governor->settle(*g.admission, g.rec);
+  if (opts_.cooldowns && g.served_target.starts_with("remote:"))  // the remote's daily budget
+    opts_.cooldowns->add_usage(g.served_target.substr(7), utc_day(), g.rec.prompt_tokens + g.rec.completion_tokens);
+}
+
+void Proxy::respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route) {
+  http::Response r = json_response(e.http_status, e.to_json());
+  for (const auto& [k, v] : extra) r.set_header(k, v);
+  if (e.http_status == 503 || e.http_status == 429) {
+    bool has = false;
+    for (const auto& [k, v] : extra) has = has || http::iequals(k, "retry-after");
+    if (!has) r.set_header("Retry-After", "1");
+  }
+  r.set_header("x-request-id", g.request_id);
+  r.set_header("x-tokenserve-route", route);
+  count("", e.http_status);
+  g.status = e.http_status;
+  g.ex->respond(std::move(r));
+}
+
+void Proxy::audit(Gen& g) {
+  {
+    std::lock_guard lock(mu_);
+    ++routed_[{g.route.rule_id, g.served_target.empty() ? "none" : g.served_target, g.status}];
+  }
+  if (!opts_.audit) return;
+  gateway::RouteDecisionRow row;
+  row.request_id = g.request_id;
+  row.time = std::chrono::system_clock::now();
+  row.rule_id = g.route.rule_id;
+  row.ruleset_version = opts_.rules ? opts_.rules->version : "builtin";
+  row.target = g.served_target.empty() ? "none" : g.served_target;
+  row.reason = g.route.reason;
+  row.fallback = g.fallback_note;
+  row.inputs_json = g.inputs.to_json().dump();
+  json alt = {{"route", g.route.to_json()}, {"attempts", g.attempts}};
+  if (g.picked) alt["picker"] = g.picker.to_json();
+  row.alternatives_json = alt.dump();
+  row.outcome = g.outcome;
+  row.http_status = g.status;
+  row.usage_source = g.have_usage ? "reported" : (g.served_target.empty() ? "none" : "estimated");
+  opts_.audit->append(std::move(row));
+}
+
 void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id) {
-  const auto start = std::chrono::steady_clock::now();
+  Gen g;
+  g.ex = ex;
+  g.chat = chat;
+  g.request_id = std::move(request_id);
+  g.start = std::chrono::steady_clock::now();
   const http::Request& in = ex->request();
-  auto fail = [&](const api::ApiError& e, const gateway::Headers& extra = {}) {
-    http::Response r = json_response(e.http_status, e.to_json());
-    for (const auto& [k, v] : extra) r.set_header(k, v);
-    if (e.http_status == 503) r.set_header("Retry-After", "1");
-    r.set_header("x-request-id", request_id);
-    count("", e.http_status);
-    ex->respond(std::move(r));
-  };
-  json body = json::parse(in.body, nullptr, false);
-  if (!body.is_object())
-    return fail(make_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", "invalid_json"));
-  auto model_it = body.find("model");
-  if (model_it == body.end() || !model_it->is_string())
-    return fail(make_error(400, "you must provide a model parameter", "invalid_request_error", "missing_required_parameter"));
-  const std::string model = model_it->get<std::string>();
-  const bool stream = body.value("stream", false);
-  const std::string prompt = prompt_text(body, chat);
-  int64_t max_tokens = opts_.default_max_tokens;
-  for (const char* k : {"max_completion_tokens", "max_tokens"})
-    if (auto m = body.find(k); m != body.end() && m->is_number_integer()) max_tokens = m->get<int64_t>();
+  const std::string no_route = "rule=none; target=none; reason=request refused before routing";
+  g.body = json::parse(in.body, nullptr, false);
+  if (!g.body.is_object())
+    return respond_error(g, make_error(400, "We could not parse the JSON body of your request.", "invalid_request_error",
+                                       "invalid_json"), {}, no_route);
+  auto model_it = g.body.find("model");
+  if (model_it == g.body.end() || !model_it->is_string())
+    return respond_error(g, make_error(400, "you must provide a model parameter", "invalid_request_error",
+                                       "missing_required_parameter"), {}, no_route);
+  g.model = model_it->get<std::string>();
+  g.stream = g.body.value("stream", false);
+  g.prompt = prompt_text(g.body, chat);
+  fill_request_facts(g.body, g.prompt, &g.inputs);
+  if (auto t = g.body.find("tier"); t != g.body.end()) {
+    auto tier = t->is_string() ? engine::parse_tier(t->get<std::string>()) : Result<engine::Tier>(invalid_argument(""));
+    if (!tier.ok())
+      return respond_error(g, make_error(400, "Invalid 'tier': expected \"interactive\" or \"batch\".", "invalid_request_error",
+                                         "invalid_value"), {}, no_route);
+    g.tier = *tier;
+  }
+  int64_t max_tokens = g.inputs.max_tokens > 0 ? g.inputs.max_tokens : opts_.default_max_tokens;
 
   // Governance at the edge.
-  std::optional<gateway::Admission> admission;
-  std::string tenant = "anonymous";
-  engine::Tier tier = engine::Tier::kInteractive;
+  std::string app = "default";
   if (opts_.governor) {
-    gateway::AdmitResult ar = opts_.governor->admit(gateway::AdmitRequest{
-        .authorization = in.header("authorization"),
-        .model = model,
-        .tier = tier,
-        .prompt_tokens = static_cast<int64_t>(prompt.size() / 4),
-        .max_tokens = std::max<int64_t>(1, max_tokens)});
-    if (!ar.ok()) {
-      api::ApiError e = api::error_from_status(ar.status, "", ar.error_code);
-      return fail(e, ar.headers);
-    }
-    admission = std::move(ar.admission);
-    tenant = admission->key.tenant;
-    tier = admission->tier;
+    gateway::AdmitResult ar = opts_.governor->admit(gateway::AdmitRequest{.authorization = in.header("authorization"),
+                                                                          .model = g.model,
+                                                                          .tier = g.tier,
+                                                                          .prompt_tokens = g.inputs.prompt_tokens,
+                                                                          .max_tokens = std::max<int64_t>(1, max_tokens)});
+    if (!ar.ok()) return respond_error(g, api::error_from_status(ar.status, "", ar.error_code), ar.headers, no_route);
+    g.admission = std::move(ar.admission);
+    g.tenant = g.admission->key.tenant;
+    app = g.admission->key.app;
+    g.tier = g.admission->tier;
   }
-  gateway::UsageRecord rec;
-  rec.request_id = request_id;
-  rec.model = model;
-  bool have_usage = false;
-  auto settle = [&](int status, const char* finish) {
-    rec.http_status = status;
-    rec.finish_reason = finish;
-    rec.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    if (!have_usage) rec.prompt_tokens = static_cast<int64_t>(prompt.size() / 4);  // estimate (no usage came back)
-    if (admission) opts_.governor->settle(*admission, rec);
-  };
+  g.rec.request_id = g.request_id;
+  g.rec.model = g.model;
 
-  // Pick and count the request on the winner in one step, so concurrent picks see each other
-  // (a scrape lags; without this, simultaneous requests all pick the same idle endpoint).
-  struct InFlight {
-    EndpointPool* p = nullptr;
-    std::string n;
-    ~InFlight() {
-      if (p) p->end_request(n);
-    }
-  };
-  InFlight reserved;
-  Decision decision;
-  {
-    std::lock_guard lock(pick_mu_);
-    decision = picker_.pick(PickRequest{.model = model, .tenant = tenant, .prompt = prompt}, pool_.snapshot(),
-                            Clock::now());
-    if (!decision.ranked.empty()) {
-      reserved.p = &pool_;
-      reserved.n = decision.ranked[0].name;
-      pool_.begin_request(reserved.n);
-      // Index the prompt at once (as GIE's approximate scorer does on pick), so requests with
-      // the same prefix that arrive while this one runs find it.
-      picker_.record(reserved.n, decision);
-    }
+  // Route.
+  g.inputs.tenant = g.tenant;
+  g.inputs.app = app;
+  g.inputs.tier = g.tier;
+  if (opts_.rules) {
+    for (const Rule& r : opts_.rules->rules)
+      for (const auto& [name, v] : r.match.headers) g.inputs.headers[name] = std::string(in.header(name));
   }
-  // An upstream picker's choice (GIE EPP header), when trusted: walk its list in order.
-  std::map<std::string, Endpoint> header_endpoints;
-  if (opts_.trust_destination_header) {
-    std::string_view list = in.header("x-gateway-destination-endpoint");
-    std::vector<Candidate> ranked;
-    while (!list.empty()) {
-      size_t comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      size_t colon = item.rfind(':');
-      if (colon == std::string_view::npos || colon == 0) continue;
-      int p = std::atoi(std::string(item.substr(colon + 1)).c_str());
-      if (p <= 0 || p > 65535) continue;
-      Endpoint ep{.name = std::string(item), .address = std::string(item.substr(0, colon)), .port = static_cast<uint16_t>(p)};
-      for (const EndpointState& s : pool_.snapshot()) {  // a pool member keeps its name
-        Endpoint known;
-        if (pool_.lookup(s.name, &known) && known.address == ep.address && known.port == ep.port) ep = known;
-      }
-      if (header_endpoints.emplace(ep.name, ep).second) ranked.push_back(Candidate{.name = ep.name});
-    }
-    if (!ranked.empty()) decision.ranked = std::move(ranked);
-  }
-  json attempts = json::array();
-  std::string served_by;
-  auto keep_decision = [&]() {
-    json rj = {{"request_id", request_id}, {"model", model},      {"tenant", tenant},
-               {"served_by", served_by},   {"attempts", attempts}, {"decision", decision.to_json()}};
-    std::lock_guard lock(mu_);
-    decisions_.push_back(rj.dump());
-    while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
-  };
-  if (decision.ranked.empty()) {
-    keep_decision();
-    settle(503, "error");
-    return fail(make_error(503, "No ready endpoint serves model '" + model + "'.", "server_error", "no_endpoint"));
+  fill_state(&g.inputs);
+  if (opts_.rules) {
+    g.route = evaluate(*opts_.rules, g.inputs);
+  } else {
+    g.route.rule_id = "builtin";
+    g.route.reason = "picker";
+    g.route.plan = {Target{}};
   }
 
-  http::HeaderList up_headers = {{"Content-Type", "application/json"},
-                                 {"x-request-id", request_id},
-                                 {"x-gateway-inference-objective", engine::tier_name(tier)},
-                                 {"x-gateway-inference-fairness-id", tenant}};
-  {
-    std::string ranked_list;  // GIE's EPP header, for a chained proxy (HAProxy set-dst)
-    for (const Candidate& c : decision.ranked) {
-      Endpoint e;
-      auto h = header_endpoints.find(c.name);
-      if (h != header_endpoints.end()) e = h->second;
-      else if (!pool_.lookup(c.name, &e)) continue;
-      if (!ranked_list.empty()) ranked_list += ",";
-      ranked_list += e.address + ":" + std::to_string(e.port);
+  std::string previous;
+  for (const Target& t : g.route.plan) {
+    if (ex->cancelled()) break;
+    g.current_target = t.to_string();
+    if (!previous.empty()) g.fallback_note = previous + " -> " + g.current_target + " (" + g.last_failure + ")";
+    TryResult r = TryResult::kFailed;
+    if (t.kind == TargetKind::kLocal) {
+      r = try_local(g);
+    } else if (t.kind == TargetKind::kRemote) {
+      r = try_remote(g, opts_.rules->remotes.at(t.remote));
+    } else {
+      g.served_target = t.to_string();
+      g.outcome = "rejected";
+      api::ApiError e = make_error(t.reject_status, "Request rejected by routing rule '" + g.route.rule_id + "'.",
+                                   t.reject_status >= 500 ? "server_error" : "invalid_request_error", "rejected_by_rule");
+      respond_error(g, e, g.admission ? g.admission->headers : gateway::Headers{}, g.route_header(g.served_target));
+      settle(g, t.reject_status, "error");
+      return audit(g);
     }
-    up_headers.emplace_back("x-gateway-destination-endpoint", ranked_list);
+    if (r == TryResult::kAnswered) return audit(g);
+    previous = g.current_target;
   }
-  const std::string target = chat ? "/v1/chat/completions" : "/v1/completions";
-  std::optional<http::ClientResponse> last_refusal;  // a 502/503 head, passed through if all fail
-  std::string last_refusal_from;
-  int tries = 0;
-  for (const Candidate& cand : decision.ranked) {
-    if (tries >= opts_.max_attempts || ex->cancelled()) break;
-    Endpoint ep;
-    if (auto h = header_endpoints.find(cand.name); h != header_endpoints.end()) ep = h->second;
-    else if (!pool_.lookup(cand.name, &ep)) continue;
-    ++tries;
-    auto record_attempt = [&](const char* result, bool ok) {
-      attempts.push_back({{"endpoint", ep.name}, {"result", result}});
-      pool_.report_attempt(ep.name, ok);
-      std::lock_guard lock(mu_);
-      ++attempts_[{ep.name, result}];
-    };
-    http::Client client;
-    client.set_timeout(opts_.upstream_timeout);
-    if (!client.connect(ep.address, ep.port).ok()) {
-      record_attempt("connect_error", false);
-      continue;
-    }
-    InFlight in_flight;  // failover targets are counted while tried
-    if (ep.name != reserved.n) {
-      picker_.record(ep.name, decision);
-      pool_.begin_request(ep.name);
-      in_flight.p = &pool_;
-      in_flight.n = ep.name;
-    }
-    if (!client.send_request("POST", target, in.body, up_headers).ok()) {
-      record_attempt("send_error", false);
-      continue;
-    }
-    auto head = client.read_head();
-    if (!head.ok()) {
-      record_attempt("reset_before_head", false);
-      continue;
-    }
-    if (head->status == 502 || head->status == 503) {
-      record_attempt(head->status == 503 ? "503" : "502", false);
-      if (client.read_body(&*head).ok()) {
-        last_refusal = std::move(*head);
-        last_refusal_from = ep.name;
-      }
-      continue;
-    }
-    // Committed to this endpoint from here on: no failover after the first byte.
-    record_attempt("ok", true);
-    served_by = ep.name;
-    prefix_predicted_chars_.fetch_add(cand.prefix_blocks * static_cast<int64_t>(picker_.options().prefix.block_chars));
-    http::HeaderList out_headers;
-    for (const auto& [k, v] : head->headers)
-      if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
-    if (admission)
-      for (const auto& h : admission->headers) out_headers.push_back(h);
-    out_headers.emplace_back("x-request-id", request_id);
-    out_headers.emplace_back("x-gateway-destination-endpoint-served", ep.address + ":" + std::to_string(ep.port));
-    out_headers.emplace_back("x-tokenserve-route", "rule=builtin; target=local:" + ep.name +
-                                                       (decision.guard_applied ? "; reason=imbalance-guard" : "; reason=picker"));
-    std::string content_type(head->header("content-type"));
-    if (content_type.empty()) content_type = "application/json";
-    keep_decision();
-    if (!head->chunked) {
-      if (Status st = client.read_body(&*head); !st.ok()) {
-        settle(502, "error");
-        return fail(make_error(502, "The replica " + ep.name + " failed while answering: " + st.message(), "server_error",
-                               "upstream_error"));
-      }
-      json rj = json::parse(head->body, nullptr, false);
-      if (rj.is_object()) read_usage(rj, &rec, &have_usage);
-      http::Response r;
-      r.status = head->status;
-      r.content_type = content_type;
-      r.headers = std::move(out_headers);
-      r.body = std::move(head->body);
-      count(ep.name, r.status);
-      ex->respond(std::move(r));
-      settle(head->status, head->status < 400 ? "stop" : "error");
-      return;
-    }
-    ex->start_stream(head->status, content_type, std::move(out_headers));
-    bool first = true;
-    while (true) {
-      auto chunk = client.read_chunk();
-      if (!chunk.ok()) {
-        api::ApiError e = make_error(502, "The replica " + ep.name + " failed mid-stream: " + chunk.status().message(),
-                                     "server_error", "upstream_error");
-        ex->write("data: " + e.to_json() + "\n\n");
-        ex->finish();
-        count(ep.name, 502);
-        settle(502, "error");
-        return;
-      }
-      if (chunk->empty()) break;
-      if (first) {
-        rec.ttft_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-        first = false;
-      }
-      scan_sse_usage(*chunk, &rec, &have_usage);
-      if (!ex->write(std::move(chunk).value())) {  // the client went away: dropping the connection cancels upstream
-        count(ep.name, 499);
-        settle(head->status, "cancelled");
-        return;
-      }
-    }
-    ex->finish();
-    count(ep.name, head->status);
-    settle(head->status, "stop");
-    (void)stream;
-    return;
+
+  // Every target failed before the first byte.
+  if (g.last_refusal && (g.last_refusal->status == 401 || g.last_refusal->status == 403)) {
+    g.last_refusal.reset();  // a remote refusing the gateway's key must not read as the client's 401
+    g.last_failure += " (the remote refused the gateway's API key)";
   }
-  keep_decision();
-  if (last_refusal) {
+  if (g.last_refusal) {
     http::Response r;
-    r.status = last_refusal->status;
-    r.content_type = std::string(last_refusal->header("content-type"));
+    r.status = g.last_refusal->status;
+    r.content_type = std::string(g.last_refusal->header("content-type"));
     if (r.content_type.empty()) r.content_type = "application/json";
-    r.body = std::move(last_refusal->body);
-    r.set_header("Retry-After", "1");
-    r.set_header("x-request-id", request_id);
-    r.set_header("x-gateway-destination-endpoint-served", last_refusal_from);
-    count(last_refusal_from, r.status);
+    r.body = std::move(g.last_refusal->body);
+    std::string_view ra = g.last_refusal->header("retry-after");
+    r.set_header("Retry-After", ra.empty() ? "1" : std::string(ra));
+    r.set_header("x-request-id", g.request_id);
+    r.set_header("x-gateway-destination-endpoint-served", g.last_refusal_from);
+    r.set_header("x-tokenserve-route", g.route_header("none"));
+    count(g.last_refusal_from, r.status);
+    g.status = r.status;
     ex->respond(std::move(r));
-    settle(r.status, "error");
-    return;
+    settle(g, g.status, "error");
+    return audit(g);
   }
-  settle(502, "error");
-  fail(make_error(502, "No replica could be reached (" + std::to_string(tries) + " attempts).", "server_error",
-                  "upstream_unavailable"));
+  api::ApiError e =
+      g.route.plan.empty()
+          ? make_error(503, "Routing rule '" + g.route.rule_id + "' has no target available (" +
+                                (g.route.skipped.empty() ? std::string("empty plan") : g.route.skipped[0]) + ").",
+                       "server_error", "no_route")
+      : g.picked && g.picker.ranked.empty() && g.route.plan.size() == 1
+          ? make_error(503, "No ready endpoint serves model '" + g.model + "'.", "server_error", "no_endpoint")
+          : make_error(502, "No upstream could be reached (" + g.last_failure + ").", "server_error", "upstream_unavailable");
+  respond_error(g, e, {}, g.route_header("none"));
+  settle(g, e.http_status, "error");
+  audit(g);
 }
 
 void Proxy::handle_models(const http::ExchangePtr& ex) {
@@ -471,6 +363,47 @@ std::string Proxy::metrics_text() const {
     for (const auto& [k, v] : attempts_)
       m += "tokenserve_gateway_upstream_attempts_total{endpoint=\"" + k.first + "\",result=\"" + k.second + "\"} " +
            std::to_string(v) + "\n";
+  }
+  {
+    std::lock_guard lock(mu_);
+    m += "# HELP tokenserve_gateway_routed_total Generation requests by routing rule, target and status code.\n"
+         "# TYPE tokenserve_gateway_routed_total counter\n";
+    for (const auto& [k, v] : routed_)
+      m += "tokenserve_gateway_routed_total{rule=\"" + std::get<0>(k) + "\",target=\"" + std::get<1>(k) + "\",code=\"" +
+           std::to_string(std::get<2>(k)) + "\"} " + std::to_string(v) + "\n";
+  }
+  if (opts_.rules && opts_.cooldowns) {
+    m += "# HELP tokenserve_gateway_remote_cooldown_active 1 while the remote is cooling down (shared via Redis when configured).\n"
+         "# TYPE tokenserve_gateway_remote_cooldown_active gauge\n";
+    for (const auto& [name, r] : opts_.rules->remotes)
+      m += "tokenserve_gateway_remote_cooldown_active{remote=\"" + name + "\"} " +
+           (opts_.cooldowns->remaining(name).count() > 0 ? "1" : "0") + "\n";
+    m += "# HELP tokenserve_gateway_cooldown_store_errors_total Cooldown store (Redis) calls that failed.\n"
+         "# TYPE tokenserve_gateway_cooldown_store_errors_total counter\n"
+         "tokenserve_gateway_cooldown_store_errors_total " + std::to_string(opts_.cooldowns->num_store_errors()) + "\n";
+  }
+  if (opts_.governor) {  // the same governance families as serve's /metrics
+    gateway::GovernorStats gs = opts_.governor->stats();
+    auto counter = [&](const char* name, const char* help, int64_t v) {
+      m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+           std::to_string(v) + "\n";
+    };
+    counter("tokenserve_ledger_written_total", "Usage rows committed to the ledger.", gs.ledger.num_written);
+    counter("tokenserve_ledger_dropped_total", "Usage rows lost (spool full or unwritten at close).", gs.ledger.num_dropped);
+    counter("tokenserve_limit_store_errors_total", "Limit store calls that failed (unreachable or circuit open).",
+            gs.num_limit_errors);
+    counter("tokenserve_limit_fail_open_admissions_total", "Requests admitted without the limit store (charges journaled).",
+            gs.num_admitted_fail_open);
+    counter("tokenserve_limit_fail_closed_refusals_total",
+            "Requests refused with 503: limit store down and the tenant fails closed.", gs.num_refused_outage);
+    m += "# HELP tokenserve_limit_store_circuit Limit store circuit breaker state (1 = in force).\n"
+         "# TYPE tokenserve_limit_store_circuit gauge\n";
+    for (auto st : {gateway::BreakerState::kClosed, gateway::BreakerState::kOpen, gateway::BreakerState::kHalfOpen})
+      m += std::string("tokenserve_limit_store_circuit{state=\"") + gateway::breaker_state_name(st) + "\"} " +
+           (gs.limits.breaker == st ? "1" : "0") + "\n";
+    if (opts_.audit)
+      counter("tokenserve_gateway_route_decisions_dropped_total", "Audit rows lost (database away at close, or queue full).",
+              opts_.audit->num_dropped());
   }
   m += "# HELP tokenserve_gateway_endpoint_up 1 when the endpoint is ready and not ejected.\n"
        "# TYPE tokenserve_gateway_endpoint_up gauge\n";

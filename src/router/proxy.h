@@ -1,4 +1,4 @@
-// The gateway's data plane (pool = builtin): OpenAI requests in, the picked replica's answer
+// The gateway's data plane (pool = builtin): OpenAI requests in, the chosen upstream's answer
 // out, streamed as it arrives.
 //
 // Per generation request (POST /v1/completions, /v1/chat/completions), on its own worker thread
@@ -6,22 +6,41 @@
 //   1. parse the JSON body (400 OpenAI error on bad JSON or a missing model);
 //   2. governance (when a Governor is given): admit with an estimated prompt size (body bytes
 //      of the prompt / 4: the gateway has no tokenizer) + max_tokens (default_max_tokens when
-//      absent); refusals answer as serve does (401/403/429 + headers);
-//   3. pick: the Picker ranks the pool's endpoints (decision record kept, see decisions_json);
-//   4. forward down the ranked list, at most max_attempts endpoints, never one twice: a connect
-//      error, a send/read error before the response head, or a 502/503 head moves on to the
-//      next (failover before the first byte). The last 503/502 is passed through as is.
-//   5. answer: a whole response is relayed; a chunked (SSE) one is relayed chunk by chunk as
-//      each arrives (no buffering). If the replica fails mid-stream the client gets a clean
+//      absent), in the body's `tier`; refusals answer as serve does (401/403/429 + headers);
+//   3. route (rules.h): with a RuleSet, the first matching rule gives a plan (its action, then
+//      its fallbacks; remotes in cooldown skipped); without one the plan is "local" (rule
+//      "builtin"). Each target is tried in order until one answers:
+//        local        the Picker ranks the pool (decision record kept, see decisions_json) and
+//                     the request goes down the ranked list, at most max_attempts endpoints,
+//                     never one twice; a connect error, a send/read error before the response
+//                     head, or a 502/503 head moves on (failover before the first byte);
+//        remote:<n>   the named OpenAI-compatible upstream (model mapped, its API key, stream
+//                     requests ask for stream_options.include_usage so usage can be metered);
+//                     connect/read errors, 5xx, 429 and 401/403 (the gateway's key refused)
+//                     before the first byte move on; other 4xx are relayed. A 429
+//                     with Retry-After starts a cooldown of that length; cooldown_after_failures
+//                     consecutive failures start one of cooldown_s (CooldownTracker, shared via
+//                     Redis when configured); a success resets the failure count;
+//        reject:<c>   an OpenAI error with status c (code "rejected_by_rule");
+//      when every target fails, the last 502/503/429 head is passed through, else 502/503;
+//   4. answer: a whole response is relayed; a chunked (SSE) one is relayed chunk by chunk as
+//      each arrives (no buffering). If the upstream fails mid-stream the client gets a clean
 //      `data: {"error":{...}}` event and the end of the stream (the ledger row says
 //      finish_reason "error", http_status 502);
-//   6. settle: usage from the replica's `usage` (the last SSE chunk carrying one, or the body);
-//      the ledger row gets the request id the client sees (x-request-id, echoed or minted).
+//   5. settle: usage from the upstream's `usage` (the last SSE chunk carrying one, or the body;
+//      without one an estimate, flagged usage_source "estimated" in the audit row); the ledger
+//      row gets the request id the client sees (x-request-id, echoed or minted), local or
+//      remote alike;
+//   6. audit: with an audit writer, one route_decisions row (rule, rule-set version, inputs
+//      snapshot, alternatives with scores, fallback taken, outcome) keyed by the request id.
 // Response headers added: x-request-id, x-tokenserve-served-by (the replica's, relayed),
-// x-gateway-destination-endpoint-served, x-tokenserve-route, governance's x-ratelimit-*.
+// x-gateway-destination-endpoint-served (local), x-tokenserve-route on every generation
+// response ("rule=<id>; target=<local:r2|remote:big|reject:429|none>; reason=<conditions>"
+// plus "; fallback=<from> -> <to> (<why>)" when a fallback served), governance's x-ratelimit-*.
 // Upstream request headers: x-request-id, x-gateway-inference-objective (tier),
-// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded: the
-// replicas sit on a private network (--trust-gateway signing is not implemented yet).
+// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded; with
+// gateway_secret, local replicas get a signed identity instead (gateway/trust.h, serve
+// --trust-gateway).
 // With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
 // picker's ranking (the decision record then lists those endpoints with score 0).
 //
@@ -36,11 +55,20 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
+#include "api/error.h"
 #include "gateway/governor.h"
+#include "http/client.h"
 #include "http/server.h"
 #include "router/picker.h"
 #include "router/pool.h"
+#include "router/cooldown.h"
+#include "router/rules.h"
+
+namespace ts::gateway {
+class RouteDecisionWriter;
+}
 
 namespace ts::router {
 
@@ -56,6 +84,18 @@ struct ProxyOptions {
   // upstream picker: those endpoints are tried in that order instead of the picker's ranking.
   // Addresses not in the pool are tried too (the upstream picker knows them).
   bool trust_destination_header = false;
+  const RuleSet* rules = nullptr;                    // null = everything local (rule "builtin")
+  CooldownTracker* cooldowns = nullptr;              // needed when rules name remotes
+  gateway::RouteDecisionWriter* audit = nullptr;     // route_decisions rows; null = none
+  // Signs tenant/app/tier headers for replicas running --trust-gateway ("" = not sent).
+  std::string gateway_secret;
+  std::chrono::seconds ttft_window{60};              // p95 TTFT window for `when` rules
+};
+
+// What a target attempt ended with.
+enum class TryResult {
+  kAnswered,  // the client got a response (success or an error relayed from the upstream)
+  kFailed,    // nothing was sent to the client: the plan's next target may try
 };
 
 class Proxy {
@@ -77,8 +117,20 @@ class Proxy {
   std::string metrics_text() const;
 
  private:
+  struct Gen;  // proxy_request.h
   void handle_generate(const http::ExchangePtr& ex, bool chat);
   void run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id);
+  // Routing inputs from the pool, the TTFT window and the cooldowns.
+  void fill_state(RouteInputs* in);
+  TryResult try_local(Gen& g);
+  TryResult try_remote(Gen& g, const RemoteConfig& remote);
+  // Relays an upstream response whose head was read; the client is answered on return.
+  void relay(Gen& g, http::Client& client, http::ClientResponse& head, http::HeaderList out_headers,
+             const std::string& label);
+  void settle(Gen& g, int status, const char* finish);
+  void respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route);
+  void audit(Gen& g);
+  void add_ttft(int64_t ms);
   void handle_models(const http::ExchangePtr& ex);
   void count(const std::string& endpoint, int code);
 
@@ -94,6 +146,8 @@ class Proxy {
   std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, code) -> count
   std::map<std::pair<std::string, std::string>, int64_t> attempts_;  // (endpoint, result)
   std::atomic<int64_t> prefix_predicted_chars_{0};
+  std::map<std::tuple<std::string, std::string, int>, int64_t> routed_;  // (rule, target, code)
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> ttft_;  // local TTFT samples
 };
 
 }  // namespace ts::router

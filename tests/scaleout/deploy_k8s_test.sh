@@ -38,6 +38,14 @@ grace="$(sel Deployment tokenserve '.spec.template.spec.terminationGracePeriodSe
 [[ "$(sel ScaledObject tokenserve '.spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds')" == 600 ]] || fail "scale-down window"
 # The EPP reads our metric names (no compat twin needed).
 sel Deployment tokenserve-epp '.spec.template.spec.containers[0].args[]' | grep -qx -- '--total-queued-requests-metric=tokenserve:num_requests_waiting' || fail "epp metric flag"
+# Replicas accept only the gateway's signed identity, and both sides read the same secret.
+rargs="$(sel Deployment tokenserve '.spec.template.spec.containers[0].args | join(" ")')"
+gargs="$(sel Deployment tokenserve-gateway '.spec.template.spec.containers[0].args | join(" ")')"
+[[ " $rargs " == *" --trust-gateway --gateway-secret-env GATEWAY_SECRET "* && " $rargs " != *" --no-auth "* ]] || fail "replicas must run --trust-gateway"
+[[ " $gargs " == *" --gateway-secret-env GATEWAY_SECRET "* && " $gargs " == *" --rules "* ]] || fail "gateway must sign and load rules"
+for d in tokenserve tokenserve-gateway; do
+  [[ "$(sel Deployment $d '.spec.template.spec.containers[0].env[] | select(.name == "GATEWAY_SECRET") | .valueFrom.secretKeyRef.key')" == gateway-secret ]] || fail "$d GATEWAY_SECRET"
+done
 # Every metric the manifests name is one `serve` exposes (checked against the source).
 for m in num_requests_waiting num_requests_running kv_cache_usage_perc; do
   grep -q "\"$m\"" "$root/src/obs/server_metrics.cc" || fail "serve does not expose tokenserve:$m"

@@ -22,8 +22,9 @@ if (haveShared) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export function launch(args, readyUrl, timeoutMs = 30000) {
-  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+export function launch(args, readyUrl, timeoutMs = 30000, env = {}) {
+  // cwd: the temp dir, so journals a PostgreSQL ledger keeps in the working directory stay there.
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd: tmp });
   started.add(proc);
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
@@ -68,10 +69,10 @@ export function writeEndpoints(file, replicas) {
   fs.renameSync(file + '.tmp', file);
 }
 
-export async function startGateway(endpointsFile, args = [], { auth = false } = {}) {
+export async function startGateway(endpointsFile, args = [], { auth = false, ledger = '' } = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const ledger = path.join(tmp, `gateway-${port}.db`);
+  ledger = ledger || path.join(tmp, `gateway-${port}.db`);
   const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port),
     ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`);
   await h.ready;

@@ -322,11 +322,24 @@ test('EPP header contract: --trust-destination-header walks <dead>,<alive>', { s
 });
 
 test('gateway drain: SIGTERM exits 0, one ledger row per request with replica usage', { skip, timeout: 60000 }, async () => {
-  const answered = metricSum(await metrics(gw.url), 'tokenserve_gateway_requests_total');
+  const before = await metrics(gw.url);
+  const answered = metricSum(before, 'tokenserve_gateway_requests_total');
+  const attempts = metricSum(before, 'tokenserve_gateway_upstream_attempts_total');
   const r = await gw.stop('SIGTERM');
   assert.equal(r.code, 0, gw.log());
   const totals = ledgerTotals(gw.ledger);
   assert.equal(totals.requests, answered);
   assert.ok(totals.completion_tokens > 0 && totals.cached_tokens > 0, JSON.stringify(totals));
+  // One audit row per routed request, each joined to its ledger row with served_by and attempts.
+  const rows = execFileSync(bin, ['gateway', 'decisions', '--ledger', gw.ledger]).toString().trim().split('\n').map((l) => JSON.parse(l));
+  const routed = rows.filter((r) => r.ledger);
+  assert.equal(new Set(routed.map((r) => r.request_id)).size, routed.length);
+  for (const r of routed.filter((x) => x.http_status === 200)) {
+    assert.match(r.ledger.served_by, /^local:r[123]$/, JSON.stringify(r));
+    assert.equal(r.ledger.served_by, r.target);
+    assert.ok(r.ledger.attempts >= 1);
+  }
+  // The ledger's attempts add up to the attempts the gateway counted (failovers included).
+  assert.equal(routed.reduce((a, r) => a + r.ledger.attempts, 0), attempts);
   for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
 });
