@@ -44,7 +44,11 @@ export function launch(args, readyUrl, timeoutMs = 30000, env = {}) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`exited early (${proc.exitCode}):\n${log}`);
-      try { if ((await fetch(readyUrl)).ok) return; } catch { /* not up */ }
+      // Only once the process says it holds its port ("listening on" / "gateway on"): polling a
+      // port nobody holds yet can end in a TCP self-connect and a probe that never returns.
+      if (/(listening on|gateway on|serving model .* on) http:\/\//.test(log)) {
+        try { if ((await fetch(readyUrl, { signal: AbortSignal.timeout(5000) })).ok) return; } catch { /* not up */ }
+      }
       if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`not ready in time:\n${log}`); }
       await sleep(50);
     }
