@@ -182,7 +182,7 @@ struct Engine::Impl {
   void strip_drafts(SeqState& s);
   // Verifies a scheduled sequence's drafts against its logit rows (one per scheduled token):
   // samples position by position, accepts while the sampled token equals the draft, and rolls
-  // back the KV of the rest. Returns the tokens emitted.
+  // back the KV of the rest. Returns the rows sampled (tokens emitted, a final one included).
   int32_t verify_drafts(SeqState& s, const ScheduledSeq& sc, const float* rows, int32_t V, TimePoint now);
 };
 
@@ -852,8 +852,8 @@ int32_t Engine::Impl::verify_drafts(SeqState& s, const ScheduledSeq& sc, const f
   int32_t accepted = 0, emitted = 0;
   for (int32_t i = 0; i < n; ++i) {
     sample_guarded(s, rows + static_cast<size_t>(i) * V, V, now);
+    ++emitted;  // rows sampled, as the plain path counts them (a finishing token included)
     if (s.finished) break;
-    ++emitted;
     if (i == n - 1 || q.tokens.back() != d[static_cast<size_t>(i)]) break;
     ++accepted;
   }
