@@ -145,6 +145,8 @@ struct Engine::Impl {
   std::unordered_map<const Sequence*, SeqState*> by_seq;
   std::unique_ptr<DraftRunner> draft;             // --speculative draft
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
+  StepCostModel step_cost;                        // forward time vs tokens (speculation's cost)
+  double draft_ms_per_token = 0;                  // draft model time per drafted token (average)
 
   std::mutex in_mu;
   std::vector<std::unique_ptr<ReqState>> inbox;   // submitted, not yet taken by the loop
@@ -706,10 +708,15 @@ bool Engine::Impl::step() {
   if (logits.size() < static_cast<size_t>(num_rows) * V) logits.resize(static_cast<size_t>(num_rows) * V);
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st;
+  const auto fwd0 = Clock::now();
   try {
     st = model->forward(batch, kv, logits.data(), &pool);
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
+  }
+  if (st.ok() && opts.spec.mode != SpecMode::kOff) {
+    step_cost.observe(static_cast<int32_t>(batch_tokens.size()),
+                      std::chrono::duration<double, std::milli>(Clock::now() - fwd0).count());
   }
   if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
@@ -797,6 +804,8 @@ void Engine::Impl::propose_drafts() {
   }
   // Compute-bound step (many decodes): verification would cost real compute, so nobody drafts.
   if (num_decodes == 0 || num_decodes > so.max_decode_seqs) return;
+  const double break_even =
+      so.cost_model ? spec_break_even(step_cost, draft ? draft_ms_per_token : 0.0, real_tokens, num_decodes) : 0.0;
   int32_t token_budget = std::min(opts.max_batch_tokens - real_tokens, so.max_step_draft_tokens);
   int32_t free_blocks = blocks.num_free() - real_blocks;
   if (token_budget <= 0 || free_blocks < 0) return;
@@ -807,7 +816,7 @@ void Engine::Impl::propose_drafts() {
     SeqState& s = *by_seq.at(q);
     const SamplingParams& p = s.req->req.sampling;
     if (s.finished || !s.req->req.speculative) continue;
-    int32_t k = spec_next_k(s.spec, so);
+    int32_t k = spec_next_k(s.spec, so.draft_tokens, break_even);
     // Never draft past max_tokens or the context: the token after the last draft is the bonus.
     k = std::min({k, p.max_tokens - q->num_output_tokens() - 1, max_model_len - q->num_tokens() - 1});
     if (k <= 0) continue;
@@ -820,7 +829,15 @@ void Engine::Impl::propose_drafts() {
     for (auto& [s, k] : cands) {
       queries.push_back({.seq_id = s->seq.id, .tokens = s->seq.tokens, .k = k, .out = &s->drafts});
     }
-    if (Status st = draft->propose(queries, &pool); !st.ok()) {
+    const auto d0 = Clock::now();
+    const Status st = draft->propose(queries, &pool);
+    int64_t n_drafted = 0;
+    for (auto& [s, k] : cands) n_drafted += static_cast<int64_t>(s->drafts.size());
+    if (n_drafted > 0) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count() / n_drafted;
+      draft_ms_per_token = draft_ms_per_token == 0 ? ms : 0.9 * draft_ms_per_token + 0.1 * ms;
+    }
+    if (!st.ok()) {
       log::error("engine: draft model forward failed (" + st.to_string() + "); not speculating this step");
       for (auto& [s, k] : cands) s->drafts.clear();
     }
@@ -864,7 +881,7 @@ int32_t Engine::Impl::verify_drafts(SeqState& s, const ScheduledSeq& sc, const f
     kvm.commit_computed(q);
     if (draft) draft->rollback(q.id, q.num_computed_tokens);
   }
-  spec_update(s.spec, n - 1, accepted, opts.spec);
+  spec_update(s.spec, n - 1, accepted);
   if (n > 1) {
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.spec_num_drafts;

@@ -66,27 +66,51 @@ Status validate_spec_options(const SpecOptions& o, const model::Model& target) {
   return Status();
 }
 
-int32_t spec_next_k(SpecAdaptState& st, const SpecOptions& o) {
-  if (st.k == 0) st.k = o.draft_tokens;
-  if (st.pause_steps > 0) {
-    --st.pause_steps;
-    return 0;
-  }
-  return std::clamp(st.k, 1, o.draft_tokens);
+void StepCostModel::observe(int32_t num_tokens, double ms) {
+  constexpr double kDecay = 0.97;
+  const double n = num_tokens;
+  s0_ = kDecay * s0_ + 1;
+  s1_ = kDecay * s1_ + n;
+  s2_ = kDecay * s2_ + n * n;
+  t1_ = kDecay * t1_ + ms;
+  t2_ = kDecay * t2_ + n * ms;
+  const double var = s0_ * s2_ - s1_ * s1_;  // s0^2 * variance of n
+  if (var <= 0.25 * s0_ * s0_) return;       // token counts too alike to separate the terms
+  per_token_ = std::max(0.0, (s0_ * t2_ - s1_ * t1_) / var);
+  fixed_ = std::max(0.0, (t1_ - per_token_ * s1_) / s0_);
+  ready_ = true;
 }
 
-void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted, const SpecOptions& o) {
-  if (drafted <= 0) return;
-  const double rate = static_cast<double>(accepted) / drafted;
-  st.acceptance = 0.7 * st.acceptance + 0.3 * rate;
-  st.k = accepted == drafted ? std::min(st.k + 1, o.draft_tokens) : std::max(1, accepted + 1);
-  if (st.acceptance < o.min_acceptance) {
+double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
+                       int32_t num_decodes) {
+  if (!m.ready() || num_decodes <= 0) return 0.0;
+  const double per_emitted = (m.fixed_ms() + m.per_token_ms() * real_tokens) / num_decodes;
+  if (!(per_emitted > 0)) return 1.0;
+  return (m.per_token_ms() + std::max(0.0, draft_ms_per_token)) / per_emitted;
+}
+
+int32_t spec_next_k(SpecAdaptState& st, int32_t max_k, double break_even) {
+  if (st.pause_steps > 0) {
+    --st.pause_steps;
+    return st.pause_steps == 0 ? 1 : 0;  // the last paused step probes with one draft
+  }
+  const double a = st.alpha();
+  int32_t k = 0;
+  for (double p = a; k < max_k && p > break_even; p *= a) ++k;
+  if (k == 0) {
     st.pause_steps = st.next_pause;
     st.next_pause = std::min(st.next_pause * 2, 64);
-    st.acceptance = o.min_acceptance;  // retry once the pause ends, without history holding it down
-  } else if (rate >= 0.5) {
+  } else {
     st.next_pause = 1;
   }
+  return k;
+}
+
+void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted) {
+  if (drafted <= 0) return;
+  constexpr double kDecay = 0.8;
+  st.accepted = kDecay * st.accepted + accepted;
+  st.rejected = kDecay * st.rejected + (accepted < drafted ? 1 : 0);
 }
 
 int32_t rejection_sample(std::span<const float> p, std::span<const float> q, int32_t draft, Rng& rng,

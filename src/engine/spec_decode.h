@@ -42,14 +42,15 @@ struct SpecOptions {
   int32_t draft_tokens = 4;          // K: drafted tokens per sequence and step at most (1..16)
   NgramOptions ngram;                // kNgram: lookup key lengths (--ngram-min/--ngram-max)
   model::Model* draft_model = nullptr;  // kDraft: the draft (outlives the engine; same vocabulary)
-  // Global pause when the step is compute-bound: no sequence drafts while more than this many
-  // sequences decode in the step (verifying drafts then costs real compute, not just bandwidth).
-  int32_t max_decode_seqs = 8;
+  // Hard global pause: no sequence drafts while more than this many sequences decode in the
+  // step. (Below it, the step-cost model decides; see spec_next_k.)
+  int32_t max_decode_seqs = 32;
   // Drafted tokens per step at most over all sequences (on top of the real tokens).
   int32_t max_step_draft_tokens = 64;
-  // Per-sequence pause: when a sequence's acceptance (exponential average) falls below this, it
-  // stops drafting for a while (pauses double while acceptance stays low, up to 64 steps).
-  float min_acceptance = 0.25f;
+  // K from the measured step cost and each sequence's acceptance (spec_break_even). false:
+  // drafts are treated as free, every eligible sequence drafts draft_tokens (deterministic step
+  // counts for tests; the ceiling in benchmarks).
+  bool cost_model = true;
 };
 
 // Checks options against the target model (and the draft model's vocabulary). Errors:
@@ -61,19 +62,44 @@ Status validate_spec_options(const SpecOptions& o, const model::Model& target);
 // Error (kInvalidArgument) names the first differing id and both pieces.
 Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
-// Per-sequence adaptive K.
-struct SpecAdaptState {
-  int32_t k = 0;                     // tokens to draft next time (0 = not initialised)
-  double acceptance = 1.0;           // exponential average of accepted / drafted
-  int32_t pause_steps = 0;           // steps left without drafting
-  int32_t next_pause = 1;            // length of the next pause (doubles, capped)
+// Step cost as measured: time(step) ~ fixed + per_token * tokens, fitted by least squares with
+// exponential forgetting over the engine's recent steps (forward time only).
+class StepCostModel {
+ public:
+  void observe(int32_t num_tokens, double ms);
+  bool ready() const { return ready_; }     // enough spread in token counts to fit both terms
+  double fixed_ms() const { return fixed_; }
+  double per_token_ms() const { return per_token_; }
+
+ private:
+  double s0_ = 0, s1_ = 0, s2_ = 0, t1_ = 0, t2_ = 0;  // decayed sums of 1, n, n^2, t, n*t
+  double fixed_ = 0, per_token_ = 0;
+  bool ready_ = false;
 };
-// K to draft this step (0 = pause); counts down a pause.
-int32_t spec_next_k(SpecAdaptState& st, const SpecOptions& o);
-// After verification of `drafted` tokens of which the first `accepted` matched: all accepted
-// grows K by one (up to the maximum); otherwise K becomes accepted + 1; low average acceptance
-// starts a pause.
-void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted, const SpecOptions& o);
+
+// The break-even acceptance of one more drafted token. A drafted token adds per_token (+ the
+// draft model's cost per token) to the step, and pays off when it is accepted with probability
+// above that cost relative to the time one emitted token costs now, (fixed + per_token *
+// real_tokens) / num_decodes. Small on a memory-bound step (fixed dominates), near or above 1
+// on a compute-bound one (large batches): then nobody drafts. 0 while the model is not ready.
+double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
+                       int32_t num_decodes);
+
+// Per-sequence adaptive K. alpha = the sequence's estimated probability that a drafted token is
+// accepted given the previous one was (decayed counts, Laplace prior 1/2).
+struct SpecAdaptState {
+  double accepted = 0;               // decayed accepted drafted tokens
+  double rejected = 0;               // decayed first rejections (one per round that had one)
+  int32_t pause_steps = 0;           // steps left without drafting
+  int32_t next_pause = 1;            // length of the next pause (doubles up to 64, then probes)
+  double alpha() const { return (accepted + 1.0) / (accepted + rejected + 2.0); }
+};
+// K to draft this step: the largest k <= max_k with alpha^k > break_even (the k-th draft is
+// accepted with probability alpha^k). 0 when even the first draft does not pay: then the
+// sequence pauses (pauses double) and afterwards probes with one draft.
+int32_t spec_next_k(SpecAdaptState& st, int32_t max_k, double break_even);
+// After verification of `drafted` tokens of which the first `accepted` matched.
+void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted);
 
 // Rejection sampling of one drafted token (Leviathan et al. / Chen et al.): p = target
 // probabilities, q = the draft's probabilities it was drawn from (both [vocab], sum 1). Accepts

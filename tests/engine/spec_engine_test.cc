@@ -82,6 +82,7 @@ EngineOptions opts(SpecMode mode, int32_t max_batch_tokens = 128, int32_t blocks
   o.spec.mode = mode;
   o.spec.draft_tokens = 5;
   o.spec.ngram = {.ngram_min = 1, .ngram_max = 3};
+  o.spec.cost_model = false;  // wall-clock independent: every eligible sequence drafts
   if (mode == SpecMode::kDraft) o.spec.draft_model = load_cached(testing::shared_path(kStoriesF16));
   return o;
 }

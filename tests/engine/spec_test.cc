@@ -58,30 +58,47 @@ TEST(SpecNgram, ScanWindowBoundsTheSearch) {
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 1, .max_scan = 50}, 1, out), 0);
 }
 
-TEST(SpecAdapt, GrowsShrinksAndPauses) {
-  SpecOptions o{.mode = SpecMode::kNgram, .draft_tokens = 4, .min_acceptance = 0.3f};
+TEST(SpecAdapt, KFollowsAcceptanceAndBreakEven) {
   SpecAdaptState st;
-  EXPECT_EQ(spec_next_k(st, o), 4);
-  spec_update(st, 4, 1, o);
-  EXPECT_EQ(spec_next_k(st, o), 2);  // accepted + 1
-  spec_update(st, 2, 2, o);
-  EXPECT_EQ(spec_next_k(st, o), 3);  // all accepted: grows
-  // Repeated total rejection drives the average below the threshold: a pause follows.
-  int paused = 0;
-  for (int i = 0; i < 20 && paused == 0; ++i) {
-    const int32_t k = spec_next_k(st, o);
-    if (k == 0) ++paused; else spec_update(st, k, 0, o);
-  }
-  EXPECT_EQ(paused, 1);
-  // Pauses lengthen while acceptance stays at zero.
+  EXPECT_EQ(spec_next_k(st, 4, 0.0), 4);    // free drafts: always the maximum
+  EXPECT_EQ(spec_next_k(st, 4, 0.2), 2);    // prior alpha 1/2: 0.5, 0.25 > 0.2 > 0.125
+  for (int i = 0; i < 10; ++i) spec_update(st, 4, 4);
+  EXPECT_GT(st.alpha(), 0.9);
+  EXPECT_EQ(spec_next_k(st, 4, 0.5), 4);    // high acceptance pays even on a costly step
+  EXPECT_EQ(spec_next_k(st, 8, 0.5), 8);
+  for (int i = 0; i < 20; ++i) spec_update(st, 4, 0);
+  EXPECT_LT(st.alpha(), 0.2);
+  // Even one draft does not pay: pause 1, 2, 4 ... steps, each ending in a one-draft probe.
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);    // pause of 1 ends with a probe
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);    // next pause: 2 steps
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);
   int zeros = 0;
-  for (int i = 0; i < 40; ++i) {
-    const int32_t k = spec_next_k(st, o);
-    if (k == 0) ++zeros; else spec_update(st, k, 0, o);
-  }
-  EXPECT_GT(zeros, 20);
+  for (int i = 0; i < 100; ++i) zeros += spec_next_k(st, 4, 0.3) == 0;
+  EXPECT_GT(zeros, 90);
   EXPECT_FALSE(parse_spec_mode("fast").ok());
   EXPECT_EQ(parse_spec_mode("draft").value(), SpecMode::kDraft);
+}
+
+TEST(SpecAdapt, StepCostModelFitsAndBreakEvenGrowsWithBatch) {
+  StepCostModel m;
+  EXPECT_EQ(spec_break_even(m, 0, 1, 1), 0.0);  // no data yet: drafting is free
+  for (int i = 0; i < 50; ++i) {
+    const int32_t n = 1 + (i % 5) * 4;
+    m.observe(n, 2.0 + 0.1 * n);  // 2 ms per step + 0.1 ms per token
+  }
+  ASSERT_TRUE(m.ready());
+  EXPECT_NEAR(m.fixed_ms(), 2.0, 1e-6);
+  EXPECT_NEAR(m.per_token_ms(), 0.1, 1e-6);
+  // One decode: an emitted token costs 2.1 ms, a draft 0.1 ms -> break-even ~0.048.
+  EXPECT_NEAR(spec_break_even(m, 0, 1, 1), 0.1 / 2.1, 1e-6);
+  // 64 decodes: 8.4 ms / 64 per emitted token; drafting must be accepted 76% of the time.
+  EXPECT_NEAR(spec_break_even(m, 0, 64, 64), 0.1 / (8.4 / 64), 1e-6);
+  EXPECT_GT(spec_break_even(m, 0.05, 1, 1), spec_break_even(m, 0, 1, 1));  // a draft model costs
+  StepCostModel flat;
+  for (int i = 0; i < 50; ++i) flat.observe(8, 3.0);
+  EXPECT_FALSE(flat.ready());  // constant token counts cannot separate the terms
 }
 
 // Chi-square of observed counts against expected probabilities.
