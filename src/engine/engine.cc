@@ -714,7 +714,9 @@ bool Engine::Impl::step() {
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
   }
-  if (st.ok() && opts.spec.mode != SpecMode::kOff) {
+  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
+  // would make drafted tokens look cheaper than they are.
+  if (st.ok() && opts.spec.mode != SpecMode::kOff && prefill == 0) {
     step_cost.observe(static_cast<int32_t>(batch_tokens.size()),
                       std::chrono::duration<double, std::milli>(Clock::now() - fwd0).count());
   }

@@ -83,7 +83,9 @@ void StepCostModel::observe(int32_t num_tokens, double ms) {
 
 double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
                        int32_t num_decodes) {
-  if (!m.ready() || num_decodes <= 0) return 0.0;
+  // Until the step cost is known, a cautious threshold: one-token probing drafts at the prior
+  // acceptance of 1/2, growing as they are accepted.
+  if (!m.ready() || num_decodes <= 0) return 0.4;
   const double per_emitted = (m.fixed_ms() + m.per_token_ms() * real_tokens) / num_decodes;
   if (!(per_emitted > 0)) return 1.0;
   return (m.per_token_ms() + std::max(0.0, draft_ms_per_token)) / per_emitted;
@@ -99,9 +101,9 @@ int32_t spec_next_k(SpecAdaptState& st, int32_t max_k, double break_even) {
   for (double p = a; k < max_k && p > break_even; p *= a) ++k;
   if (k == 0) {
     st.pause_steps = st.next_pause;
-    st.next_pause = std::min(st.next_pause * 2, 64);
+    st.next_pause = std::min(st.next_pause * 2, 128);
   } else {
-    st.next_pause = 1;
+    st.next_pause = 2;
   }
   return k;
 }

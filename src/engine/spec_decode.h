@@ -63,7 +63,8 @@ Status validate_spec_options(const SpecOptions& o, const model::Model& target);
 Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
 // Step cost as measured: time(step) ~ fixed + per_token * tokens, fitted by least squares with
-// exponential forgetting over the engine's recent steps (forward time only).
+// exponential forgetting over the engine's recent decode steps (forward time only; the token
+// counts vary with the drafts).
 class StepCostModel {
  public:
   void observe(int32_t num_tokens, double ms);
@@ -81,7 +82,7 @@ class StepCostModel {
 // draft model's cost per token) to the step, and pays off when it is accepted with probability
 // above that cost relative to the time one emitted token costs now, (fixed + per_token *
 // real_tokens) / num_decodes. Small on a memory-bound step (fixed dominates), near or above 1
-// on a compute-bound one (large batches): then nobody drafts. 0 while the model is not ready.
+// on a compute-bound one (large batches): then nobody drafts. 0.4 while the model is not ready.
 double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
                        int32_t num_decodes);
 
@@ -91,7 +92,7 @@ struct SpecAdaptState {
   double accepted = 0;               // decayed accepted drafted tokens
   double rejected = 0;               // decayed first rejections (one per round that had one)
   int32_t pause_steps = 0;           // steps left without drafting
-  int32_t next_pause = 1;            // length of the next pause (doubles up to 64, then probes)
+  int32_t next_pause = 2;            // length of the next pause (doubles up to 128, then probes)
   double alpha() const { return (accepted + 1.0) / (accepted + rejected + 2.0); }
 };
 // K to draft this step: the largest k <= max_k with alpha^k > break_even (the k-th draft is

@@ -68,10 +68,11 @@ TEST(SpecAdapt, KFollowsAcceptanceAndBreakEven) {
   EXPECT_EQ(spec_next_k(st, 8, 0.5), 8);
   for (int i = 0; i < 20; ++i) spec_update(st, 4, 0);
   EXPECT_LT(st.alpha(), 0.2);
-  // Even one draft does not pay: pause 1, 2, 4 ... steps, each ending in a one-draft probe.
+  // Even one draft does not pay: pause 2, 4, 8 ... steps, each ending in a one-draft probe.
   EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);    // pause of 1 ends with a probe
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);    // next pause: 2 steps
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
+  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);    // the pause of 2 ends with a probe
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);  // next pause: 4 steps
   EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
   EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);
   int zeros = 0;
@@ -83,7 +84,7 @@ TEST(SpecAdapt, KFollowsAcceptanceAndBreakEven) {
 
 TEST(SpecAdapt, StepCostModelFitsAndBreakEvenGrowsWithBatch) {
   StepCostModel m;
-  EXPECT_EQ(spec_break_even(m, 0, 1, 1), 0.0);  // no data yet: drafting is free
+  EXPECT_EQ(spec_break_even(m, 0, 1, 1), 0.4);  // no data yet: cautious probing
   for (int i = 0; i < 50; ++i) {
     const int32_t n = 1 + (i % 5) * 4;
     m.observe(n, 2.0 + 0.1 * n);  // 2 ms per step + 0.1 ms per token
