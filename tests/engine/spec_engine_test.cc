@@ -337,3 +337,30 @@ TEST(SpecEngine, DraftVocabularyMismatchRefused) {
 
 }  // namespace
 }  // namespace ts::engine
+
+namespace ts::engine {
+namespace {
+
+TEST(SpecEngine, GreedyIdenticalQ8Qwen2) {
+  // Q8_0 weights (activations quantized per row) and a 151,936-token vocabulary: verification
+  // rows come from multi-token slices, plain decoding from single tokens; ids must not differ.
+  TS_REQUIRE_SHARED(path, "golden/models/tiny-qwen2-q8_0.gguf");
+  model::Model* m = load_cached(path);
+  ASSERT_NE(m, nullptr);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.prompt_tokens = m->tokenizer().encode(i % 2 ? "the cat sat on the mat, the cat sat on the" : "one two three one two", false, false);
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 12 + i;
+    r.sampling.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  const RunResult a = run(*m, opts(SpecMode::kOff, 64, 64), reqs, 1);
+  const RunResult b = run(*m, opts(SpecMode::kNgram, 64, 64), reqs, 1);
+  expect_same(a, b, "q8 qwen2");
+  EXPECT_GT(b.stats.spec_num_draft_tokens, 0);
+}
+
+}  // namespace
+}  // namespace ts::engine
