@@ -182,6 +182,9 @@ struct Engine::Impl {
   void propose_drafts();
   // Removes a sequence's unverified drafts from its tokens.
   void strip_drafts(SeqState& s);
+  // Strips the drafts of every sequence drafted this step that were not verified (not scheduled,
+  // or a failed forward), rolling their draft-model KV back to the verified tokens.
+  void drop_unverified_drafts();
   // Verifies a scheduled sequence's drafts against its logit rows (one per scheduled token):
   // samples position by position, accepts while the sampled token equals the draft, and rolls
   // back the KV of the rest. Returns the rows sampled (tokens emitted, a final one included).
@@ -645,8 +648,7 @@ bool Engine::Impl::step() {
     if (draft) draft->forget(q->id);
   }
   if (out.empty()) {
-    for (SeqState* d : drafted) strip_drafts(*d);
-    drafted.clear();
+    drop_unverified_drafts();
     sweep_done();
     publish_stats(-1);
     return false;
@@ -723,8 +725,7 @@ bool Engine::Impl::step() {
   if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
     log::error("engine: forward failed: " + st.to_string());
-    for (SeqState* s : drafted) strip_drafts(*s);
-    drafted.clear();
+    drop_unverified_drafts();
     for (const ScheduledSeq& sc : out.scheduled) {
       SeqState& s = *by_seq.at(sc.seq);
       if (!s.finished) finish_seq(s, FinishReason::kError, st, {}, {}, {});
@@ -758,8 +759,7 @@ bool Engine::Impl::step() {
     }
   }
   TS_CHECK(row == num_rows, "logit rows mismatch");
-  for (SeqState* s : drafted) strip_drafts(*s);  // drafted but not scheduled this step
-  drafted.clear();
+  drop_unverified_drafts();  // drafted but not scheduled this step
   for (ReqState* r : release) {
     r->siblings_released = true;
     for (size_t i = 1; i < r->seqs.size(); ++i) {
@@ -791,6 +791,15 @@ void Engine::Impl::strip_drafts(SeqState& s) {
   q.tokens.resize(q.tokens.size() - static_cast<size_t>(q.num_draft_tokens));
   q.num_draft_tokens = 0;
   s.drafts.clear();
+}
+
+void Engine::Impl::drop_unverified_drafts() {
+  for (SeqState* s : drafted) {
+    if (s->seq.num_draft_tokens == 0) continue;
+    strip_drafts(*s);
+    if (draft) draft->rollback(s->seq.id, s->seq.num_computed_tokens);
+  }
+  drafted.clear();
 }
 
 void Engine::Impl::propose_drafts() {

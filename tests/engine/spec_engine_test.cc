@@ -255,10 +255,12 @@ TEST(SpecEngine, PreemptionAndCancellation) {
   const auto reqs = story_requests(*m, 8, 80, 0.0f);
   // A pool far too small for eight long sequences: preemption (recompute) must happen.
   const RunResult a = run(*m, opts(SpecMode::kOff, 128, 24), reqs);
-  const RunResult b = run(*m, opts(SpecMode::kNgram, 128, 24), reqs);
-  EXPECT_GT(b.stats.num_preemptions, 0);
-  expect_same(a, b, "preemption");
-  EXPECT_GT(b.stats.spec_num_accepted_tokens, 0);
+  for (SpecMode mode : {SpecMode::kNgram, SpecMode::kDraft}) {
+    const RunResult b = run(*m, opts(mode, 128, 24), reqs);
+    EXPECT_GT(b.stats.num_preemptions, 0);
+    expect_same(a, b, std::string("preemption ") + spec_mode_name(mode));
+    EXPECT_GT(b.stats.spec_num_accepted_tokens, 0);
+  }
   // Cancel request 2 after a few steps: it ends cancelled, the rest as before, pool intact (run).
   const RunResult c = run(*m, opts(SpecMode::kNgram), reqs, 0, 2, 6);
   ASSERT_EQ(c.outs.size(), reqs.size());
