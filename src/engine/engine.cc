@@ -256,7 +256,11 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   im.max_model_len = e->max_model_len_;
   im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
   if (opts.spec.mode == SpecMode::kDraft) {
+    // As many blocks as the target's pool, so drafting never runs short before the target does;
+    // this memory comes on top of the KV budget (the draft's blocks are smaller).
     TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, num_blocks));
+    log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
+              std::to_string(num_blocks) + " blocks, on top of the KV budget)");
   }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;

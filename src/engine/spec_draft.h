@@ -51,6 +51,7 @@ class DraftRunner {
   // Frees the sequence's draft KV (no-op when it has none).
   void forget(int64_t seq_id);
   int32_t num_blocks_used() const { return blocks_.num_used(); }
+  size_t kv_bytes() const { return kv_.total_bytes(); }
 
  private:
   struct SeqKv {
