@@ -13,7 +13,9 @@
 // (n-gram lookup, the draft model's argmax), so the output keeps the target distribution, and
 // with a seed it is even the same tokens as without speculation (the RNG is drawn once per
 // emitted token in both cases). rejection_sample() below is the general rule for a stochastic
-// proposal q (unit-tested on a small vocabulary); the engine uses its point-mass case.
+// proposal q, unit-tested on a small vocabulary; the engine does not call it (its drafts are
+// deterministic, where the rule reduces to the sample-and-compare above). A stochastic draft
+// model would need it together with the sampler's processed distributions, not exposed today.
 //
 // Thread-safety: plain data and pure functions.
 #pragma once
