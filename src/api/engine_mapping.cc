@@ -31,6 +31,7 @@ engine::Request to_engine_request(std::string id, std::vector<int32_t> prompt_to
   r.prompt_tokens = std::move(prompt_tokens);
   r.sampling = to_sampling_params(s, max_tokens, logprobs, top_logprobs);
   r.tier = s.tier;
+  r.speculative = s.speculative;
   return r;
 }
 

@@ -322,6 +322,7 @@ Err parse_sampling(const json& o, bool chat, SamplingOptions* s) {
   API_TRY(parse_stop(o, &s->stop));
   API_TRY(parse_logit_bias(o, &s->logit_bias));
   API_TRY(get_bool(o, "ignore_eos", &s->ignore_eos));
+  API_TRY(get_bool(o, "speculative", &s->speculative));
   std::string tier;
   API_TRY(get_string(o, "tier", &tier, false));
   if (tier == "batch") {

@@ -36,6 +36,7 @@ struct SamplingOptions {
   std::vector<std::string> stop;      // up to 4 non-empty strings
   bool ignore_eos = false;
   engine::Tier tier = engine::Tier::kInteractive;
+  bool speculative = true;            // extension `speculative: false`: opt out of speculative decoding
 };
 
 // `response_format` (both endpoints). The constraint itself is compiled by the server

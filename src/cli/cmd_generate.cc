@@ -1,10 +1,12 @@
 // tokenserve generate -m MODEL -p TEXT -n N [--temp --top-k --top-p --min-p --seed --threads
-// --ignore-eos --kv-type]: streams the continuation to stdout through the engine, then one
+// --ignore-eos --kv-type --speculative off|ngram|draft --draft-model --draft-tokens --ngram-min
+// --ngram-max]: streams the continuation to stdout through the engine, then one
 // stats line on stderr.
 #include <algorithm>
 #include <chrono>
 
 #include "cli/cli_util.h"
+#include "cli/spec_flags.h"
 #include "tensor/matrix.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -37,6 +39,8 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log engine start-up details");
   std::string isa;
   app.add_option("--isa", isa, kIsaHelp);
+  SpecFlags spec_flags;
+  spec_flags.add(app);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   if (int rc = apply_isa("generate", isa); rc >= 0) return rc;
 
@@ -66,6 +70,8 @@ int cmd_generate(int argc, char** argv) {
   eo.num_kv_blocks = static_cast<int32_t>((need + eo.block_size - 1) / eo.block_size) + 1;
   eo.max_batch_tokens = std::max<int32_t>(512, static_cast<int32_t>(ids.size()));
   if (app.count("--seed")) eo.seed = seed;
+  std::unique_ptr<model::Model> draft_model;  // --speculative draft; outlives the engine
+  if (Status st = spec_flags.apply(eo, draft_model); !st.ok()) return fail("generate", st.message(), 2);
   auto eng = engine::Engine::create(model, eo);
   if (!eng.ok()) return fail("generate", eng.status().message());
 
@@ -111,6 +117,14 @@ int cmd_generate(int argc, char** argv) {
   std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; generation: %lld tokens, %.1f tokens/s\n",
                static_cast<long long>(p), prompt_s > 0 ? p / prompt_s : 0.0, static_cast<long long>(g),
                g > 1 && gen_s > 0 ? (g - 1) / gen_s : 0.0);
+  if (eo.spec.mode != engine::SpecMode::kOff) {
+    const engine::EngineStats st = (*eng)->stats();
+    std::fprintf(stderr, "speculative (%s): %lld drafted, %lld accepted (%.1f%%), %lld steps\n",
+                 engine::spec_mode_name(eo.spec.mode), static_cast<long long>(st.spec_num_draft_tokens),
+                 static_cast<long long>(st.spec_num_accepted_tokens),
+                 st.spec_num_draft_tokens > 0 ? 100.0 * st.spec_num_accepted_tokens / st.spec_num_draft_tokens : 0.0,
+                 static_cast<long long>(st.num_steps));
+  }
   return 0;
 }
 

@@ -7,6 +7,8 @@
 //                  (identity signed by `tokenserve gateway`, gateway/trust.h; no API keys here)
 //                 [--tool-call-format hermes|llama3|mistral|deepseek|granite|harmony|none]
 //                 [--scripted-replies FILE (test only: server/scripted_backend.h)]
+//                 [--speculative off|ngram|draft --draft-model FILE --draft-tokens K
+//                  --ngram-min N --ngram-max N --spec-max-decode-seqs N]
 // Loads the model, opens governance (API keys, limits, quotas, usage ledger) and metrics,
 // starts the engine and the OpenAI-compatible HTTP server, and serves until SIGTERM/SIGINT:
 // then /ready turns 503, new work is refused, running requests finish up to the drain deadline,
@@ -31,6 +33,7 @@
 
 #include "api/tool_parser.h"
 #include "cli/cli_util.h"
+#include "cli/spec_flags.h"
 #include "tensor/matrix.h"
 #include "tools/pull.h"
 #include "core/log.h"
@@ -106,6 +109,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--scripted-replies", scripted_replies,
                  "TEST ONLY: answer requests with the replies of this JSON script instead of running the model "
                  "(see server/scripted_backend.h)");
+  SpecFlags spec_flags;
+  spec_flags.add(app);
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   std::optional<api::ToolCallFormat> tool_format;
   if (!tool_call_format.empty()) {
@@ -279,8 +284,17 @@ int cmd_serve(int argc, char** argv) {
               std::to_string(to.priority) + ", latency_target " + std::to_string(to.latency_target.count()) +
               " ms, max_queued " + std::to_string(to.max_queued));
   }
+  std::unique_ptr<model::Model> draft_model;  // --speculative draft; outlives the engine
+  if (Status st = spec_flags.apply(eo, draft_model); !st.ok()) return fail("serve", st.message(), 2);
   auto engine = engine::Engine::create(**model, eo);
   if (!engine.ok()) return fail("serve", "cannot start the engine: " + engine.status().message());
+  if (eo.spec.mode != engine::SpecMode::kOff) {
+    log::info(std::string("speculative decoding: ") + engine::spec_mode_name(eo.spec.mode) + ", up to " +
+              std::to_string(eo.spec.draft_tokens) + " draft tokens" +
+              (eo.spec.mode == engine::SpecMode::kNgram
+                   ? ", n-gram " + std::to_string(eo.spec.ngram.ngram_min) + ".." + std::to_string(eo.spec.ngram.ngram_max)
+                   : ", draft model " + spec_flags.draft_model));
+  }
 
   server::ServiceOptions so;
   std::string stem = std::filesystem::path(model_path).stem().string();

@@ -17,6 +17,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
+#include "engine/spec_draft.h"
 #include "engine/stop_matcher.h"
 #include "structured/constraint.h"
 #include "model/model.h"
@@ -99,6 +100,8 @@ struct SeqState {
   std::unique_ptr<structured::ConstraintState> constraint;  // null when unconstrained
   bool finished = false;
   bool in_scheduler = false;
+  SpecAdaptState spec;                // adaptive draft length (speculative decoding)
+  std::vector<int32_t> drafts;        // this step's drafted tokens (also at the end of seq.tokens)
 };
 
 struct ReqState {
@@ -140,6 +143,10 @@ struct Engine::Impl {
 
   std::list<std::unique_ptr<ReqState>> active;    // engine thread only
   std::unordered_map<const Sequence*, SeqState*> by_seq;
+  std::unique_ptr<DraftRunner> draft;             // --speculative draft
+  std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
+  StepCostModel step_cost;                        // forward time vs tokens (speculation's cost)
+  double draft_ms_per_token = 0;                  // draft model time per drafted token (average)
 
   std::mutex in_mu;
   std::vector<std::unique_ptr<ReqState>> inbox;   // submitted, not yet taken by the loop
@@ -170,6 +177,18 @@ struct Engine::Impl {
   void on_logits(SeqState& s, const float* row, TimePoint now);
   void sweep_done();
   void publish_stats(double step_ms);
+  // Speculative decoding (opts.spec): drafts tokens for eligible decoding sequences before the
+  // schedule, appending them to seq.tokens within the token and block budgets.
+  void propose_drafts();
+  // Removes a sequence's unverified drafts from its tokens.
+  void strip_drafts(SeqState& s);
+  // Strips the drafts of every sequence drafted this step that were not verified (not scheduled,
+  // or a failed forward), rolling their draft-model KV back to the verified tokens.
+  void drop_unverified_drafts();
+  // Verifies a scheduled sequence's drafts against its logit rows (one per scheduled token):
+  // samples position by position, accepts while the sampled token equals the draft, and rolls
+  // back the KV of the rest. Returns the rows sampled (tokens emitted, a final one included).
+  int32_t verify_drafts(SeqState& s, const ScheduledSeq& sc, const float* rows, int32_t V, TimePoint now);
 };
 
 namespace {
@@ -208,6 +227,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
     return resource_exhausted("KV cache budget of " + std::to_string(opts.kv_cache_bytes) +
                               " bytes holds no block of " + std::to_string(opts.block_size) + " tokens");
   }
+  TS_RETURN_IF_ERROR(validate_spec_options(opts.spec, model));
   TS_ASSIGN_OR_RETURN(auto storage, model::KvStorage::create(cfg, opts.kv_type, opts.block_size, num_blocks));
 
   std::unique_ptr<Engine> e(new Engine(model, opts));
@@ -235,6 +255,13 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   im.opts = opts;
   im.max_model_len = e->max_model_len_;
   im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
+  if (opts.spec.mode == SpecMode::kDraft) {
+    // As many blocks as the target's pool, so drafting never runs short before the target does;
+    // this memory comes on top of the KV budget (the draft's blocks are smaller).
+    TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, num_blocks));
+    log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
+              std::to_string(num_blocks) + " blocks, on top of the KV budget)");
+  }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;
   im.stats.block_size = opts.block_size;
@@ -433,6 +460,7 @@ void Engine::Impl::finish_seq(SeqState& s, FinishReason reason, Status error, st
   s.finished = true;
   if (s.in_scheduler) sched.remove(&s.seq);
   s.in_scheduler = false;
+  if (draft) draft->forget(s.seq.id);
   ++r.num_finished;
   Event ev;
   ev.index = s.index;
@@ -617,8 +645,14 @@ bool Engine::Impl::step() {
   const TimePoint now = Clock::now();
   take_inbox(now);
   check_cancellations(now);
+  if (opts.spec.mode != SpecMode::kOff) propose_drafts();
   SchedulerOutput out = sched.schedule(now);
+  for (Sequence* q : out.preempted) {  // recomputed later from verified tokens only
+    if (q->num_draft_tokens > 0) strip_drafts(*by_seq.at(q));
+    if (draft) draft->forget(q->id);
+  }
   if (out.empty()) {
+    drop_unverified_drafts();
     sweep_done();
     publish_stats(-1);
     return false;
@@ -648,11 +682,14 @@ bool Engine::Impl::step() {
     Sequence& q = *sc.seq;
     const int32_t start = q.num_computed_tokens;
     batch_tokens.insert(batch_tokens.end(), q.tokens.begin() + start, q.tokens.begin() + start + sc.num_tokens);
+    // A drafting sequence wants a row for every scheduled position (the last verified token and
+    // its drafts); the scheduler may have given it fewer tokens than it holds (the rest is dropped).
+    const int32_t rows = q.num_draft_tokens > 0 ? sc.num_tokens : (sc.wants_logits ? 1 : 0);
     slices.push_back({.num_tokens = sc.num_tokens,
                       .start_pos = start,
                       .block_table = std::span<const int32_t>(q.block_table),
-                      .num_logits = sc.wants_logits ? 1 : 0});
-    num_rows += sc.wants_logits ? 1 : 0;
+                      .num_logits = rows});
+    num_rows += rows;
     prefill += std::max(0, std::min(start + sc.num_tokens, q.num_prompt_tokens) - start);
   }
   const auto t0 = Clock::now();
@@ -673,16 +710,26 @@ bool Engine::Impl::step() {
       // No thread available: on_logits computes the masks itself.
     }
   }
+  const int32_t V = model->config().n_vocab;
+  if (logits.size() < static_cast<size_t>(num_rows) * V) logits.resize(static_cast<size_t>(num_rows) * V);
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st;
+  const auto fwd0 = Clock::now();
   try {
     st = model->forward(batch, kv, logits.data(), &pool);
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
   }
+  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
+  // would make drafted tokens look cheaper than they are.
+  if (st.ok() && opts.spec.mode != SpecMode::kOff && prefill == 0) {
+    step_cost.observe(static_cast<int32_t>(batch_tokens.size()),
+                      std::chrono::duration<double, std::milli>(Clock::now() - fwd0).count());
+  }
   if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
     log::error("engine: forward failed: " + st.to_string());
+    drop_unverified_drafts();
     for (const ScheduledSeq& sc : out.scheduled) {
       SeqState& s = *by_seq.at(sc.seq);
       if (!s.finished) finish_seq(s, FinishReason::kError, st, {}, {}, {});
@@ -692,7 +739,6 @@ bool Engine::Impl::step() {
     return true;
   }
 
-  const int32_t V = model->config().n_vocab;
   const TimePoint after_forward = Clock::now();  // tokens exist from here on (TTFT, ITL)
   int32_t row = 0;
   int64_t sampled = 0;
@@ -700,6 +746,11 @@ bool Engine::Impl::step() {
   for (const ScheduledSeq& sc : out.scheduled) {
     SeqState& s = *by_seq.at(sc.seq);
     Sequence& q = s.seq;
+    if (q.num_draft_tokens > 0) {
+      sampled += verify_drafts(s, sc, logits.data() + static_cast<size_t>(row) * V, V, after_forward);
+      row += sc.num_tokens;
+      continue;
+    }
     q.num_computed_tokens += sc.num_tokens;
     kvm.commit_computed(q);
     if (s.index == 0 && !s.req->siblings_released && q.num_computed_tokens >= q.num_prompt_tokens) {
@@ -712,6 +763,7 @@ bool Engine::Impl::step() {
     }
   }
   TS_CHECK(row == num_rows, "logit rows mismatch");
+  drop_unverified_drafts();  // drafted but not scheduled this step
   for (ReqState* r : release) {
     r->siblings_released = true;
     for (size_t i = 1; i < r->seqs.size(); ++i) {
@@ -734,6 +786,125 @@ bool Engine::Impl::step() {
   }
   publish_stats(ms);
   return true;
+}
+
+// ---------------------------------------------------------------- speculative decoding
+
+void Engine::Impl::strip_drafts(SeqState& s) {
+  Sequence& q = s.seq;
+  q.tokens.resize(q.tokens.size() - static_cast<size_t>(q.num_draft_tokens));
+  q.num_draft_tokens = 0;
+  s.drafts.clear();
+}
+
+void Engine::Impl::drop_unverified_drafts() {
+  for (SeqState* s : drafted) {
+    if (s->seq.num_draft_tokens == 0) continue;
+    strip_drafts(*s);
+    if (draft) draft->rollback(s->seq.id, s->seq.num_computed_tokens);
+  }
+  drafted.clear();
+}
+
+void Engine::Impl::propose_drafts() {
+  const SpecOptions& so = opts.spec;
+  drafted.clear();
+  // Real work first: every running sequence's pending tokens and the blocks they need.
+  int32_t real_tokens = 0, num_decodes = 0, real_blocks = 0;
+  for (Sequence* q : sched.running()) {
+    const int32_t pending = q->num_tokens() - q->num_computed_tokens;
+    real_tokens += pending;
+    real_blocks += kvm.num_blocks_needed(*q, pending);
+    if (pending == 1) ++num_decodes;
+  }
+  // Compute-bound step (many decodes): verification would cost real compute, so nobody drafts.
+  if (num_decodes == 0 || num_decodes > so.max_decode_seqs) return;
+  const double break_even =
+      so.cost_model ? spec_break_even(step_cost, draft ? draft_ms_per_token : 0.0, real_tokens, num_decodes) : 0.0;
+  int32_t token_budget = std::min(opts.max_batch_tokens - real_tokens, so.max_step_draft_tokens);
+  int32_t free_blocks = blocks.num_free() - real_blocks;
+  if (token_budget <= 0 || free_blocks < 0) return;
+
+  std::vector<std::pair<SeqState*, int32_t>> cands;  // (sequence, K wanted)
+  for (Sequence* q : sched.running()) {
+    if (q->num_tokens() - q->num_computed_tokens != 1) continue;
+    SeqState& s = *by_seq.at(q);
+    const SamplingParams& p = s.req->req.sampling;
+    if (s.finished || !s.req->req.speculative) continue;
+    int32_t k = spec_next_k(s.spec, so.draft_tokens, break_even);
+    // Never draft past max_tokens or the context: the token after the last draft is the bonus.
+    k = std::min({k, p.max_tokens - q->num_output_tokens() - 1, max_model_len - q->num_tokens() - 1});
+    if (k <= 0) continue;
+    cands.emplace_back(&s, k);
+  }
+  if (cands.empty()) return;
+  if (draft) {
+    std::vector<DraftQuery> queries;
+    queries.reserve(cands.size());
+    for (auto& [s, k] : cands) {
+      queries.push_back({.seq_id = s->seq.id, .tokens = s->seq.tokens, .k = k, .out = &s->drafts});
+    }
+    const auto d0 = Clock::now();
+    const Status st = draft->propose(queries, &pool);
+    int64_t n_drafted = 0;
+    for (auto& [s, k] : cands) n_drafted += static_cast<int64_t>(s->drafts.size());
+    if (n_drafted > 0) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count() / n_drafted;
+      draft_ms_per_token = draft_ms_per_token == 0 ? ms : 0.9 * draft_ms_per_token + 0.1 * ms;
+    }
+    if (!st.ok()) {
+      log::error("engine: draft model forward failed (" + st.to_string() + "); not speculating this step");
+      for (auto& [s, k] : cands) s->drafts.clear();
+    }
+  } else {
+    for (auto& [s, k] : cands) ngram_propose(s->seq.tokens, so.ngram, k, s->drafts);
+  }
+  for (auto& [s, k] : cands) {
+    Sequence& q = s->seq;
+    int32_t m = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), token_budget);
+    // Drafts never cost another sequence its blocks (no preemption caused by speculation).
+    while (m > 0 && kvm.num_blocks_needed(q, 1 + m) - kvm.num_blocks_needed(q, 1) > free_blocks) --m;
+    s->drafts.resize(static_cast<size_t>(std::max(m, 0)));
+    if (m == 0) continue;
+    free_blocks -= kvm.num_blocks_needed(q, 1 + m) - kvm.num_blocks_needed(q, 1);
+    token_budget -= m;
+    q.tokens.insert(q.tokens.end(), s->drafts.begin(), s->drafts.end());
+    q.num_draft_tokens = m;
+    drafted.push_back(s);
+  }
+}
+
+int32_t Engine::Impl::verify_drafts(SeqState& s, const ScheduledSeq& sc, const float* rows, int32_t V,
+                                    TimePoint now) {
+  Sequence& q = s.seq;
+  const int32_t c = q.num_computed_tokens;  // position of the last verified token
+  const int32_t n = sc.num_tokens;          // rows: that token and the first n - 1 drafts
+  std::vector<int32_t> d(q.tokens.end() - q.num_draft_tokens, q.tokens.end());
+  strip_drafts(s);
+  int32_t accepted = 0, emitted = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    sample_guarded(s, rows + static_cast<size_t>(i) * V, V, now);
+    ++emitted;  // rows sampled, as the plain path counts them (a finishing token included)
+    if (s.finished) break;
+    if (i == n - 1 || q.tokens.back() != d[static_cast<size_t>(i)]) break;
+    ++accepted;
+  }
+  if (!s.finished) {
+    // KV is valid for the verified token and the accepted drafts; the rest is rolled back.
+    q.num_computed_tokens = c + 1 + accepted;
+    kvm.truncate_to_computed(q);
+    kvm.commit_computed(q);
+    if (draft) draft->rollback(q.id, q.num_computed_tokens);
+  }
+  spec_update(s.spec, n - 1, accepted);
+  if (n > 1) {
+    std::lock_guard<std::mutex> l(stats_mu);
+    ++stats.spec_num_drafts;
+    stats.spec_num_draft_tokens += n - 1;
+    stats.spec_num_accepted_tokens += accepted;
+    for (int32_t i = 0; i < accepted && i < kMaxDraftTokens; ++i) ++stats.spec_accepted_by_pos[i];
+  }
+  return emitted;
 }
 
 }  // namespace ts::engine

@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode.h"
 #include "model/kv_storage.h"
 
 namespace ts::model { class Model; }
@@ -46,6 +47,7 @@ struct EngineOptions {
   int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
   bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
   uint64_t seed = 0;                 // seeds requests without their own seed; 0 = random_device
+  SpecOptions spec;                  // speculative decoding (off by default; spec_decode.h)
 };
 
 // A snapshot for metrics (refreshed after every step).
@@ -66,6 +68,10 @@ struct EngineStats {
   int64_t num_steps = 0;             // forward steps run
   int64_t requests_finished = 0;     // requests whose last event was emitted
   double last_step_ms = 0.0;         // duration of the last step
+  int64_t spec_num_drafts = 0;       // draft verifications (one per speculating sequence and step)
+  int64_t spec_num_draft_tokens = 0; // drafted tokens verified by the target
+  int64_t spec_num_accepted_tokens = 0;  // of those, accepted (emitted without a step of their own)
+  int64_t spec_accepted_by_pos[kMaxDraftTokens] = {};  // accepted drafts by position (0 = first)
 };
 
 class RequestHandle;
@@ -77,6 +83,8 @@ class Engine {
   // thread when opts.start_thread. max_model_len is the model's context (or opts.max_model_len
   // if smaller), capped to the tokens the pool holds (num_blocks * block_size) with one log line. `model` must outlive the engine, and only one engine may
   // drive a Model at a time (Model::forward uses per-model scratch).
+  // With opts.spec.mode != kOff the options are checked by validate_spec_options (the draft
+  // model's vocabulary must match) and a draft model gets its own KV pool of as many blocks.
   // Errors: kInvalidArgument (bad options), kResourceExhausted (KV allocation failed or the
   // budget holds no block).
   static Result<std::unique_ptr<Engine>> create(model::Model& model, EngineOptions opts);

@@ -77,6 +77,15 @@ void KvCacheManager::commit_computed(Sequence& seq) {
   if (full > seq.num_registered_blocks) seq.num_registered_blocks = full;
 }
 
+void KvCacheManager::truncate_to_computed(Sequence& seq) {
+  const size_t keep = static_cast<size_t>((seq.num_computed_tokens + block_size_ - 1) / block_size_);
+  TS_CHECK(static_cast<int32_t>(keep) >= seq.num_registered_blocks, "truncating registered blocks");
+  while (seq.block_table.size() > keep) {
+    pool_.release(seq.block_table.back());
+    seq.block_table.pop_back();
+  }
+}
+
 void KvCacheManager::free(Sequence& seq) {
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) pool_.release(*it);
   seq.block_table.clear();

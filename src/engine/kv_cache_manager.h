@@ -36,6 +36,10 @@ class KvCacheManager {
   // prefix cache (chained hashes with its namespace).
   void commit_computed(Sequence& seq);
 
+  // Speculative rollback: releases the tail blocks beyond those covering num_computed_tokens
+  // (blocks allocated for rejected draft tokens; never registered in the prefix cache).
+  void truncate_to_computed(Sequence& seq);
+
   // Releases every block (tail first, so the tail is evicted first) and resets
   // num_computed_tokens to 0. The memoized block hashes stay valid.
   void free(Sequence& seq);

@@ -72,6 +72,8 @@ struct Request {
   // complete sentence, and the choice ends with kStop as soon as nothing more can follow (kLength
   // when max_tokens comes first; the text produced so far is kept).
   std::shared_ptr<const structured::Constraint> constraint;
+  bool speculative = true;           // false: never draft for this request (extension field
+                                     // `speculative: false`); no effect when the engine's spec is off
 };
 
 // Log-probability of one token (natural log, from the model's raw logits).

@@ -149,7 +149,9 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
       if (s->tier == tier) cands.push_back(s);
     }
     std::stable_partition(cands.begin(), cands.end(),
-                          [](const Sequence* s) { return s->num_tokens() - s->num_computed_tokens == 1; });
+                          [](const Sequence* s) {
+                            return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens == 1;
+                          });
     for (Sequence* s : cands) {
       if (budget == 0) break;
       if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this step

@@ -20,7 +20,9 @@ struct Sequence {
   Tier tier = Tier::kInteractive;    // serving tier
   int32_t priority = 0;              // the tier's priority (higher runs first, preempted last)
   std::string cache_namespace;       // prefix-cache namespace (tenant)
-  std::vector<int32_t> tokens;       // prompt followed by generated tokens
+  std::vector<int32_t> tokens;       // prompt followed by generated tokens (and, during one
+                                     // step, num_draft_tokens speculative tokens at the end)
+  int32_t num_draft_tokens = 0;      // unverified drafted tokens at the end of tokens (engine only)
   int32_t num_prompt_tokens = 0;     // prompt length
   int32_t num_computed_tokens = 0;   // leading tokens whose KV is in block_table
   std::vector<int32_t> block_table;  // KV blocks covering [0, num_computed_tokens + scheduled)

@@ -112,6 +112,8 @@ constexpr char kDashboardHtml[] =
     ["total-preemptions", "Preemptions", ["totals", "preemptions"], ""],
     ["total-prefix-hits", "Prefix hit tokens", ["totals", "prefix_cache_hits"], ""],
     ["ledger-spool-depth", "Ledger spool depth", ["totals", "ledger_spool_depth"], ""],
+    ["spec-accepted-tokens", "Speculative accepted tokens", ["totals", "spec_accepted_tokens"], ""],
+    ["spec-acceptance-rate", "Speculative acceptance", ["totals", "spec_acceptance_rate"], "%"],
   ];
 
   function buildCards(containerId, defs) {
@@ -157,14 +159,14 @@ constexpr char kDashboardHtml[] =
   // --- charts: plain canvas line charts ---------------------------------------------------
   function niceMax(v) {
     if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
+)TSDASH"
+    R"TSDASH(    const p = Math.pow(10, Math.floor(Math.log10(v)));
     for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
     return 10 * p;
   }
 
   function legend(id, series) {
-)TSDASH"
-    R"TSDASH(    const box = document.getElementById(id);
+    const box = document.getElementById(id);
     box.textContent = "";
     for (const s of series) {
       const item = document.createElement("span");

@@ -104,6 +104,15 @@ ServerMetrics::ServerMetrics(ServerMetricsOptions opts)
   quota_rejected_ = &r.counter(metric("quota_rejected_total"),
                                "Requests refused because a token quota is spent (429).",
                                {"tenant"});
+  spec_drafts_ = &r.counter(metric("spec_decode_num_drafts_total"),
+                            "Speculative draft verifications (one per speculating sequence and step).", {"model"});
+  spec_draft_tokens_ = &r.counter(metric("spec_decode_num_draft_tokens_total"),
+                                  "Drafted tokens verified by the target model.", {"model"});
+  spec_accepted_tokens_ = &r.counter(metric("spec_decode_num_accepted_tokens_total"),
+                                     "Drafted tokens accepted.", {"model"});
+  spec_accepted_by_pos_ = &r.counter(metric("spec_decode_num_accepted_tokens_per_pos_total"),
+                                     "Drafted tokens accepted, by position in the draft (0 = first).",
+                                     {"model", "position"});
   // Engine-side series exist from the start so dashboards and alerts see zeros, not gaps.
   for (int i = 0; i < engine::kNumTiers; ++i) {
     const char* tier = engine::tier_name(static_cast<engine::Tier>(i));
@@ -114,6 +123,9 @@ ServerMetrics::ServerMetrics(ServerMetricsOptions opts)
   preemptions_->with({opts_.model});
   prefix_queries_->with({opts_.model});
   prefix_hits_->with({opts_.model});
+  spec_drafts_->with({opts_.model});
+  spec_draft_tokens_->with({opts_.model});
+  spec_accepted_tokens_->with({opts_.model});
 }
 
 std::string ServerMetrics::bound_tenant(std::string_view tenant) {
@@ -223,6 +235,13 @@ void ServerMetrics::sample_engine(const engine::EngineStats& s) {
   preemptions_->with({opts_.model}).advance_to(s.num_preemptions);
   prefix_queries_->with({opts_.model}).advance_to(s.prefix_queries);
   prefix_hits_->with({opts_.model}).advance_to(s.prefix_hits);
+  spec_drafts_->with({opts_.model}).advance_to(s.spec_num_drafts);
+  spec_draft_tokens_->with({opts_.model}).advance_to(s.spec_num_draft_tokens);
+  spec_accepted_tokens_->with({opts_.model}).advance_to(s.spec_num_accepted_tokens);
+  for (int32_t i = 0; i < engine::kMaxDraftTokens; ++i) {
+    if (s.spec_accepted_by_pos[i] == 0) continue;  // series appear once a position accepted a token
+    spec_accepted_by_pos_->with({opts_.model, std::to_string(i)}).advance_to(s.spec_accepted_by_pos[i]);
+  }
   {
     std::lock_guard lock(engine_mu_);
     // The first sample only sets the baseline: its totals predate the history.
@@ -287,7 +306,13 @@ nlohmann::json ServerMetrics::dashboard_json() const {
                      {"preemptions", sum(preemptions_)},
                      {"prefix_cache_queries", sum(prefix_queries_)},
                      {"prefix_cache_hits", sum(prefix_hits_)},
-                     {"ledger_spool_depth", spool}};
+                     {"ledger_spool_depth", spool},
+                     {"spec_draft_tokens", sum(spec_draft_tokens_)},
+                     {"spec_accepted_tokens", sum(spec_accepted_tokens_)},
+                     {"spec_acceptance_rate", sum(spec_draft_tokens_) > 0
+                                                  ? static_cast<double>(sum(spec_accepted_tokens_)) /
+                                                        static_cast<double>(sum(spec_draft_tokens_))
+                                                  : 0.0}};
   return j;
 }
 

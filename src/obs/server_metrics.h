@@ -105,7 +105,8 @@ class ServerMetrics {
   //   "totals":  since start, equal to the /metrics counters summed over labels: "requests",
   //              "prompt_tokens", "generation_tokens", "errors", "rate_limited",
   //              "quota_rejected", "preemptions", "prefix_cache_queries", "prefix_cache_hits",
-  //              "ledger_spool_depth",
+  //              "ledger_spool_depth", "spec_draft_tokens", "spec_accepted_tokens",
+  //              "spec_acceptance_rate" (accepted / drafted; 0 before any draft),
   //   "usage":   [{"tenant","app","prompt_tokens","completion_tokens","total_tokens",
   //                "requests"}] over the window, largest first}
   nlohmann::json dashboard_json() const;
@@ -145,6 +146,10 @@ class ServerMetrics {
   CounterFamily* prefix_hits_;
   CounterFamily* rate_limited_;
   CounterFamily* quota_rejected_;
+  CounterFamily* spec_drafts_;             // speculative decoding (engine/spec_decode.h)
+  CounterFamily* spec_draft_tokens_;
+  CounterFamily* spec_accepted_tokens_;
+  CounterFamily* spec_accepted_by_pos_;    // labels model, position (0 = first drafted token)
 
   mutable std::shared_mutex tenants_mu_;
   std::set<std::string, std::less<>> tenants_;   // tenants with their own label value
