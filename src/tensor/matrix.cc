@@ -47,7 +47,7 @@ kern::GemmFn gemm_for(Isa isa, kern::Layout layout) {
   return fn != nullptr ? fn : kern::scalar_kernels().gemm[static_cast<int>(layout)];
 }
 
-// The R16 layout a type is repacked into under AVX-512, or kCount for none.
+// The R16 layout a type is repacked into under AVX2 / AVX-512, or kCount for none.
 kern::Layout r16_layout(DType t) {
   switch (t) {
     case DType::kQ8_0: return kern::Layout::kQ8_0_R16;
@@ -328,7 +328,7 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
   im.data = static_cast<const uint8_t*>(data);
   im.stride = im.row_bytes;
   const kern::Layout r16 = r16_layout(type);
-  if (r16 != kern::Layout::kCount && options.allow_repack && active_isa() == Isa::kAvx512) {
+  if (r16 != kern::Layout::kCount && options.allow_repack && active_isa() >= Isa::kAvx2) {
     const size_t gbytes = r16_group_stride(r16, cols);
     const size_t total = gbytes * static_cast<size_t>((rows + 15) / 16);
     Arena arena = make_arena(total);
@@ -413,7 +413,7 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
       q8 = grow(scratch.q8, n);
       d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));
       s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb32));
-      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens) {
+      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens && active_isa() >= Isa::kAvx512) {
         il = grow(scratch.il, kern::act_il_bytes(n_tok, cols) + 64);
         il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
       }

@@ -3,10 +3,11 @@
 // A Matrix is [rows][cols] in one GGUF type, row-major with cols innermost (GGUF shape
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
-// caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
+// caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
 // AVX-512, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
-// +1-3%), and the Matrix no longer reads `data` after create(); repacked() tells which. The other
-// types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS) run plain per-row SIMD kernels on every ISA.
+// +1-3%; one layout for both tiers, each with its own kernels), and the Matrix no longer reads
+// `data` after create(); repacked() tells which. The other types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K,
+// IQ4_XS) run plain per-row SIMD kernels on every ISA.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
@@ -62,7 +63,7 @@ std::string isa_summary();
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
   // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q5_0/IQ4_NL/Q4_K/Q6_K when the active
-  // ISA is AVX-512).
+  // ISA is AVX2 or AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
   // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
