@@ -37,7 +37,7 @@ void gemm_q8_0(const GemmArgs& g) { gemm_q8_0_256(g); }
 void gemm_q4_0(const GemmArgs& g) { gemm_q4_0_256(g); }
 void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
 void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
-void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_256(g); }
+void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_avx2(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }

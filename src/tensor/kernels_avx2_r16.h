@@ -1,6 +1,5 @@
-// AVX2 kernels over the R16 layouts (Q4_0_R16, IQ4_NL_R16, Q5_0_R16, Q4_K_R16, Q6_K_R16; the
-// Q8_0_R16 one is q8_0_r16_tile_256 in kernels_x86_impl.h), so one repacked layout serves the
-// AVX2 and the AVX-512 tier. Byte layouts: kernels.h.
+// AVX2 kernels over the R16 layouts (Q8_0_R16, Q4_0_R16, IQ4_NL_R16, Q5_0_R16, Q4_K_R16,
+// Q6_K_R16), so one repacked layout serves the AVX2 and the AVX-512 tier. Byte layouts: kernels.h.
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, after
 // kernels_x86_impl.h / kernels_x86_more.h, under its avx2,fma,f16c target pragma. It uses no
@@ -375,5 +374,64 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+  });
+}
+
+// ---- Q8_0_R16 (u8 = w + 128) x Q8_0 ----------------------------------------------------------
+
+// One 8-row half h of one group for tokens [t0, t0 + T): the half's 32 bytes of every line are
+// flipped back to signed (xor 0x80) and multiplied with the sign trick (|w| x sign(w) * x:
+// pairs <= 32512, no vpmaddubsw saturation). Doing the halves one after the other keeps the
+// tile's accumulators in registers (T = 4: 8 + 4 of the 16 ymm); the second pass over the
+// group's lines hits L1/L2.
+template <int T>
+inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[T];
+  const float* xd[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.q8 + (t0 + t) * a.cols;
+    xd[t] = a.d8 + (t0 + t) * nb;
+  }
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512 + 32 * h;
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_xor_si256(loadu256(vals + 64 * k4), flip);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i sx = _mm256_sign_epi8(bcast4(xq[t] + b * 32 + 4 * k4), w);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones16()));
+      }
+    }
+    const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xd[t][b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo);
+      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
   });
 }
