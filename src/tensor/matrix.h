@@ -74,6 +74,40 @@ struct MatrixOptions {
   bool release_source = false;
 };
 
+// One input's activations, rounded / quantized at most once per form (fp16, bf16, Q8_0 with its
+// AVX-512 tile interleave, Q8_1 sums, Q8_K) and shared by every Matrix that multiplies the same
+// input: Q/K/V after the attention norm share one quantization, gate/up after the FFN norm
+// another (PERFORMANCE.md). A form is made by the first matmul that needs it and reused by the
+// later ones; results are identical to Matrix::matmul on the raw floats (the preparation is
+// deterministic and bit-identical across ISAs).
+//
+// The input is borrowed: it must stay valid and unchanged until the next reset() (after a change
+// of its contents call reset() again, or stale forms are used). Buffers are kept and grow to the
+// largest input, so a long-lived PreparedActivations allocates nothing in the steady state.
+// Thread-safety: one user at a time (a forward pass); matmul may split the preparation of a form
+// over the pool it is given.
+class PreparedActivations {
+ public:
+  PreparedActivations();
+  ~PreparedActivations();
+  PreparedActivations(PreparedActivations&&) noexcept;
+  PreparedActivations& operator=(PreparedActivations&&) noexcept;
+
+  // x: [n_tok][cols] floats (row stride cols). Forgets every prepared form.
+  void reset(const float* x, int64_t n_tok, int64_t cols);
+  const float* data() const;
+  int64_t n_tok() const;
+  int64_t cols() const;
+  // Forms made since the last reset() (for tests: Q/K/V must make the Q8_0 form once).
+  int num_prepared() const;
+
+  struct Impl;  // opaque outside matrix.cc
+
+ private:
+  friend class Matrix;
+  std::unique_ptr<Impl> impl_;
+};
+
 class Matrix {
  public:
   Matrix();
@@ -102,6 +136,12 @@ class Matrix {
   // Same, computing only rows [row_begin, row_end) into y[t][r - row_begin] (stride row_end-row_begin).
   void matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
                    ThreadPool* pool) const;
+
+  // Same as matmul(x.data(), x.n_tok(), y, pool) / matmul_rows(...), taking this type's
+  // rounded or quantized activations from `x` when an earlier matmul made them (else making them
+  // now, kept in x for the next matrix). x.cols() must equal cols() (a broken invariant otherwise).
+  void matmul(PreparedActivations& x, float* y, ThreadPool* pool) const;
+  void matmul_rows(PreparedActivations& x, float* y, int64_t row_begin, int64_t row_end, ThreadPool* pool) const;
 
   // Row r as floats (cols values): embedding lookup.
   void dequantize_row(int64_t r, float* out) const;
