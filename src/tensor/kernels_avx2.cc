@@ -50,8 +50,14 @@ void gemm_q3_k(const GemmArgs& g) { gemm_q3_k_256(g); }
 void gemm_q5_k(const GemmArgs& g) { gemm_q5_k_256(g); }
 void gemm_iq4_nl(const GemmArgs& g) { gemm_iq4_nl_256(g); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_iq4_xs_256(g); }
-void gemm_q4_k_r16(const GemmArgs& g) { gemm_q4_k_r16_avx2(g); }
-void gemm_q6_k_r16(const GemmArgs& g) { gemm_q6_k_r16_avx2(g); }
+void gemm_q4_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<false>(g);
+}
+void gemm_q6_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<true>(g);
+}
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }

@@ -435,3 +435,177 @@ inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
     });
   });
 }
+
+// ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
+
+// Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:
+// panel_scratch_bytes() reserves 5760 per block):
+//   vals  [64 k4][16 rows][4] u8   unsigned values (Q4_K 0..15, Q6_K 0..63 = q + 32)
+//   sc    [S][16] (int16, int16)   each row's sub-block scale twice, for vpmaddwd
+//   pairs [S/2][16] (int16, int16) Q4_K: mins (m_2i, m_2i+1); Q6_K: scales (sc_2i, sc_2i+1)
+//   d     [16] float, dmin [16] float (Q4_K only)
+// (S = 8 sub-blocks of 32 values for Q4_K, 16 of 16 for Q6_K.) Rows keep their lanes in the
+// group; the kernel skips the 8-row halves outside [lane0, lane1).
+struct Avx2KPanel {
+  static constexpr size_t kVals = 0, kSc = 4096, kPairs = 4096 + 1024, kD = 4096 + 1024 + 512, kDmin = kD + 64;
+  static constexpr size_t kBlock = kDmin + 64;
+};
+constexpr int64_t kAvx2KPanelMinTokens = 8;
+
+inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    for (int c = 0; c < 4; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          store256(pb + Avx2KPanel::kVals + (16 * c + m) * 64 + 32 * h, _mm256_and_si256(v, m4));
+          store256(pb + Avx2KPanel::kVals + (16 * c + 8 + m) * 64 + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 8; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<false>(rec + 2048 + j * 16 + 8 * h));
+      for (int i = 0; i < 4; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 2304 + 16 * h));
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kDmin + 32 * h), load8_f16(rec + 2336 + 16 * h));
+    }
+  }
+}
+
+inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    for (int c = 0; c < 2; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i va = loadu256(rec + (c * 16 + m) * 64 + 32 * h);
+          const __m256i vb = loadu256(rec + (c * 16 + m + 8) * 64 + 32 * h);
+          const __m256i vh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+          __m256i q[4];
+          q[0] = _mm256_or_si256(_mm256_and_si256(va, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 4), m30));
+          q[1] = _mm256_or_si256(_mm256_and_si256(vb, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 2), m30));
+          q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(va, 4), m4), _mm256_and_si256(vh, m30));
+          q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(vb, 4), m4),
+                                 _mm256_and_si256(_mm256_srli_epi16(vh, 2), m30));
+          // q[i]: values 128c + 32i + 4m.. (k4 32c + 8i + m).
+          for (int i = 0; i < 4; ++i) store256(pb + Avx2KPanel::kVals + (32 * c + 8 * i + m) * 64 + 32 * h, q[i]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 16; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<true>(rec + 3072 + j * 16 + 8 * h));
+      for (int i = 0; i < 8; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 3328 + 16 * h));
+    }
+  }
+}
+
+// Half h (8 rows) of a decoded panel for tokens [t0, t0 + T). kQ6: 16 sub-blocks of 16 values
+// (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
+// else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
+template <bool kQ6, int T>
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr int kSub = kQ6 ? 16 : 8;
+  constexpr int kLines = 64 / kSub;      // 4-value lines per sub-block
+  constexpr int kGroup = kQ6 ? 2 : 8;    // lines summed in int16
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+    // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
+    // Q4_K sum_j m_j * (x sum of sub-block j).
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < kSub / 2; ++i) {
+      const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256i xs;
+        if constexpr (kQ6) {
+          xs = bcast4(xb[t]->bsums + 2 * i);
+        } else {
+          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+          xs = _mm256_set1_epi32(
+              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        }
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, xs));
+      }
+    }
+    const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
+    if constexpr (kQ6) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], 5));
+    } else {
+      const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
+        isum[t] = _mm256_setzero_si256();
+      }
+    }
+#pragma GCC unroll 1
+    for (int j = 0; j < kSub; ++j) {
+      const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+#pragma GCC unroll 4
+      for (int q = 0; q < kLines / kGroup; ++q) {
+        __m256i s16[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int l = 0; l < kGroup; ++l) {
+          const int k4 = j * kLines + q * kGroup + l;
+          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+template <bool kQ6>
+inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t nb = g.act->cols / kQK_K;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    if constexpr (kQ6) {
+      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch);
+    } else {
+      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch);
+    }
+    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}
