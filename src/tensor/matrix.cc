@@ -275,6 +275,13 @@ T* grow(std::vector<T>& v, size_t n) {
 // From this many tokens on, activation preparation is split over the pool.
 constexpr int64_t kMinParallelPrepTokens = 16;
 
+// Tokens per activation panel of a blocked (prefill) matmul: ~256 KB of int8 activations (L2
+// holds them beside the weights streaming through), a multiple of the AVX-512 activation tile.
+int64_t token_panel(int64_t cols) {
+  const int64_t p = (int64_t{256} << 10) / std::max<int64_t>(cols, 1);
+  return std::clamp<int64_t>(p / kern::kActIlTile * kern::kActIlTile, 32, 256);
+}
+
 // Below this many multiply-adds a matmul runs on the calling thread only.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
@@ -546,6 +553,11 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   const bool r16 = kern::is_r16(im.layout);
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
+  // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
+  // `panel_tok` tokens whose quantized activations (~256 KB) stay in L2 while the 16-row weight
+  // groups stream through, each group decoded once per panel and reused for all its columns.
+  const int64_t panel_tok = token_panel(cols);
+  const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
   auto compute = [&](int64_t b, int64_t e) {
     thread_local std::vector<uint8_t> panel;  // per executing thread; grows, never shrinks
     const size_t need = kern::panel_scratch_bytes(cols) + 64;
@@ -561,10 +573,28 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
     }
     g.stride = im.stride;
     g.num_rows = e - b;
-    g.act = &act;
-    g.y = y + (b - row_begin);
     g.ldy = ldy;
-    fn(g);
+    if (n_tok <= panel_tok) {
+      g.act = &act;
+      g.y = y + (b - row_begin);
+      fn(g);
+      return;
+    }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += panel_tok) {
+      kern::Act sub = act;  // tokens [t0, t0 + sub.n_tok)
+      sub.n_tok = std::min(panel_tok, n_tok - t0);
+      const size_t o = static_cast<size_t>(t0 * cols), o32 = static_cast<size_t>(t0 * nb32);
+      if (sub.xf != nullptr) sub.xf += o;
+      if (sub.q8 != nullptr) sub.q8 += o;
+      if (sub.d8 != nullptr) sub.d8 += o32;
+      if (sub.s8 != nullptr) sub.s8 += o32;
+      if (sub.s1 != nullptr) sub.s1 += o32;
+      if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
+      if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
+      g.act = &sub;
+      g.y = y + (b - row_begin) + t0 * ldy;
+      fn(g);
+    }
   };
 
   const int64_t work = (row_end - row_begin) * cols * n_tok;
