@@ -138,6 +138,31 @@ TEST(PreparedActivations, MixedTypesAndResetFollowTheInput) {
   }
 }
 
+// A prefill-sized matmul runs as a blocked GEMM over activation panels (~256 KB of int8
+// activations: 32 tokens at 8192 columns). Its result must be exactly that of separate matmuls
+// over the panels' token ranges (same kernels on the same activations), so a panel offset
+// mistake (another panel's activations or outputs) shows up bit for bit.
+TEST(PreparedActivations, BlockedPrefillEqualsPerPanelMatmuls) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  const int64_t cols = 8192, rows = 20, n_tok = 37, panel = 32;
+  const auto x = random_x(n_tok * cols, 77);
+  for (Isa isa : host_isas()) {
+    set_isa(isa);
+    for (DType t : kAllTypes) {
+      const auto w = random_weights(t, rows, cols, 5u + static_cast<uint32_t>(t));
+      auto m = Matrix::create(t, w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      std::vector<float> whole(static_cast<size_t>(n_tok * rows)), parts(whole.size());
+      m->matmul(x.data(), n_tok, whole.data(), &pool);
+      m->matmul(x.data(), panel, parts.data(), &pool);
+      m->matmul(x.data() + panel * cols, n_tok - panel, parts.data() + panel * rows, &pool);
+      ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), whole.size() * 4))
+          << type_name(static_cast<uint32_t>(t)) << " " << isa_name(isa);
+    }
+  }
+}
+
 TEST(PreparedActivations, Avx2TierRepacksEveryR16Type) {
   if (detected_isa() < Isa::kAvx2) GTEST_SKIP() << "CPU has no AVX2";
   IsaGuard guard;
