@@ -384,8 +384,12 @@ inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
 // pairs <= 32512, no vpmaddubsw saturation). Doing the halves one after the other keeps the
 // tile's accumulators in registers (T = 4: 8 + 4 of the 16 ymm); the second pass over the
 // group's lines hits L1/L2.
+// pf: when not null, the same record offsets of the group computed next, prefetched while this
+// pass computes from cache (the later passes over a group are compute-only on AVX2, so the
+// next group's lines arrive meanwhile instead of stalling its first pass).
 template <int T>
-inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out) {
+inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out,
+                               const uint8_t* pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -402,6 +406,12 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 512 + 32 * h;
+    if (pf != nullptr) {
+      const char* p = reinterpret_cast<const char*>(pf + (rec - grp) + 64 + half * 512);
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(pf + (rec - grp)), _MM_HINT_T0);
+    }
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
@@ -425,12 +435,17 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
 }
 
 inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const uint8_t* next = grp < last_grp ? grp + g.stride : nullptr;
     for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo);
-      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi);
+      // The first pass over a group streams it in; the later ones prefetch the next group.
+      const bool first = t0 == 0;
+      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo, first ? nullptr : next);
+      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi, next);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });
