@@ -465,6 +465,7 @@ struct Avx2KPanel {
   static constexpr size_t kVals = 0, kSc = 4096, kPairs = 4096 + 1024, kD = 4096 + 1024 + 512, kDmin = kD + 64;
   static constexpr size_t kBlock = kDmin + 64;
 };
+static_assert(Avx2KPanel::kBlock == 5760, "panel_scratch_bytes() reserves 5760 bytes per block");
 constexpr int64_t kAvx2KPanelMinTokens = 8;
 
 inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
