@@ -38,6 +38,8 @@ inline __m256i pair_of_rows(const uint8_t* p) {
   return kSigned ? _mm256_cvtepi8_epi16(il) : _mm256_cvtepu8_epi16(il);
 }
 
+inline void store256_s8(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
 // Writes the 16 lanes of one group (two 8-row halves) for one token, lanes [lane0, lane1).
 inline void store_group(const GemmArgs& g, __m256 lo, __m256 hi, int64_t t, int lane0, int lane1, int64_t out_r) {
   float* y = g.y + t * g.ldy + out_r;
@@ -197,12 +199,41 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
   return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
 }
 
+// A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
+// scales, [2 blocks][8 k4][16 rows][4]), for batches: the per-token passes then only load.
+struct DecPanelS8_256 {
+  static constexpr size_t kRec = kR16PairBytes;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
+  }
+};
+template <typename Dec>
+inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
+    uint8_t* out = panel + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    __builtin_memcpy(out + half * 32, rec + half * 32, 32);
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) store256_s8(out + 64 + half * 512 + 64 * k4 + 32 * h, Dec::vals(rec, half, k4, h));
+    }
+  }
+}
+
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
+  const bool batched = g.act->n_tok >= 2 && g.scratch != nullptr;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, g.act->cols / 32, g.scratch);
     for (int64_t t = 0; t < g.act->n_tok; ++t) {
-      const __m256 lo = lane0 < 8 ? r16_ggml_half_avx2<Dec>(g, grp, 0, t) : _mm256_setzero_ps();
-      const __m256 hi = lane1 > 8 ? r16_ggml_half_avx2<Dec>(g, grp, 1, t) : _mm256_setzero_ps();
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      if (batched) {
+        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t);
+      } else {
+        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t);
+      }
       store_group(g, lo, hi, t, lane0, lane1, out_r);
     }
   });
