@@ -3,12 +3,13 @@
 //   build-kern-bench/bench/kernels_bench [--benchmark_filter=...]
 //
 // BM_Bandwidth: streaming read (sum of a 1 GiB buffer), 1 and 2 threads.
-// BM_Matmul/<type>/<shape>/<n_tok>/<threads>: Qwen2.5-0.5B-sized matrices (shape 0: 4864x896
+// BM_Matmul/<type>/<shape>/<n_tok>/<threads>/<repack>: Qwen2.5-0.5B-sized matrices (shape 0: 4864x896
 // as gate/up, shape 1: 896x4864 as down; K-quants need cols % 256 == 0, so their shape 0 is
 // 4864x1024). Each iteration uses the next of several copies of the
 // weights, 1 GiB in all (more than L3), so they stream from DRAM like a real forward pass. Counters:
 // GB/s = weight bytes / time, frac_bw = GB/s over the bandwidth measured at start-up with the
-// same thread count, tok/s = n_tok per matmul time. BM_PoolRun / BM_PoolChunks: fork-join cost
+// same thread count, tok/s = n_tok per matmul time. repack 0 keeps the plain GGUF layout
+// (MatrixOptions::allow_repack = false), so the R16 kernels and the per-row ones compare in one run. BM_PoolRun / BM_PoolChunks: fork-join cost
 // of run() / parallel_chunks().
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -156,9 +157,9 @@ struct WeightSet {
   std::vector<Matrix> mats;
 };
 
-WeightSet& weights(DType type, int shape) {
-  static std::map<std::pair<int, int>, std::unique_ptr<WeightSet>> cache;
-  auto key = std::make_pair(static_cast<int>(type), shape);
+WeightSet& weights(DType type, int shape, bool repack) {
+  static std::map<std::tuple<int, int, bool>, std::unique_ptr<WeightSet>> cache;
+  auto key = std::make_tuple(static_cast<int>(type), shape, repack);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   cache.clear();  // keep memory bounded: one weight set at a time
@@ -186,7 +187,8 @@ WeightSet& weights(DType type, int shape) {
   const size_t copies = std::max<size_t>(2, kWorkingSetBytes / base.size() + 1);
   for (size_t c = 0; c < copies; ++c) {
     ws->sources.push_back(base);
-    auto m = Matrix::create(type, ws->sources.back().data(), rows, cols);
+    auto m = Matrix::create(type, ws->sources.back().data(), rows, cols,
+                            ts::tensor::MatrixOptions{.allow_repack = repack});
     if (!m.ok()) {
       std::fprintf(stderr, "create failed: %s\n", m.status().to_string().c_str());
       std::abort();
@@ -203,7 +205,8 @@ void BM_Matmul(benchmark::State& state) {
   const int shape = static_cast<int>(state.range(1));
   const int64_t n_tok = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  WeightSet& ws = weights(type, shape);
+  const bool repack = state.range(4) != 0;
+  WeightSet& ws = weights(type, shape, repack);
   const int64_t rows = kShapes[shape][0], cols = cols_for(type, shape);
   std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
   std::mt19937 rng(2);
@@ -231,8 +234,9 @@ void BM_Matmul(benchmark::State& state) {
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (int t = 0; t < kNumTypes; ++t)
     for (int s = 0; s < 2; ++s)
-      for (int n : {1, 8, 64})
-        for (int th : {1, 2}) b->Args({t, s, n, th});
+      for (int n : {1, 8, 64, 512})
+        for (int th : {1, 2})
+          for (int rp : {1, 0}) b->Args({t, s, n, th, rp});
 }
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
 

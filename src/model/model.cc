@@ -28,6 +28,8 @@ struct Model::Scratch {
   std::vector<float> logit_in;                             // [num logits][n_embd]
   AttentionScratch attn_scratch;
   MoeScratch moe;
+  // The normed hidden states h, quantized once for the matrices that read them (Q/K/V; gate/up).
+  tensor::PreparedActivations h_prep;
 };
 
 Model::Model() = default;
@@ -187,8 +189,9 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     const bool swa = c.layer_is_swa(l);
     // --- attention block ---
     for (int64_t t = 0; t < T; ++t) rms_norm(S.x.data() + t * E, L.attn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+    S.h_prep.reset(S.h.data(), T, E);  // Q, K and V share one activation quantization
     if (spec.fused_qkv) {
-      L.wqkv.matmul(S.h.data(), T, S.qkv.data(), pool);
+      L.wqkv.matmul(S.h_prep, S.qkv.data(), pool);
       const int64_t W = QD + 2 * KD;
       for (int64_t t = 0; t < T; ++t) {
         const float* r = S.qkv.data() + t * W;
@@ -197,9 +200,9 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
         std::memcpy(S.v.data() + t * KD, r + QD + KD, sizeof(float) * KD);
       }
     } else {
-      L.wq.matmul(S.h.data(), T, S.q.data(), pool);
-      L.wk.matmul(S.h.data(), T, S.k.data(), pool);
-      L.wv.matmul(S.h.data(), T, S.v.data(), pool);
+      L.wq.matmul(S.h_prep, S.q.data(), pool);
+      L.wk.matmul(S.h_prep, S.k.data(), pool);
+      L.wv.matmul(S.h_prep, S.v.data(), pool);
     }
     if (!L.bq.empty()) {
       add_bias(S.q.data(), L.bq, T);
@@ -234,16 +237,17 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       moe_ffn(L.moe, moe_params, S.h.data(), T, S.moe_out.data(), S.moe, pool);
       std::memcpy(S.h.data(), S.moe_out.data(), sizeof(float) * T * E);
     } else {
+      S.h_prep.reset(S.h.data(), T, E);  // gate and up share one activation quantization
       if (spec.fused_gate_up) {
         // ffn_up rows are [gate; up]: split each token's 2F outputs.
-        L.w_up.matmul(S.h.data(), T, S.ffn_b.data(), pool);
+        L.w_up.matmul(S.h_prep, S.ffn_b.data(), pool);
         for (int64_t t = 0; t < T; ++t) {
           std::memcpy(S.ffn_a.data() + t * F, S.ffn_b.data() + t * 2 * F, sizeof(float) * F);
           std::memmove(S.ffn_b.data() + t * F, S.ffn_b.data() + t * 2 * F + F, sizeof(float) * F);
         }
       } else {
-        L.w_gate.matmul(S.h.data(), T, S.ffn_a.data(), pool);
-        L.w_up.matmul(S.h.data(), T, S.ffn_b.data(), pool);
+        L.w_gate.matmul(S.h_prep, S.ffn_a.data(), pool);
+        L.w_up.matmul(S.h_prep, S.ffn_b.data(), pool);
       }
       if (spec.act == FfnAct::kGeluTanh) {
         geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F);

@@ -73,8 +73,9 @@ void moe_ffn(const MoeWeights& w, const MoeParams& p, const float* x, int64_t n_
     grow(s.ue, n * F);
     grow(s.de, n * E);
     for (int64_t i = 0; i < n; ++i) std::memcpy(s.xe.data() + i * E, x + int64_t{s.tok[i]} * E, sizeof(float) * E);
-    w.gate[e].matmul(s.xe.data(), n, s.ge.data(), pool);
-    w.up[e].matmul(s.xe.data(), n, s.ue.data(), pool);
+    s.xe_prep.reset(s.xe.data(), n, E);
+    w.gate[e].matmul(s.xe_prep, s.ge.data(), pool);
+    w.up[e].matmul(s.xe_prep, s.ue.data(), pool);
     if (p.act == FfnAct::kGeluTanh) {
       geglu_ggml(s.ge.data(), s.ue.data(), n * F);
     } else {

@@ -34,6 +34,7 @@ struct MoeWeights {
 struct MoeScratch {
   std::vector<float> logits, weights, xe, ge, ue, de, slots;
   std::vector<int32_t> ids, tok, slot;
+  tensor::PreparedActivations xe_prep;  // one expert's gathered inputs, shared by its gate and up
 };
 
 struct MoeParams {

@@ -93,7 +93,7 @@ struct Act {
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
   const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q2_K..Q6_K, IQ4_XS weights)
-  // Optional (Q8_0_R16, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
+  // Optional (Q8_0_R16 under AVX-512, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
   // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
   // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:
   //   [8 tok][32] int8 values, [8 tok] int32 kActIlBias0 - 128 * block sum, [8 tok] float scale.
@@ -130,7 +130,7 @@ struct GemmArgs {
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
-  const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (kernels_avx512.cc)
+  const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
   return (r16 > kq ? r16 : kq) + 64;
 }
 

@@ -28,6 +28,7 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
 
 #include "tensor/kernels_x86_impl.h"
 #include "tensor/kernels_x86_more.h"
+#include "tensor/kernels_avx2_r16.h"
 
 void gemm_f32(const GemmArgs& g) { gemm_f32_256(g); }
 void gemm_f16(const GemmArgs& g) { gemm_f16_256(g); }
@@ -36,7 +37,7 @@ void gemm_q8_0(const GemmArgs& g) { gemm_q8_0_256(g); }
 void gemm_q4_0(const GemmArgs& g) { gemm_q4_0_256(g); }
 void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
 void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
-void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_256(g); }
+void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_avx2(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
@@ -49,6 +50,17 @@ void gemm_q3_k(const GemmArgs& g) { gemm_q3_k_256(g); }
 void gemm_q5_k(const GemmArgs& g) { gemm_q5_k_256(g); }
 void gemm_iq4_nl(const GemmArgs& g) { gemm_iq4_nl_256(g); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_iq4_xs_256(g); }
+void gemm_q4_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<false>(g);
+}
+void gemm_q6_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<true>(g);
+}
+void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
+void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -59,9 +71,9 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx2_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, nullptr, nullptr, nullptr,
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
-       nullptr, nullptr},
+       gemm_iq4_nl_r16, gemm_q5_0_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

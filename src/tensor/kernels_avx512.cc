@@ -796,6 +796,7 @@ void gemm_q6_k(const GemmArgs& g) {
 }
 
 #include "tensor/kernels_avx512_more.h"
+#include "tensor/kernels_avx512_r16panels.h"
 
 void gemm_f32(const GemmArgs& g) { zgemm_float<Z32>(g); }
 void gemm_f16(const GemmArgs& g) { zgemm_float<Z16>(g); }
@@ -819,7 +820,7 @@ namespace ts::tensor::kern {
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {
-      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
+      {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16_any, gemm_q6_k_r16_any, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
        gemm_iq4_nl_r16, gemm_q5_0_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};

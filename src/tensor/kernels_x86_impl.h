@@ -297,69 +297,6 @@ inline void gemm_q6_k_256(const GemmArgs& g) {
   }
 }
 
-// ---- Q8_0_R16 with 256-bit vectors (8 rows per half) -----------------------------------------
-
-// Computes the 16 rows of one group (lanes [lane0, lane1)) for tokens [t0, t0+T).
-template <int T>
-inline void q8_0_r16_tile_256(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
-                              int64_t t0) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / 32;
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[2][T];
-  for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kR16PairBytes;
-    const uint8_t* sc = rec + (b % 2) * 32;
-    const uint8_t* vals = rec + 64 + (b % 2) * 512;
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h)));
-      __m256i isum[T];
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int k4 = 0; k4 < 8; ++k4) {
-        // Stored u8 = w + 128; flip back to signed and use the sign trick (AVX2 has no u8*s8
-        // without saturation risk for 255*127*2).
-        const __m256i w = _mm256_xor_si256(loadu256(vals + 64 * k4 + 32 * h), bias);
-        const __m256i aw = _mm256_sign_epi8(w, w);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          int32_t x4;
-          __builtin_memcpy(&x4, a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4, 4);
-          isum[t] = _mm256_add_epi32(isum[t], mul_sum_us8(aw, _mm256_sign_epi8(_mm256_set1_epi32(x4), w)));
-        }
-      }
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
-        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), d, acc[h][t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    float out[16];
-    _mm256_storeu_ps(out, acc[0][t]);
-    _mm256_storeu_ps(out + 8, acc[1][t]);
-    for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
-  }
-}
-
-inline void gemm_q8_0_r16_256(const GemmArgs& g) {
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_0_r16_tile_256<T>(g, grp, lane0, lane1, done, t0); });
-    done += lane1 - lane0;
-    lane0 = 0;
-    grp += g.stride;
-  }
-}
-
 // ---- Activation preparation (bit-identical to the scalar versions) ---------------------------
 
 inline void round_f16_256(const float* x, float* out, int64_t n) {

@@ -7,8 +7,8 @@
 // with VNNI vpdpbusd/vpdpwssd through mul_sum_us8/madd_acc16).
 //
 // Partial: these are per-row kernels over token tiles of up to 4 (each weight block decoded
-// once per tile). On AVX-512, Q5_0 and IQ4_NL have R16 layouts and batched panels
-// (kernels_avx512_panels.h); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS have no repacked layout or
+// once per tile). Q5_0 and IQ4_NL have R16 layouts on AVX2 and AVX-512 (kernels_avx2_r16.h,
+// kernels_avx512_panels.h); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS have no repacked layout or
 // decoded-panel GEMM yet on any ISA, so their batched/prefill throughput is below the others.
 
 // 32 bits at p -> 32 bytes, byte j = 0xFF when bit j is set, else 0.

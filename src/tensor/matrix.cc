@@ -47,7 +47,7 @@ kern::GemmFn gemm_for(Isa isa, kern::Layout layout) {
   return fn != nullptr ? fn : kern::scalar_kernels().gemm[static_cast<int>(layout)];
 }
 
-// The R16 layout a type is repacked into under AVX-512, or kCount for none.
+// The R16 layout a type is repacked into under AVX2 / AVX-512, or kCount for none.
 kern::Layout r16_layout(DType t) {
   switch (t) {
     case DType::kQ8_0: return kern::Layout::kQ8_0_R16;
@@ -275,6 +275,13 @@ T* grow(std::vector<T>& v, size_t n) {
 // From this many tokens on, activation preparation is split over the pool.
 constexpr int64_t kMinParallelPrepTokens = 16;
 
+// Tokens per activation panel of a blocked (prefill) matmul: ~256 KB of int8 activations (L2
+// holds them beside the weights streaming through), a multiple of the AVX-512 activation tile.
+int64_t token_panel(int64_t cols) {
+  const int64_t p = (int64_t{256} << 10) / std::max<int64_t>(cols, 1);
+  return std::clamp<int64_t>(p / kern::kActIlTile * kern::kActIlTile, 32, 256);
+}
+
 // Below this many multiply-adds a matmul runs on the calling thread only.
 constexpr int64_t kMinParallelWork = int64_t{1} << 16;
 
@@ -328,7 +335,7 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
   im.data = static_cast<const uint8_t*>(data);
   im.stride = im.row_bytes;
   const kern::Layout r16 = r16_layout(type);
-  if (r16 != kern::Layout::kCount && options.allow_repack && active_isa() == Isa::kAvx512) {
+  if (r16 != kern::Layout::kCount && options.allow_repack && active_isa() >= Isa::kAvx2) {
     const size_t gbytes = r16_group_stride(r16, cols);
     const size_t total = gbytes * static_cast<size_t>((rows + 15) / 16);
     Arena arena = make_arena(total);
@@ -367,57 +374,37 @@ void Matrix::dequantize_row(int64_t r, float* out) const {
                      out);
 }
 
-void Matrix::matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
-  matmul_rows(x, n_tok, y, 0, impl_->rows, pool);
-}
+// ---------------------------------------------------------------------------------------------
+// Prepared activations
 
-void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
-                         ThreadPool* pool) const {
-  const Impl& im = *impl_;
-  TS_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= im.rows, "matmul_rows: bad row range");
-  if (n_tok <= 0 || row_begin == row_end) return;
-  const kern::KernelTable& kt = kernels_for(active_isa());
-  const int64_t cols = im.cols;
-  const size_t n = static_cast<size_t>(n_tok * cols);
+namespace {
 
-  thread_local ActScratch scratch;
-  kern::Act act;
-  act.n_tok = n_tok;
-  act.cols = cols;
-  // Buffers first (on this thread), then the per-token preparation, which is split over the
-  // pool for large batches (it is O(n_tok * cols) and would otherwise run on one thread).
-  const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
-  float* xf = nullptr;
-  int8_t* q8 = nullptr;
-  float* d8 = nullptr;
-  int32_t* s8 = nullptr;
-  float* s1 = nullptr;
-  BlockQ8_K* qk = nullptr;
-  uint8_t* il = nullptr;
-  switch (im.layout) {
-    case kern::Layout::kF32: break;
-    case kern::Layout::kF16:
-    case kern::Layout::kBF16: xf = grow(scratch.xf, n); break;
+// The activation forms a layout needs (bits of PreparedActivations::Impl::have).
+enum Form : unsigned {
+  kFormF16 = 1u << 0,
+  kFormBF16 = 1u << 1,
+  kFormQ8 = 1u << 2,   // q8, d8, s8
+  kFormS1 = 1u << 3,   // Q8_1 sums (needs kFormQ8)
+  kFormIl = 1u << 4,   // AVX-512 Q8_0_R16 tile interleave (needs kFormQ8)
+  kFormQK = 1u << 5,   // Q8_K blocks
+};
+
+unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
+  switch (layout) {
+    case kern::Layout::kF32: return 0;
+    case kern::Layout::kF16: return kFormF16;
+    case kern::Layout::kBF16: return kFormBF16;
     case kern::Layout::kQ4_1:
-    case kern::Layout::kQ5_1:
-      s1 = grow(scratch.s1, static_cast<size_t>(n_tok * nb32));
-      [[fallthrough]];
+    case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
+    case kern::Layout::kQ8_0_R16:
+      return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:
     case kern::Layout::kIQ4_NL:
     case kern::Layout::kIQ4_NL_R16:
     case kern::Layout::kQ5_0_R16:
-    case kern::Layout::kQ4_0_R16:
-    case kern::Layout::kQ8_0_R16:
-      q8 = grow(scratch.q8, n);
-      d8 = grow(scratch.d8, static_cast<size_t>(n_tok * nb32));
-      s8 = grow(scratch.s8, static_cast<size_t>(n_tok * nb32));
-      if (im.layout == kern::Layout::kQ8_0_R16 && n_tok >= kern::kActIlMinTokens) {
-        il = grow(scratch.il, kern::act_il_bytes(n_tok, cols) + 64);
-        il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
-      }
-      break;
+    case kern::Layout::kQ4_0_R16: return kFormQ8;
     case kern::Layout::kQ2_K:
     case kern::Layout::kQ3_K:
     case kern::Layout::kQ5_K:
@@ -425,54 +412,152 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
     case kern::Layout::kQ6_K_R16:
-    case kern::Layout::kQ6_K: qk = grow(scratch.qk, static_cast<size_t>(n_tok * nb256)); break;
-    case kern::Layout::kCount: TS_CHECK(false, "matmul: bad layout");
+    case kern::Layout::kQ6_K: return kFormQK;
+    case kern::Layout::kCount: break;
   }
-  auto prepare = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const float* xt = x + t * cols;
-      if (q8 != nullptr) {
-        kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
-        if (s1 != nullptr) quantize_act_q8_1_sums(xt, cols, s8 + t * nb32, s1 + t * nb32);
-        if (il != nullptr) {
+  TS_CHECK(false, "matmul: bad layout");
+  return 0;
+}
+
+}  // namespace
+
+struct PreparedActivations::Impl {
+  const float* x = nullptr;
+  int64_t n_tok = 0;
+  int64_t cols = 0;
+  unsigned have = 0;  // Form bits made since reset()
+  ActScratch buf;
+  uint8_t* il = nullptr;  // 64-byte aligned inside buf.il when kFormIl is made
+};
+
+PreparedActivations::PreparedActivations() : impl_(std::make_unique<Impl>()) {}
+PreparedActivations::~PreparedActivations() = default;
+PreparedActivations::PreparedActivations(PreparedActivations&&) noexcept = default;
+PreparedActivations& PreparedActivations::operator=(PreparedActivations&&) noexcept = default;
+
+void PreparedActivations::reset(const float* x, int64_t n_tok, int64_t cols) {
+  TS_CHECK(n_tok >= 0 && cols >= 0, "PreparedActivations::reset: negative shape");
+  impl_->x = x;
+  impl_->n_tok = n_tok;
+  impl_->cols = cols;
+  impl_->have = 0;
+}
+const float* PreparedActivations::data() const { return impl_->x; }
+int64_t PreparedActivations::n_tok() const { return impl_->n_tok; }
+int64_t PreparedActivations::cols() const { return impl_->cols; }
+int PreparedActivations::num_prepared() const { return __builtin_popcount(impl_->have); }
+
+namespace {
+
+// Makes the forms in `want` that `p` lacks (split over the pool for large batches: it is
+// O(n_tok * cols) and would otherwise run on one thread), and points `act` at all of them.
+void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::KernelTable& kt, ThreadPool* pool,
+                   kern::Act* act) {
+  const int64_t n_tok = p.n_tok, cols = p.cols;
+  const size_t n = static_cast<size_t>(n_tok * cols);
+  const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
+  ActScratch& b = p.buf;
+  const unsigned missing = want & ~p.have;
+  if (missing != 0) {
+    // Buffers first (on this thread), then the per-token work.
+    if (missing & (kFormF16 | kFormBF16)) grow(b.xf, n);
+    if (missing & kFormQ8) {
+      grow(b.q8, n);
+      grow(b.d8, static_cast<size_t>(n_tok * nb32));
+      grow(b.s8, static_cast<size_t>(n_tok * nb32));
+    }
+    if (missing & kFormS1) grow(b.s1, static_cast<size_t>(n_tok * nb32));
+    if (missing & kFormQK) grow(b.qk, static_cast<size_t>(n_tok * nb256));
+    if (missing & kFormIl) {
+      uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
+      p.il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
+    }
+    const float* x = p.x;
+    int8_t* q8 = b.q8.data();
+    float* d8 = b.d8.data();
+    int32_t* s8 = b.s8.data();
+    uint8_t* il = p.il;
+    auto prepare = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* xt = x + t * cols;
+        if (missing & kFormQ8) kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
+        if (missing & kFormS1) quantize_act_q8_1_sums(xt, cols, s8 + t * nb32, b.s1.data() + t * nb32);
+        if (missing & kFormIl) {
           // Token t's slot in its tile's block records (Act::q8_il).
           uint8_t* rec = il + static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
           const int slot = static_cast<int>(t % kern::kActIlTile);
-          for (int64_t b = 0; b < nb32; ++b, rec += kern::kActIlBlockBytes) {
-            std::memcpy(rec + slot * 32, q8 + t * cols + b * 32, 32);
-            const int32_t bias = kern::kActIlBias0 - 128 * s8[t * nb32 + b];
+          for (int64_t blk = 0; blk < nb32; ++blk, rec += kern::kActIlBlockBytes) {
+            std::memcpy(rec + slot * 32, q8 + t * cols + blk * 32, 32);
+            const int32_t bias = kern::kActIlBias0 - 128 * s8[t * nb32 + blk];
             std::memcpy(rec + kern::kActIlTile * 32 + slot * 4, &bias, 4);
-            std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + b], 4);
+            std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + blk], 4);
           }
         }
-      } else if (qk != nullptr) {
-        kt.act.q8_k(xt, cols, qk + t * nb256);
-      } else if (im.layout == kern::Layout::kF16) {
-        kt.act.round_f16(xt, xf + t * cols, cols);
-      } else if (im.layout == kern::Layout::kBF16) {
-        kt.act.round_bf16(xt, xf + t * cols, cols);
+        if (missing & kFormQK) kt.act.q8_k(xt, cols, b.qk.data() + t * nb256);
+        if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + t * cols, cols);
+        if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + t * cols, cols);
       }
-    }
-  };
-  if (im.layout != kern::Layout::kF32) {
+    };
     if (pool != nullptr && pool->num_threads() > 1 && n_tok >= kMinParallelPrepTokens) {
-      pool->parallel_chunks(n_tok, il != nullptr ? kern::kActIlTile : 4, prepare);
+      pool->parallel_chunks(n_tok, (missing & kFormIl) ? kern::kActIlTile : 4, prepare);
     } else {
       prepare(0, n_tok);
     }
+    // fp16 and bf16 share one buffer: only the form made last is valid.
+    if (missing & kFormF16) p.have &= ~kFormBF16;
+    if (missing & kFormBF16) p.have &= ~kFormF16;
+    p.have |= missing;
   }
-  act.xf = im.layout == kern::Layout::kF32 ? x : xf;
-  act.q8 = q8;
-  act.d8 = d8;
-  act.s8 = s8;
-  act.s1 = s1;
-  act.qk = qk;
-  act.q8_il = il;
+  act->n_tok = n_tok;
+  act->cols = cols;
+  act->xf = (want & (kFormF16 | kFormBF16)) ? b.xf.data() : p.x;
+  act->q8 = (want & kFormQ8) ? b.q8.data() : nullptr;
+  act->d8 = (want & kFormQ8) ? b.d8.data() : nullptr;
+  act->s8 = (want & kFormQ8) ? b.s8.data() : nullptr;
+  act->s1 = (want & kFormS1) ? b.s1.data() : nullptr;
+  act->qk = (want & kFormQK) ? b.qk.data() : nullptr;
+  act->q8_il = (want & kFormIl) ? p.il : nullptr;
+}
 
-  const kern::GemmFn fn = gemm_for(active_isa(), im.layout);
+}  // namespace
+
+void Matrix::matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
+  matmul_rows(x, n_tok, y, 0, impl_->rows, pool);
+}
+
+void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
+                         ThreadPool* pool) const {
+  thread_local PreparedActivations prep;  // per calling thread: buffers grow, never shrink
+  prep.reset(x, n_tok, impl_->cols);
+  matmul_rows(prep, y, row_begin, row_end, pool);
+}
+
+void Matrix::matmul(PreparedActivations& x, float* y, ThreadPool* pool) const {
+  matmul_rows(x, y, 0, impl_->rows, pool);
+}
+
+void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, int64_t row_end,
+                         ThreadPool* pool) const {
+  const Impl& im = *impl_;
+  TS_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= im.rows, "matmul_rows: bad row range");
+  TS_CHECK(xp.cols() == im.cols, "matmul: prepared activations have the wrong number of columns");
+  const int64_t n_tok = xp.n_tok();
+  if (n_tok <= 0 || row_begin == row_end) return;
+  const Isa isa = active_isa();
+  const kern::KernelTable& kt = kernels_for(isa);
+  const int64_t cols = im.cols;
+  kern::Act act;
+  prepare_forms(*xp.impl_, forms_for(im.layout, n_tok, isa), kt, pool, &act);
+
+  const kern::GemmFn fn = gemm_for(isa, im.layout);
   const bool r16 = kern::is_r16(im.layout);
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
+  // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
+  // `panel_tok` tokens whose quantized activations (~256 KB) stay in L2 while the 16-row weight
+  // groups stream through, each group decoded once per panel and reused for all its columns.
+  const int64_t panel_tok = token_panel(cols);
+  const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
   auto compute = [&](int64_t b, int64_t e) {
     thread_local std::vector<uint8_t> panel;  // per executing thread; grows, never shrinks
     const size_t need = kern::panel_scratch_bytes(cols) + 64;
@@ -488,10 +573,28 @@ void Matrix::matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_be
     }
     g.stride = im.stride;
     g.num_rows = e - b;
-    g.act = &act;
-    g.y = y + (b - row_begin);
     g.ldy = ldy;
-    fn(g);
+    if (n_tok <= panel_tok) {
+      g.act = &act;
+      g.y = y + (b - row_begin);
+      fn(g);
+      return;
+    }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += panel_tok) {
+      kern::Act sub = act;  // tokens [t0, t0 + sub.n_tok)
+      sub.n_tok = std::min(panel_tok, n_tok - t0);
+      const size_t o = static_cast<size_t>(t0 * cols), o32 = static_cast<size_t>(t0 * nb32);
+      if (sub.xf != nullptr) sub.xf += o;
+      if (sub.q8 != nullptr) sub.q8 += o;
+      if (sub.d8 != nullptr) sub.d8 += o32;
+      if (sub.s8 != nullptr) sub.s8 += o32;
+      if (sub.s1 != nullptr) sub.s1 += o32;
+      if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
+      if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
+      g.act = &sub;
+      g.y = y + (b - row_begin) + t0 * ldy;
+      fn(g);
+    }
   };
 
   const int64_t work = (row_end - row_begin) * cols * n_tok;

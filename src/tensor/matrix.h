@@ -3,10 +3,11 @@
 // A Matrix is [rows][cols] in one GGUF type, row-major with cols innermost (GGUF shape
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
-// caller's memory (the mmap), which must then outlive the Matrix. Today, when the active ISA is
+// caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
 // AVX-512, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
-// +1-3%), and the Matrix no longer reads `data` after create(); repacked() tells which. The other
-// types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS) run plain per-row SIMD kernels on every ISA.
+// +1-3%; one layout for both tiers, each with its own kernels), and the Matrix no longer reads
+// `data` after create(); repacked() tells which. The other types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K,
+// IQ4_XS) run plain per-row SIMD kernels on every ISA.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
@@ -62,7 +63,7 @@ std::string isa_summary();
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
   // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q5_0/IQ4_NL/Q4_K/Q6_K when the active
-  // ISA is AVX-512).
+  // ISA is AVX2 or AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
   // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
@@ -71,6 +72,40 @@ struct MatrixOptions {
   // stays resident (they would fault back in from the file if touched). No effect when the
   // matrix is not repacked. Never set it for heap or anonymous memory: DONTNEED zeroes that.
   bool release_source = false;
+};
+
+// One input's activations, rounded / quantized at most once per form (fp16, bf16, Q8_0 with its
+// AVX-512 tile interleave, Q8_1 sums, Q8_K) and shared by every Matrix that multiplies the same
+// input: Q/K/V after the attention norm share one quantization, gate/up after the FFN norm
+// another (PERFORMANCE.md). A form is made by the first matmul that needs it and reused by the
+// later ones; results are identical to Matrix::matmul on the raw floats (the preparation is
+// deterministic and bit-identical across ISAs).
+//
+// The input is borrowed: it must stay valid and unchanged until the next reset() (after a change
+// of its contents call reset() again, or stale forms are used). Buffers are kept and grow to the
+// largest input, so a long-lived PreparedActivations allocates nothing in the steady state.
+// Thread-safety: one user at a time (a forward pass); matmul may split the preparation of a form
+// over the pool it is given.
+class PreparedActivations {
+ public:
+  PreparedActivations();
+  ~PreparedActivations();
+  PreparedActivations(PreparedActivations&&) noexcept;
+  PreparedActivations& operator=(PreparedActivations&&) noexcept;
+
+  // x: [n_tok][cols] floats (row stride cols). Forgets every prepared form.
+  void reset(const float* x, int64_t n_tok, int64_t cols);
+  const float* data() const;
+  int64_t n_tok() const;
+  int64_t cols() const;
+  // Forms made since the last reset() (for tests: Q/K/V must make the Q8_0 form once).
+  int num_prepared() const;
+
+  struct Impl;  // opaque outside matrix.cc
+
+ private:
+  friend class Matrix;
+  std::unique_ptr<Impl> impl_;
 };
 
 class Matrix {
@@ -101,6 +136,12 @@ class Matrix {
   // Same, computing only rows [row_begin, row_end) into y[t][r - row_begin] (stride row_end-row_begin).
   void matmul_rows(const float* x, int64_t n_tok, float* y, int64_t row_begin, int64_t row_end,
                    ThreadPool* pool) const;
+
+  // Same as matmul(x.data(), x.n_tok(), y, pool) / matmul_rows(...), taking this type's
+  // rounded or quantized activations from `x` when an earlier matmul made them (else making them
+  // now, kept in x for the next matrix). x.cols() must equal cols() (a broken invariant otherwise).
+  void matmul(PreparedActivations& x, float* y, ThreadPool* pool) const;
+  void matmul_rows(PreparedActivations& x, float* y, int64_t row_begin, int64_t row_end, ThreadPool* pool) const;
 
   // Row r as floats (cols values): embedding lookup.
   void dequantize_row(int64_t r, float* out) const;

@@ -1,5 +1,5 @@
 // Every weight type, in every layout Matrix::create can choose (plain GGUF rows, and the R16
-// repacks under AVX-512), on every ISA this CPU can run (forced with set_isa), against an
+// repacks under AVX2 and AVX-512), on every ISA this CPU can run (forced with set_isa), against an
 // independent reference: weights from dequantize_row (ggml's float formulas), activations
 // rounded/quantized as matrix.h documents, sums in double. The SIMD results are also compared
 // with the scalar reference kernels. Weights are random bytes (every bit pattern of the packed

@@ -1,0 +1,658 @@
+// AVX2 kernels over the R16 layouts (Q8_0_R16, Q4_0_R16, IQ4_NL_R16, Q5_0_R16, Q4_K_R16,
+// Q6_K_R16), so one repacked layout serves the AVX2 and the AVX-512 tier. Byte layouts: kernels.h.
+//
+// NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, after
+// kernels_x86_impl.h / kernels_x86_more.h, under its avx2,fma,f16c target pragma. It uses no
+// VNNI (AVX-VNNI is not on every AVX2 CPU, e.g. Zen 3): int8 products are vpmaddubsw (u8 x s8
+// -> s16 pairs, saturating) + vpmaddwd. Every use below is kept inside int16:
+//   unsigned weights (nibbles 0..15, Q6_K 0..63) x activations |x| <= 127: pairs <= 16002, and
+//   at most 30480 after summing (8 nibble pairs, or 2 Q6_K pairs) before vpmaddwd;
+//   signed weights (IQ4_NL, Q5_0): |w| as u8 against x carrying w's sign (vpsignb), pairs <=
+//   2 * 128 * 127 = 32512, widened right away.
+// One ymm holds 8 rows x 4 values of one 64-byte R16 line (rows 0-7 in the low 32 bytes,
+// 8-15 in the high 32): a 16-row group is two halves, each weight byte loaded once per token
+// tile and reused for the tile's columns from registers.
+
+inline __m256i ones16() { return _mm256_set1_epi16(1); }
+inline __m256i bcast4(const void* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 load8_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// 8 bytes at p (one per row) -> 8 int32 lanes, each holding the row's value as an int16 pair
+// (v, v) for vpmaddwd. kSigned: the bytes are int8 (Q6_K scales), else u8.
+template <bool kSigned>
+inline __m256i scale_pairs(const uint8_t* p) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256i v = kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+// Rows' values of sub-blocks j (at p) and j + 1 (at p + 16), 8 bytes each -> int16 pairs
+// (v_j, v_j+1) per row, for vpmaddwd against a broadcast (x-sum_j, x-sum_j+1) pair.
+template <bool kSigned>
+inline __m256i pair_of_rows(const uint8_t* p) {
+  const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 16));
+  const __m128i il = _mm_unpacklo_epi8(a, b);
+  return kSigned ? _mm256_cvtepi8_epi16(il) : _mm256_cvtepu8_epi16(il);
+}
+
+inline void store256_s8(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+// Writes the 16 lanes of one group (two 8-row halves) for one token, lanes [lane0, lane1).
+inline void store_group(const GemmArgs& g, __m256 lo, __m256 hi, int64_t t, int lane0, int lane1, int64_t out_r) {
+  float* y = g.y + t * g.ldy + out_r;
+  if (lane0 == 0 && lane1 == 16) {
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+    return;
+  }
+  float out[16];
+  _mm256_storeu_ps(out, lo);
+  _mm256_storeu_ps(out + 8, hi);
+  for (int l = lane0; l < lane1; ++l) y[l - lane0] = out[l];
+}
+
+// Calls tile<T>(t0) over token tiles of kMax (then one smaller tile for the rest).
+template <int kMax, typename F>
+inline void for_tiles(int64_t n_tok, F&& tile) {
+  int64_t t0 = 0;
+  for (; t0 + kMax <= n_tok; t0 += kMax) tile.template operator()<kMax>(t0);
+  const int64_t left = n_tok - t0;
+  if constexpr (kMax > 3) {
+    if (left == 3) return tile.template operator()<3>(t0);
+  }
+  if constexpr (kMax > 2) {
+    if (left == 2) return tile.template operator()<2>(t0);
+  }
+  if (left == 1) tile.template operator()<1>(t0);
+}
+
+// Calls group(grp, lane0, lane1, out_r) for every 16-row group the rows of g touch.
+template <typename F>
+inline void for_r16_groups(const GemmArgs& g, F&& group) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    group(grp, lane0, lane1, done);
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
+// ---- Q4_0_R16 (nibble - 8) x Q8_0 ------------------------------------------------------------
+
+template <int T>
+inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
+                               int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 256;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      // Nibble x activation pairs stay <= 3810; the 8 of a block sum to <= 30480 in int16.
+      __m256i s16[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m256i v = loadu256(vals + 64 * m + 32 * h);
+        const __m256i lo = _mm256_and_si256(v, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a.q8 + (t0 + t) * a.cols + b * 32;
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * m)));
+          s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * m)));
+        }
+      }
+      const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        // Stored nibbles are w + 8: subtract 8 * sum(x) of the block.
+        const __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones16()),
+                                           _mm256_set1_epi32(8 * a.s8[(t0 + t) * nb + b]));
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_tiles<3>(g.act->n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+  });
+}
+
+// ---- IQ4_NL_R16 / Q5_0_R16 (signed 32-blocks) in ggml's float order --------------------------
+
+// Signed int8 values of 8 rows (half h) x 4 values (k4) of block half `half` of a pair record.
+inline __m256i r16_nibbles_256(const uint8_t* rec, int half, int k4, int h) {
+  const __m256i v = loadu256(rec + 64 + half * 256 + 64 * (k4 % 4) + 32 * h);
+  return _mm256_and_si256(k4 < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF));
+}
+struct DecIQ4NL256 {
+  static constexpr size_t kRec = kR16Q4PairBytes;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
+  }
+};
+struct DecQ5_0256 {
+  static constexpr size_t kRec = kR16Q5PairBytes;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    const __m256i nib = r16_nibbles_256(rec, half, k4, h);
+    // 5th bits of values 4*k4 .. 4*k4 + 3: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh
+    // dword; copy that byte to the row's 4 bytes and test one bit per byte.
+    const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
+    const int8_t o = static_cast<int8_t>(k4 / 2);
+    const __m256i idx = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+    const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+    const __m256i high = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
+    // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
+    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib, high);
+  }
+};
+
+// Half h (8 rows) of one group for token t: lane i of ggml's x86 dot is accumulator acc[i]
+// (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
+// so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
+template <typename Dec>
+inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq = a.q8 + t * a.cols;
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
+    const int half = static_cast<int>(b & 1);
+    const __m256 d = _mm256_mul_ps(load8_f16(rec + half * 32 + 16 * h), _mm256_set1_ps(a.d8[t * nb + b]));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = Dec::vals(rec, half, k4, h);
+      const __m256i p = _mm256_madd_epi16(
+          _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(bcast4(xq + b * 32 + 4 * k4), w)), ones16());
+      acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
+    }
+  }
+  const __m256 h0 = _mm256_add_ps(acc[0], acc[4]), h1 = _mm256_add_ps(acc[1], acc[5]);
+  const __m256 h2 = _mm256_add_ps(acc[2], acc[6]), h3 = _mm256_add_ps(acc[3], acc[7]);
+  return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+}
+
+// A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
+// scales, [2 blocks][8 k4][16 rows][4]), for batches: the per-token passes then only load.
+struct DecPanelS8_256 {
+  static constexpr size_t kRec = kR16PairBytes;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
+  }
+};
+template <typename Dec>
+inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
+    uint8_t* out = panel + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    __builtin_memcpy(out + half * 32, rec + half * 32, 32);
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) store256_s8(out + 64 + half * 512 + 64 * k4 + 32 * h, Dec::vals(rec, half, k4, h));
+    }
+  }
+}
+
+template <typename Dec>
+inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
+  const bool batched = g.act->n_tok >= 2 && g.scratch != nullptr;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, g.act->cols / 32, g.scratch);
+    for (int64_t t = 0; t < g.act->n_tok; ++t) {
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      if (batched) {
+        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t);
+      } else {
+        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t);
+      }
+      store_group(g, lo, hi, t, lane0, lane1, out_r);
+    }
+  });
+}
+
+// ---- Q4_K_R16 x Q8_K -------------------------------------------------------------------------
+
+template <int T>
+inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 4; ++c) {
+        // Sub-blocks 2c (low nibbles) and 2c + 1 (high): 8 lines of 4 values each, summed in
+        // int16 (<= 8 * 3810), then scaled per row with vpmaddwd.
+        __m256i slo[T], shi[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) slo[t] = shi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) {
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          const __m256i lo = _mm256_and_si256(v, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xb[t]->qs + 64 * c + 4 * m;
+            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
+            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+          }
+        }
+        const __m256i sc_lo = scale_pairs<false>(rec + 2048 + (2 * c) * 16 + 8 * h);
+        const __m256i sc_hi = scale_pairs<false>(rec + 2048 + (2 * c + 1) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(slo[t], sc_lo));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(shi[t], sc_hi));
+        }
+      }
+      // sum_j m_j * (activation sum of sub-block j), two sub-blocks per vpmaddwd.
+      __m256i msum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) msum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i mp = pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+          const __m256i xs = _mm256_set1_epi32(
+              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+          msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mp, xs));
+        }
+      }
+      const __m256 dv = load8_f16(rec + 2304 + 16 * h);
+      const __m256 dmv = load8_f16(rec + 2336 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 dx = _mm256_set1_ps(xb[t]->d);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
+        acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+  });
+}
+
+// ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
+
+template <int T>
+inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[T], corr[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          // Quarter i of the 128 values: q_i of lines m = 0..7 (values 128c + 32i + 4m..);
+          // lines 0-3 are sub-block 8c + 2i, lines 4-7 sub-block 8c + 2i + 1. Two lines'
+          // pairs (<= 2 * 16002) are summed in int16 before vpmaddwd with the row scales.
+#pragma GCC unroll 2
+          for (int hh = 0; hh < 2; ++hh) {
+            const __m256i sc = scale_pairs<true>(rec + 3072 + (8 * c + 2 * i + hh) * 16 + 8 * h);
+#pragma GCC unroll 2
+            for (int pr = 0; pr < 2; ++pr) {
+              __m256i s16[T];
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+              for (int mm = 0; mm < 2; ++mm) {
+                const int m = 4 * hh + 2 * pr + mm;
+                const __m256i l = loadu256(rec + (c * 16 + m + (i & 1) * 8) * 64 + 32 * h);
+                const __m256i qh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+                const __m256i low = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+                __m256i high;
+                if (i == 0) high = _mm256_slli_epi16(qh, 4);
+                else if (i == 1) high = _mm256_slli_epi16(qh, 2);
+                else if (i == 2) high = qh;
+                else high = _mm256_srli_epi16(qh, 2);
+                const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, m30));
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                  s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xb[t]->qs + 128 * c + 32 * i + 4 * m)));
+                }
+              }
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+            }
+          }
+        }
+      }
+      // Values are stored + 32: subtract 32 * sum_j sc_j * bsum_j (two sub-blocks a vpmaddwd).
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m256i sp = pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
+      }
+      const __m256 dv = load8_f16(rec + 3328 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+  });
+}
+
+// ---- Q8_0_R16 (u8 = w + 128) x Q8_0 ----------------------------------------------------------
+
+// One 8-row half h of one group for tokens [t0, t0 + T): the half's 32 bytes of every line are
+// flipped back to signed (xor 0x80) and multiplied with the sign trick (|w| x sign(w) * x:
+// pairs <= 32512, no vpmaddubsw saturation). Doing the halves one after the other keeps the
+// tile's accumulators in registers (T = 4: 8 + 4 of the 16 ymm); the second pass over the
+// group's lines hits L1/L2.
+// pf: when not null, the same record offsets of the group computed next, prefetched while this
+// pass computes from cache (the later passes over a group are compute-only on AVX2, so the
+// next group's lines arrive meanwhile instead of stalling its first pass).
+template <int T>
+inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out,
+                               const uint8_t* pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[T];
+  const float* xd[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.q8 + (t0 + t) * a.cols;
+    xd[t] = a.d8 + (t0 + t) * nb;
+  }
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512 + 32 * h;
+    if (pf != nullptr) {
+      const char* p = reinterpret_cast<const char*>(pf + (rec - grp) + 64 + half * 512);
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(pf + (rec - grp)), _MM_HINT_T0);
+    }
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = _mm256_xor_si256(loadu256(vals + 64 * k4), flip);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i sx = _mm256_sign_epi8(bcast4(xq[t] + b * 32 + 4 * k4), w);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones16()));
+      }
+    }
+    const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xd[t][b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const uint8_t* next = grp < last_grp ? grp + g.stride : nullptr;
+    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      // The first pass over a group streams it in; the later ones prefetch the next group.
+      const bool first = t0 == 0;
+      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo, first ? nullptr : next);
+      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi, next);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}
+
+// ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
+
+// Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:
+// panel_scratch_bytes() reserves 5760 per block):
+//   vals  [64 k4][16 rows][4] u8   unsigned values (Q4_K 0..15, Q6_K 0..63 = q + 32)
+//   sc    [S][16] (int16, int16)   each row's sub-block scale twice, for vpmaddwd
+//   pairs [S/2][16] (int16, int16) Q4_K: mins (m_2i, m_2i+1); Q6_K: scales (sc_2i, sc_2i+1)
+//   d     [16] float, dmin [16] float (Q4_K only)
+// (S = 8 sub-blocks of 32 values for Q4_K, 16 of 16 for Q6_K.) Rows keep their lanes in the
+// group; the kernel skips the 8-row halves outside [lane0, lane1).
+struct Avx2KPanel {
+  static constexpr size_t kVals = 0, kSc = 4096, kPairs = 4096 + 1024, kD = 4096 + 1024 + 512, kDmin = kD + 64;
+  static constexpr size_t kBlock = kDmin + 64;
+};
+static_assert(Avx2KPanel::kBlock == 5760, "panel_scratch_bytes() reserves 5760 bytes per block");
+constexpr int64_t kAvx2KPanelMinTokens = 8;
+
+inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    for (int c = 0; c < 4; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          store256(pb + Avx2KPanel::kVals + (16 * c + m) * 64 + 32 * h, _mm256_and_si256(v, m4));
+          store256(pb + Avx2KPanel::kVals + (16 * c + 8 + m) * 64 + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 8; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<false>(rec + 2048 + j * 16 + 8 * h));
+      for (int i = 0; i < 4; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 2304 + 16 * h));
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kDmin + 32 * h), load8_f16(rec + 2336 + 16 * h));
+    }
+  }
+}
+
+inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    for (int c = 0; c < 2; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i va = loadu256(rec + (c * 16 + m) * 64 + 32 * h);
+          const __m256i vb = loadu256(rec + (c * 16 + m + 8) * 64 + 32 * h);
+          const __m256i vh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+          __m256i q[4];
+          q[0] = _mm256_or_si256(_mm256_and_si256(va, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 4), m30));
+          q[1] = _mm256_or_si256(_mm256_and_si256(vb, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 2), m30));
+          q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(va, 4), m4), _mm256_and_si256(vh, m30));
+          q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(vb, 4), m4),
+                                 _mm256_and_si256(_mm256_srli_epi16(vh, 2), m30));
+          // q[i]: values 128c + 32i + 4m.. (k4 32c + 8i + m).
+          for (int i = 0; i < 4; ++i) store256(pb + Avx2KPanel::kVals + (32 * c + 8 * i + m) * 64 + 32 * h, q[i]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 16; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<true>(rec + 3072 + j * 16 + 8 * h));
+      for (int i = 0; i < 8; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 3328 + 16 * h));
+    }
+  }
+}
+
+// Half h (8 rows) of a decoded panel for tokens [t0, t0 + T). kQ6: 16 sub-blocks of 16 values
+// (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
+// else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
+template <bool kQ6, int T>
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr int kSub = kQ6 ? 16 : 8;
+  constexpr int kLines = 64 / kSub;      // 4-value lines per sub-block
+  constexpr int kGroup = kQ6 ? 2 : 8;    // lines summed in int16
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+    // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
+    // Q4_K sum_j m_j * (x sum of sub-block j).
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < kSub / 2; ++i) {
+      const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256i xs;
+        if constexpr (kQ6) {
+          xs = bcast4(xb[t]->bsums + 2 * i);
+        } else {
+          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+          xs = _mm256_set1_epi32(
+              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        }
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, xs));
+      }
+    }
+    const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
+    if constexpr (kQ6) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], 5));
+    } else {
+      const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
+        isum[t] = _mm256_setzero_si256();
+      }
+    }
+#pragma GCC unroll 1
+    for (int j = 0; j < kSub; ++j) {
+      const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+#pragma GCC unroll 4
+      for (int q = 0; q < kLines / kGroup; ++q) {
+        __m256i s16[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int l = 0; l < kGroup; ++l) {
+          const int k4 = j * kLines + q * kGroup + l;
+          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+template <bool kQ6>
+inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t nb = g.act->cols / kQK_K;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    if constexpr (kQ6) {
+      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch);
+    } else {
+      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch);
+    }
+    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}

@@ -1,0 +1,130 @@
+// Batched AVX-512 kernels for the resident Q4_K_R16 / Q6_K_R16 layouts: each 16-row group is
+// decoded once per matmul into the K-quant panel format (KPanel: unsigned int8 values in
+// [k4][16 rows][4] order, int32 scales, int16 pairs, float d) and multiplied by kpanel_tile for
+// all token columns, instead of re-extracting nibbles / 6-bit values for every token tile (the
+// R16 kernels above, kept for small batches).
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// KPanel, kpanel_tile and kernels_avx512_panels.h (compiled for AVX-512 only).
+
+// From this many tokens on, the R16 K-quant groups go through decoded panels.
+constexpr int64_t kR16PanelMinTokens = 8;
+
+// Lanes [lane0, lane0 + n) of a 16-dword vector moved to lanes [0, n), the others zero.
+struct LaneShift {
+  __m512i idx;
+  __mmask16 keep;
+  LaneShift(int lane0, int n)
+      : idx(_mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                             _mm512_set1_epi32(lane0))),
+        keep(static_cast<__mmask16>((1u << n) - 1)) {}
+  __m512i operator()(__m512i v) const { return _mm512_maskz_permutexvar_epi32(keep, idx, v); }
+  __m512 ps(__m512 v) const { return _mm512_maskz_permutexvar_ps(keep, idx, v); }
+};
+
+inline void store_panel(uint8_t* p, __m512i v) { _mm512_store_si512(reinterpret_cast<__m512i*>(p), v); }
+inline __m512i u8x16_to_i32(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512i s8x16_to_i32(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512i pair16(__m512i lo, __m512i hi) {
+  return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(hi, 16));
+}
+
+void decode_q4_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, uint8_t* panel) {
+  const KPanel p{panel};
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    uint8_t* pb = p.blk(b);
+    for (int c = 0; c < 4; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        // Line (c, m): low nibbles are values 64c + 4m.. (panel k4 16c + m), high ones 32 later.
+        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+        store_panel(pb + KPanel::kVals + (16 * c + m) * 64, sh(_mm512_and_si512(v, m4)));
+        store_panel(pb + KPanel::kVals + (16 * c + 8 + m) * 64, sh(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4)));
+      }
+    }
+    for (int j = 0; j < 8; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(u8x16_to_i32(rec + 2048 + j * 16)));
+    for (int i = 0; i < 4; ++i) {
+      store_panel(pb + KPanel::kPairs + i * 64,
+                  sh(pair16(u8x16_to_i32(rec + 2176 + (2 * i) * 16), u8x16_to_i32(rec + 2176 + (2 * i + 1) * 16))));
+    }
+    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)))));
+    _mm512_store_ps(pb + KPanel::kDmin, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)))));
+  }
+}
+
+void decode_q6_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, uint8_t* panel) {
+  const KPanel p{panel};
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    uint8_t* pb = p.blk(b);
+    for (int c = 0; c < 2; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
+        const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
+        const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
+        __m512i q[4];
+        q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
+        q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
+        q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
+        q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4), _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+        // q[i] holds values 128c + 32i + 4m.. (unsigned, stored + 32): panel k4 32c + 8i + m.
+        for (int i = 0; i < 4; ++i) store_panel(pb + KPanel::kVals + (32 * c + 8 * i + m) * 64, sh(q[i]));
+      }
+    }
+    for (int j = 0; j < 16; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(rec + 3072 + j * 16)));
+    for (int i = 0; i < 8; ++i) {
+      store_panel(pb + KPanel::kPairs + i * 64,
+                  sh(pair16(s8x16_to_i32(rec + 3072 + (2 * i) * 16), s8x16_to_i32(rec + 3072 + (2 * i + 1) * 16))));
+    }
+    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 3328)))));
+  }
+}
+
+template <KKind kKind>
+void gemm_kquant_r16_panels(const GemmArgs& g) {
+  constexpr int kSub = kKind == KKind::kQ6_K ? 16 : 8;
+  constexpr int kShift = kKind == KKind::kQ6_K ? 5 : 0;
+  const int64_t n_tok = g.act->n_tok;
+  const int64_t nb = g.act->cols / kQK_K;
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    const int lanes = lane1 - lane0;
+    const LaneShift sh(lane0, lanes);
+    if constexpr (kKind == KKind::kQ6_K) {
+      decode_q6_k_r16_panel(grp, nb, sh, g.scratch);
+    } else {
+      decode_q4_k_r16_panel(grp, nb, sh, g.scratch);
+    }
+    int64_t t0 = 0;
+    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kSub, kShift, 4>(g, g.scratch, lanes, done, t0);
+    switch (n_tok - t0) {
+      case 3: kpanel_tile<kSub, kShift, 3>(g, g.scratch, lanes, done, t0); break;
+      case 2: kpanel_tile<kSub, kShift, 2>(g, g.scratch, lanes, done, t0); break;
+      case 1: kpanel_tile<kSub, kShift, 1>(g, g.scratch, lanes, done, t0); break;
+      default: break;
+    }
+    done += lanes;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
+void gemm_q4_k_r16_any(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16(g);
+  gemm_kquant_r16_panels<KKind::kQ4_K>(g);
+}
+void gemm_q6_k_r16_any(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16(g);
+  gemm_kquant_r16_panels<KKind::kQ6_K>(g);
+}
