@@ -1,0 +1,149 @@
+// AVX-512 tables of the tiled-attention kernels (attention_kernels.h). Everything below the
+// target pragma is compiled for that ISA only and reached after a CPUID check
+// (tensor::active_isa()). Bit-identical to the scalar reference in attention_kernels.cc.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "model/attention_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
+// GCC 12 flags the undefined pass-through operand inside its own vcvtps2ph/vcvtph2ps wrappers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace ts::model::attn {
+namespace {
+
+constexpr int W = 16;  // lanes per vector
+
+inline __m512 r16(__m512 x) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+inline __m256 high_half(__m512 x) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)); }
+inline __m512 combine(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+inline float rnd16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+// Scores for W keys starting at lane `off` of the transposed tile.
+inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scale, float* out, int off) {
+  const int32_t np = hd & ~31;
+  __m512 r[8];
+  for (int l = 0; l < 8; ++l) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int32_t c = 0; c < np; c += 32) {
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[c + l]), _mm512_loadu_ps(kt + (c + l) * kKeyTile + off), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(q[c + 8 + l]), _mm512_loadu_ps(kt + (c + 8 + l) * kKeyTile + off), a1);
+      a2 = _mm512_fmadd_ps(_mm512_set1_ps(q[c + 16 + l]), _mm512_loadu_ps(kt + (c + 16 + l) * kKeyTile + off), a2);
+      a3 = _mm512_fmadd_ps(_mm512_set1_ps(q[c + 24 + l]), _mm512_loadu_ps(kt + (c + 24 + l) * kKeyTile + off), a3);
+    }
+    r[l] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+  }
+  __m512 t0 = _mm512_add_ps(r[0], r[4]), t1 = _mm512_add_ps(r[1], r[5]), t2 = _mm512_add_ps(r[2], r[6]), t3 = _mm512_add_ps(r[3], r[7]);
+  __m512 res = _mm512_add_ps(_mm512_add_ps(t0, t1), _mm512_add_ps(t2, t3));
+  if (np < hd) {
+    // Tail in double, as ggml does past the last multiple of 32.
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(res)), hi = _mm512_cvtps_pd(high_half(res));
+    for (int32_t d = np; d < hd; ++d) {
+      const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * kKeyTile + off));
+      lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(prod)));
+      hi = _mm512_add_pd(hi, _mm512_cvtps_pd(high_half(prod)));
+    }
+    res = combine(_mm512_cvtpd_ps(lo), _mm512_cvtpd_ps(hi));
+  }
+  _mm512_storeu_ps(out + off, _mm512_mul_ps(res, _mm512_set1_ps(scale)));
+}
+
+void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
+}
+
+void acc_f16(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd) {
+  int32_t d = 0;
+  for (; d + 4 * W <= hd; d += 4 * W) {
+    __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + W), a2 = _mm512_loadu_ps(acc + d + 2 * W), a3 = _mm512_loadu_ps(acc + d + 3 * W);
+    for (int32_t i = i0; i < i1; ++i) {
+      if (ms[i] != 1.f) {
+        const __m512 m = _mm512_set1_ps(ms[i]);
+        a0 = r16(_mm512_mul_ps(a0, m));
+        a1 = r16(_mm512_mul_ps(a1, m));
+        a2 = r16(_mm512_mul_ps(a2, m));
+        a3 = r16(_mm512_mul_ps(a3, m));
+      }
+      const __m512 wv = _mm512_set1_ps(w[i]);
+      const float* vi = v + static_cast<int64_t>(i) * hd + d;
+      a0 = r16(_mm512_fmadd_ps(_mm512_loadu_ps(vi), wv, a0));
+      a1 = r16(_mm512_fmadd_ps(_mm512_loadu_ps(vi + W), wv, a1));
+      a2 = r16(_mm512_fmadd_ps(_mm512_loadu_ps(vi + 2 * W), wv, a2));
+      a3 = r16(_mm512_fmadd_ps(_mm512_loadu_ps(vi + 3 * W), wv, a3));
+    }
+    _mm512_storeu_ps(acc + d, a0);
+    _mm512_storeu_ps(acc + d + W, a1);
+    _mm512_storeu_ps(acc + d + 2 * W, a2);
+    _mm512_storeu_ps(acc + d + 3 * W, a3);
+  }
+  for (; d + W <= hd; d += W) {
+    __m512 a = _mm512_loadu_ps(acc + d);
+    for (int32_t i = i0; i < i1; ++i) {
+      if (ms[i] != 1.f) a = r16(_mm512_mul_ps(a, _mm512_set1_ps(ms[i])));
+      a = r16(_mm512_fmadd_ps(_mm512_loadu_ps(v + static_cast<int64_t>(i) * hd + d), _mm512_set1_ps(w[i]), a));
+    }
+    _mm512_storeu_ps(acc + d, a);
+  }
+  for (; d < hd; ++d) {
+    float a = acc[d];
+    for (int32_t i = i0; i < i1; ++i) {
+      if (ms[i] != 1.f) a = rnd16(a * ms[i]);
+      a = rnd16(std::fma(v[i * hd + d], w[i], a));
+    }
+    acc[d] = a;
+  }
+}
+
+void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1, int32_t hd, float rescale) {
+  const __m512 rs = _mm512_set1_ps(rescale);
+  int32_t d = 0;
+  for (; d + 4 * W <= hd; d += 4 * W) {
+    __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(acc + d), rs), a1 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + W), rs);
+    __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 2 * W), rs), a3 = _mm512_mul_ps(_mm512_loadu_ps(acc + d + 3 * W), rs);
+    for (int32_t i = i0; i < i1; ++i) {
+      const __m512 pv = _mm512_set1_ps(p[i]);
+      const float* vi = v + static_cast<int64_t>(i) * hd + d;
+      a0 = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vi), a0);
+      a1 = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vi + W), a1);
+      a2 = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vi + 2 * W), a2);
+      a3 = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vi + 3 * W), a3);
+    }
+    _mm512_storeu_ps(acc + d, a0);
+    _mm512_storeu_ps(acc + d + W, a1);
+    _mm512_storeu_ps(acc + d + 2 * W, a2);
+    _mm512_storeu_ps(acc + d + 3 * W, a3);
+  }
+  for (; d + W <= hd; d += W) {
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc + d), rs);
+    for (int32_t i = i0; i < i1; ++i) a = _mm512_fmadd_ps(_mm512_set1_ps(p[i]), _mm512_loadu_ps(v + static_cast<int64_t>(i) * hd + d), a);
+    _mm512_storeu_ps(acc + d, a);
+  }
+  for (; d < hd; ++d) {
+    float a = acc[d] * rescale;
+    for (int32_t i = i0; i < i1; ++i) a = std::fma(p[i], v[i * hd + d], a);
+    acc[d] = a;
+  }
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static const Kernels k{.name = "avx512", .scores_ggml = scores_ggml, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+  return k;
+}
+
+}  // namespace ts::model::attn
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
