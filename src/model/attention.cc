@@ -155,33 +155,10 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
         float* a = acc + static_cast<size_t>(r) * hd;
         c.k.scores_ggml(qs + static_cast<size_t>(r) * hd, kt, hd, c.p.scale, sc);
         if (golden) {
-          // ggml's one-key-a-step online softmax (see attention_kernels.h acc_f16).
-          float m = mrun[r], sum = srun[r];
-          for (int32_t i = i0; i < i1; ++i) {
-            if (sc[i] > m) {
-              ms[i] = std::exp(m - sc[i]);
-              wt[i] = 1.f;
-              m = sc[i];
-            } else {
-              ms[i] = 1.f;
-              wt[i] = std::exp(sc[i] - m);
-            }
-            sum = std::fma(sum, ms[i], wt[i]);
-          }
-          mrun[r] = m;
-          srun[r] = sum;
+          c.k.online_f16(sc, i0, i1, &mrun[r], &srun[r], wt, ms);
           c.k.acc_f16(a, vt, wt, ms, i0, i1, hd);
         } else {
-          float m = mrun[r];
-          for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
-          const float rescale = std::exp(mrun[r] - m);  // exp(-inf) = 0 on the first tile
-          float sum = srun[r] * rescale;
-          for (int32_t i = i0; i < i1; ++i) {
-            wt[i] = std::exp(sc[i] - m);
-            sum += wt[i];
-          }
-          mrun[r] = m;
-          srun[r] = sum;
+          const float rescale = c.k.online_f32(sc, i0, i1, &mrun[r], &srun[r], wt);
           c.k.acc_f32(a, vt, wt, i0, i1, hd, rescale);
         }
       }

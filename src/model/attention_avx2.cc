@@ -3,6 +3,7 @@
 // (tensor::active_isa()). Bit-identical to the scalar reference in attention_kernels.cc.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/attention_kernels.h"
@@ -55,6 +56,79 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
     res = combine(_mm256_cvtpd_ps(lo), _mm256_cvtpd_ps(hi));
   }
   _mm256_storeu_ps(out + off, _mm256_mul_ps(res, _mm256_set1_ps(scale)));
+}
+
+
+// exp_ref on 16 lanes: the double-precision core four lanes at a time, then glibc's special cases.
+void exp_tile(const float* x, float* y) {
+  using namespace expf_data;
+  const __m256d inv = _mm256_set1_pd(kInvLn2N), shift = _mm256_set1_pd(kShift);
+  const long long* tab = reinterpret_cast<const long long*>(kTab);
+  for (int g = 0; g < kKeyTile; g += 4) {
+    const __m128 xf = _mm_loadu_ps(x + g);
+    const __m256d xd = _mm256_cvtps_pd(xf);
+    const __m256d kds = _mm256_fmadd_pd(inv, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kds);
+    const __m256d kd = _mm256_sub_pd(kds, shift);
+    const __m256d r = _mm256_fmsub_pd(inv, xd, kd);
+    const __m256i t = _mm256_add_epi64(
+        _mm256_i64gather_epi64(tab, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8), _mm256_slli_epi64(ki, 47));
+    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(kC0), r, _mm256_set1_pd(kC1));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d yv = _mm256_fmadd_pd(r, _mm256_set1_pd(kC2), _mm256_set1_pd(1.0));
+    yv = _mm256_fmadd_pd(z, r2, yv);
+    __m128 res = _mm256_cvtpd_ps(_mm256_mul_pd(yv, _mm256_castsi256_pd(t)));
+    const __m128 under = _mm_cmp_ps(xf, _mm_set1_ps(kUnderflow), _CMP_LT_OQ);
+    const __m128 may = _mm_andnot_ps(under, _mm_cmp_ps(xf, _mm_set1_ps(kMayUnderflow), _CMP_LT_OQ));
+    const __m128 over = _mm_cmp_ps(xf, _mm_set1_ps(kOverflow), _CMP_GT_OQ);
+    const __m128 nan = _mm_cmp_ps(xf, xf, _CMP_UNORD_Q);
+    res = _mm_blendv_ps(res, _mm_setzero_ps(), under);
+    res = _mm_blendv_ps(res, _mm_set1_ps(0x1p-149f), may);
+    res = _mm_blendv_ps(res, _mm_set1_ps(INFINITY), over);
+    res = _mm_blendv_ps(res, _mm_add_ps(xf, xf), nan);
+    _mm_storeu_ps(y + g, res);
+  }
+}
+
+void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
+  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
+  bool resc[kKeyTile];
+  float m = *m_io;
+  for (int32_t i = i0; i < i1; ++i) {
+    resc[i] = sc[i] > m;
+    if (resc[i]) {
+      args[i] = m - sc[i];
+      m = sc[i];
+    } else {
+      args[i] = sc[i] - m;
+    }
+  }
+  exp_tile(args, e);
+  float s = *s_io;
+  for (int32_t i = i0; i < i1; ++i) {
+    ms[i] = resc[i] ? e[i] : 1.f;
+    w[i] = resc[i] ? 1.f : e[i];
+    s = std::fma(s, ms[i], w[i]);
+  }
+  *m_io = m;
+  *s_io = s;
+}
+
+float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
+  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
+  float m = *m_io;
+  for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
+  for (int32_t i = i0; i < i1; ++i) args[i] = sc[i] - m;
+  exp_tile(args, e);
+  const float rescale = exp_ref(*m_io - m);
+  float s = *s_io * rescale;
+  for (int32_t i = i0; i < i1; ++i) {
+    w[i] = e[i];
+    s += w[i];
+  }
+  *m_io = m;
+  *s_io = s;
+  return rescale;
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
@@ -137,7 +211,8 @@ void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1,
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{.name = "avx2", .scores_ggml = scores_ggml, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+  static const Kernels k{.name = "avx2", .scores_ggml = scores_ggml, .online_f16 = online_f16,
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }
 

@@ -3,6 +3,7 @@
 // (tensor::active_isa()). Bit-identical to the scalar reference in attention_kernels.cc.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/attention_kernels.h"
@@ -57,6 +58,80 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
     res = combine(_mm512_cvtpd_ps(lo), _mm512_cvtpd_ps(hi));
   }
   _mm512_storeu_ps(out + off, _mm512_mul_ps(res, _mm512_set1_ps(scale)));
+}
+
+
+// exp_ref on 16 lanes: the double-precision core on two halves of 8, then glibc's special cases.
+void exp_tile(const float* x, float* y) {
+  using namespace expf_data;
+  const __m512 xf = _mm512_loadu_ps(x);
+  const __m512d inv = _mm512_set1_pd(kInvLn2N), shift = _mm512_set1_pd(kShift);
+  __m256 halves[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m512d xd = _mm512_cvtps_pd(h ? high_half(xf) : _mm512_castps512_ps256(xf));
+    const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kds);
+    const __m512d kd = _mm512_sub_pd(kds, shift);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512i t = _mm512_add_epi64(
+        _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)), kTab, 8), _mm512_slli_epi64(ki, 47));
+    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(kC0), r, _mm512_set1_pd(kC1));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d yv = _mm512_fmadd_pd(r, _mm512_set1_pd(kC2), _mm512_set1_pd(1.0));
+    yv = _mm512_fmadd_pd(z, r2, yv);
+    halves[h] = _mm512_cvtpd_ps(_mm512_mul_pd(yv, _mm512_castsi512_pd(t)));
+  }
+  __m512 res = combine(halves[0], halves[1]);
+  const __mmask16 under = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kUnderflow), _CMP_LT_OQ);
+  const __mmask16 may = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kMayUnderflow), _CMP_LT_OQ) & ~under;
+  const __mmask16 over = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kOverflow), _CMP_GT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(xf, xf, _CMP_UNORD_Q);
+  res = _mm512_mask_mov_ps(res, under, _mm512_setzero_ps());
+  res = _mm512_mask_mov_ps(res, may, _mm512_set1_ps(0x1p-149f));
+  res = _mm512_mask_mov_ps(res, over, _mm512_set1_ps(INFINITY));
+  res = _mm512_mask_mov_ps(res, nan, _mm512_add_ps(xf, xf));
+  _mm512_storeu_ps(y, res);
+}
+
+void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
+  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
+  bool resc[kKeyTile];
+  float m = *m_io;
+  for (int32_t i = i0; i < i1; ++i) {
+    resc[i] = sc[i] > m;
+    if (resc[i]) {
+      args[i] = m - sc[i];
+      m = sc[i];
+    } else {
+      args[i] = sc[i] - m;
+    }
+  }
+  exp_tile(args, e);
+  float s = *s_io;
+  for (int32_t i = i0; i < i1; ++i) {
+    ms[i] = resc[i] ? e[i] : 1.f;
+    w[i] = resc[i] ? 1.f : e[i];
+    s = std::fma(s, ms[i], w[i]);
+  }
+  *m_io = m;
+  *s_io = s;
+}
+
+float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
+  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
+  float m = *m_io;
+  for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
+  for (int32_t i = i0; i < i1; ++i) args[i] = sc[i] - m;
+  exp_tile(args, e);
+  const float rescale = exp_ref(*m_io - m);
+  float s = *s_io * rescale;
+  for (int32_t i = i0; i < i1; ++i) {
+    w[i] = e[i];
+    s += w[i];
+  }
+  *m_io = m;
+  *s_io = s;
+  return rescale;
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
@@ -139,7 +214,8 @@ void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1,
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{.name = "avx512", .scores_ggml = scores_ggml, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+  static const Kernels k{.name = "avx512", .scores_ggml = scores_ggml, .online_f16 = online_f16,
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }
 

@@ -1,11 +1,74 @@
 // Scalar reference of the tiled-attention kernels (attention_kernels.h). The SIMD tables must
 // match these bit for bit.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "model/attention_kernels.h"
 
 namespace ts::model::attn {
+
+float exp_ref(float x) {
+  using namespace expf_data;
+  const uint32_t ix = std::bit_cast<uint32_t>(x);
+  const uint32_t abstop = (ix >> 20) & 0x7ff;
+  if (abstop >= 0x42b) {  // |x| >= 88 (top bits), or inf / nan
+    if (ix == 0xff800000u) return 0.f;
+    if (abstop >= 0x7f8) return x + x;
+    if (x > kOverflow) return INFINITY;
+    if (x < kUnderflow) return 0.f;
+    if (x < kMayUnderflow) return 0x1p-149f;
+  }
+  const double xd = x;
+  const double kds = std::fma(kInvLn2N, xd, kShift);
+  const uint64_t ki = std::bit_cast<uint64_t>(kds);
+  const double kd = kds - kShift;
+  const double r = std::fma(kInvLn2N, xd, -kd);
+  const double sc = std::bit_cast<double>(kTab[ki & 31] + (ki << 47));
+  const double z = std::fma(kC0, r, kC1);
+  const double r2 = r * r;
+  double y = std::fma(r, kC2, 1.0);
+  y = std::fma(z, r2, y);
+  return static_cast<float>(y * sc);
+}
+
 namespace {
+
+void exp_tile(const float* x, float* y) {
+  for (int32_t i = 0; i < kKeyTile; ++i) y[i] = exp_ref(x[i]);
+}
+
+void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
+  float m = *m_io, s = *s_io;
+  for (int32_t i = i0; i < i1; ++i) {
+    if (sc[i] > m) {
+      ms[i] = exp_ref(m - sc[i]);
+      w[i] = 1.f;
+      m = sc[i];
+    } else {
+      ms[i] = 1.f;
+      w[i] = exp_ref(sc[i] - m);
+    }
+    s = std::fma(s, ms[i], w[i]);
+  }
+  *m_io = m;
+  *s_io = s;
+}
+
+float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
+  float m = *m_io;
+  for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
+  const float rescale = exp_ref(*m_io - m);  // exp(-inf) = 0 on the first tile
+  float s = *s_io * rescale;
+  for (int32_t i = i0; i < i1; ++i) {
+    w[i] = exp_ref(sc[i] - m);
+    s += w[i];
+  }
+  *m_io = m;
+  *s_io = s;
+  return rescale;
+}
 
 // x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).
 inline float rnd16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
@@ -52,7 +115,8 @@ void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1,
 }  // namespace
 
 const Kernels& scalar_kernels() {
-  static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+  static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }
 

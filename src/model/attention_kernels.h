@@ -17,6 +17,31 @@ namespace ts::model::attn {
 
 inline constexpr int32_t kKeyTile = 16;
 
+// expf as glibc 2.28+ computes it on FMA hosts (__expf_fma: 2^(k/32) table, cubic in double,
+// three fused multiply-adds), the exp llama.cpp's CPU flash attention calls. exp_ref is the
+// scalar form; the SIMD tables evaluate the same operations lane-wise, so the softmax weights
+// are the libm ones (tests check exp_ref against std::exp) at vector speed.
+namespace expf_data {
+inline constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32 / ln 2
+inline constexpr double kShift = 0x1.8p+52;
+inline constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 = 0x1.62e42ff0c52d6p-6;
+inline constexpr float kOverflow = 0x1.62e42ep6f;    // above: +inf
+inline constexpr float kUnderflow = -0x1.9fe368p6f;  // below: 0
+inline constexpr float kMayUnderflow = -0x1.9d1d9ep6f;  // [kUnderflow, this): the smallest subnormal
+// 2^(i/32) as doubles, minus i << 47 (the exponent bits added back from k).
+inline constexpr unsigned long long kTab[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
+    0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
+    0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
+    0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull, 0x3feea47eb03a5585ull,
+    0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull,
+    0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull,
+    0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+}  // namespace expf_data
+float exp_ref(float x);
+
 struct Kernels {
   const char* name;
   // out[i] = dot_ggml(q, K[:, i]) * scale for the kKeyTile lanes. dot_ggml is ggml_vec_dot_f16
@@ -25,6 +50,15 @@ struct Kernels {
   // t[l] = r[l] + r[l + 4]; result (t0 + t1) + (t2 + t3); a tail past the last multiple of 32
   // is added in double. Used for every KV type (its 32 independent sums vectorize well).
   void (*scores_ggml)(const float* q, const float* kt, int32_t hd, float scale, float* out);
+  // One row's online-softmax step over keys i0..i1-1 with ggml's one-key-a-step rule:
+  //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);
+  //   s = fma(s, ms[i], w[i]).   (m, s: the row's running max and sum, updated in place.)
+  void (*online_f16)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
+  // One row's online-softmax step per tile: m' = max(m, sc[i0..i1)), w[i] = exp(sc[i] - m'),
+  // s = s * exp(m - m') + w[i0] + ... + w[i1-1] (in key order); returns exp(m - m') and sets m = m'.
+  float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
+  // y[i] = exp_ref(x[i]) for the kKeyTile lanes.
+  void (*exp_tile)(const float* x, float* y);
   // The fp16 output accumulator of ggml's CPU flash attention, keys i0..i1-1 in order:
   //   if ms[i] != 1: acc[d] = fp16(acc[d] * ms[i]);  acc[d] = fp16(fma(v[i][d], w[i], acc[d])).
   // (A rescale by exactly 1 is a no-op on fp16-representable values, so the test is exact.)

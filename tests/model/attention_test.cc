@@ -46,6 +46,60 @@ std::vector<float> randv(size_t n, std::mt19937& rng, float scale = 1.f) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
+TEST(AttentionKernels, ExpMatchesLibmAndEveryTier) {
+  // exp_ref is glibc's expf algorithm (what llama.cpp's flash attention calls): on this host it
+  // must agree with std::exp; the SIMD tiers must agree with exp_ref everywhere.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> wide(-110.f, 90.f), narrow(-20.f, 0.f);
+  std::vector<float> xs = {0.f, -0.f, 1.f, -1.f, 88.72f, 88.73f, -87.4f, -103.0f, -103.5f, -104.f, -1e-8f,
+                           1e-30f, INFINITY, -INFINITY, std::nanf(""), 0x1.62e42ep6f, -0x1.9fe368p6f, -0x1.9d1d9ep6f};
+  for (int i = 0; i < 200000; ++i) xs.push_back(i % 2 ? wide(rng) : narrow(rng));
+  while (xs.size() % kKeyTile) xs.push_back(-2.f);
+  int64_t libm_mismatch = 0;
+  for (float x : xs) {
+    const float a = attn::exp_ref(x), b = std::exp(x);
+    if (!same_bits(a, b) && !(std::isnan(a) && std::isnan(b))) ++libm_mismatch;
+  }
+  // A libm other than glibc >= 2.28 may round a few values differently; glibc must be exact.
+  EXPECT_LE(libm_mismatch, static_cast<int64_t>(xs.size() / 10000)) << "exp_ref vs std::exp";
+#ifdef __GLIBC__
+  EXPECT_EQ(libm_mismatch, 0);
+#endif
+  for (const auto* k : simd_tables()) {
+    for (size_t i = 0; i < xs.size(); i += kKeyTile) {
+      float y[kKeyTile];
+      k->exp_tile(xs.data() + i, y);
+      for (int l = 0; l < kKeyTile; ++l) {
+        const float want = attn::exp_ref(xs[i + l]);
+        ASSERT_TRUE(same_bits(want, y[l]) || (std::isnan(want) && std::isnan(y[l])))
+            << k->name << " exp(" << xs[i + l] << ") = " << y[l] << " want " << want;
+      }
+    }
+  }
+}
+
+TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
+  std::mt19937 rng(5);
+  for (const auto* k : simd_tables()) {
+    for (int rep = 0; rep < 50; ++rep) {
+      auto sc = randv(kKeyTile, rng, 3.f);
+      const int32_t i0 = rep % 5, i1 = kKeyTile - rep % 3;
+      float m0 = rep == 0 ? -INFINITY : 1.f, s0 = rep == 0 ? 0.f : 2.5f;
+      float w1[kKeyTile], ms1[kKeyTile], w2[kKeyTile], ms2[kKeyTile];
+      float ma = m0, sa = s0, mb = m0, sb = s0;
+      attn::scalar_kernels().online_f16(sc.data(), i0, i1, &ma, &sa, w1, ms1);
+      k->online_f16(sc.data(), i0, i1, &mb, &sb, w2, ms2);
+      ASSERT_TRUE(same_bits(ma, mb) && same_bits(sa, sb)) << k->name;
+      for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i]) && same_bits(ms1[i], ms2[i])) << k->name;
+      ma = m0, sa = s0, mb = m0, sb = s0;
+      const float ra = attn::scalar_kernels().online_f32(sc.data(), i0, i1, &ma, &sa, w1);
+      const float rb = k->online_f32(sc.data(), i0, i1, &mb, &sb, w2);
+      ASSERT_TRUE(same_bits(ra, rb) && same_bits(ma, mb) && same_bits(sa, sb)) << k->name;
+      for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i])) << k->name;
+    }
+  }
+}
+
 TEST(AttentionKernels, ScoresMatchScalarBitForBit) {
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
