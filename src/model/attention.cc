@@ -98,10 +98,10 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   const int64_t QD = int64_t{c.p.n_head} * hd;
 
   // Per-thread tile buffers: queries, accumulators [nh][hd]; K^T [hd][16]; V [16][hd];
-  // running max / sum [nh]; per-tile scores, weights and rescales [16].
+  // running max / sum [nh]; per-tile scores [16], weights and rescales [group][16] and [group].
   thread_local std::vector<float> buf;
   const size_t need = 2 * static_cast<size_t>(nh) * hd + 2 * static_cast<size_t>(kKeyTile) * hd + 2 * nh +
-                      3 * kKeyTile;
+                      kKeyTile + 2 * static_cast<size_t>(group) * kKeyTile + group;
   if (buf.size() < need) buf.resize(need);
   float* qs = buf.data();
   float* acc = qs + static_cast<size_t>(nh) * hd;
@@ -110,8 +110,9 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   float* mrun = vt + static_cast<size_t>(kKeyTile) * hd;
   float* srun = mrun + nh;
   float* sc = srun + nh;
-  float* wt = sc + kKeyTile;
-  float* ms = wt + kKeyTile;
+  float* wt = sc + kKeyTile;                              // [group][kKeyTile]
+  float* ms = wt + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
+  float* rescale = ms + static_cast<size_t>(group) * kKeyTile;
 
   for (int32_t j = 0; j < nq; ++j) {
     const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
@@ -150,17 +151,21 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
       const int32_t i0 = std::max(0, lo - k0), i1 = std::min(n, ctx - k0);
       if (i0 >= i1) continue;
+      // Scores and softmax weights for the group's heads, then one accumulate over them all.
       for (int32_t g = 0; g < group; ++g) {
         const int32_t r = j * group + g;
-        float* a = acc + static_cast<size_t>(r) * hd;
         c.k.scores_ggml(qs + static_cast<size_t>(r) * hd, kt, hd, c.p.scale, sc);
         if (golden) {
-          c.k.online_f16(sc, i0, i1, &mrun[r], &srun[r], wt, ms);
-          c.k.acc_f16(a, vt, wt, ms, i0, i1, hd);
+          c.k.online_f16(sc, i0, i1, &mrun[r], &srun[r], wt + g * kKeyTile, ms + g * kKeyTile);
         } else {
-          const float rescale = c.k.online_f32(sc, i0, i1, &mrun[r], &srun[r], wt);
-          c.k.acc_f32(a, vt, wt, i0, i1, hd, rescale);
+          rescale[g] = c.k.online_f32(sc, i0, i1, &mrun[r], &srun[r], wt + g * kKeyTile);
         }
+      }
+      float* a = acc + static_cast<size_t>(j) * group * hd;
+      if (golden) {
+        c.k.acc_f16(a, group, vt, wt, ms, i0, i1, hd);
+      } else {
+        c.k.acc_f32(a, group, vt, wt, rescale, i0, i1, hd);
       }
     }
   }

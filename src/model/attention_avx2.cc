@@ -135,77 +135,114 @@ void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
 }
 
-void acc_f16(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd) {
+// R rows (query heads) at once: 4 * R independent fp16 rounding chains hide their latency.
+template <int R>
+void acc_f16_rows(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd) {
   int32_t d = 0;
   for (; d + 4 * W <= hd; d += 4 * W) {
-    __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + W), a2 = _mm256_loadu_ps(acc + d + 2 * W), a3 = _mm256_loadu_ps(acc + d + 3 * W);
+    __m256 a[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) a[r][c] = _mm256_loadu_ps(acc + r * hd + d + c * W);
     for (int32_t i = i0; i < i1; ++i) {
-      if (ms[i] != 1.f) {
-        const __m256 m = _mm256_set1_ps(ms[i]);
-        a0 = r16(_mm256_mul_ps(a0, m));
-        a1 = r16(_mm256_mul_ps(a1, m));
-        a2 = r16(_mm256_mul_ps(a2, m));
-        a3 = r16(_mm256_mul_ps(a3, m));
-      }
-      const __m256 wv = _mm256_set1_ps(w[i]);
       const float* vi = v + static_cast<int64_t>(i) * hd + d;
-      a0 = r16(_mm256_fmadd_ps(_mm256_loadu_ps(vi), wv, a0));
-      a1 = r16(_mm256_fmadd_ps(_mm256_loadu_ps(vi + W), wv, a1));
-      a2 = r16(_mm256_fmadd_ps(_mm256_loadu_ps(vi + 2 * W), wv, a2));
-      a3 = r16(_mm256_fmadd_ps(_mm256_loadu_ps(vi + 3 * W), wv, a3));
+      const __m256 v0 = _mm256_loadu_ps(vi), v1 = _mm256_loadu_ps(vi + W), v2 = _mm256_loadu_ps(vi + 2 * W), v3 = _mm256_loadu_ps(vi + 3 * W);
+      for (int r = 0; r < R; ++r) {
+        const float msr = ms[r * kKeyTile + i];
+        if (msr != 1.f) {
+          const __m256 m = _mm256_set1_ps(msr);
+          for (int c = 0; c < 4; ++c) a[r][c] = r16(_mm256_mul_ps(a[r][c], m));
+        }
+        const __m256 wv = _mm256_set1_ps(w[r * kKeyTile + i]);
+        a[r][0] = r16(_mm256_fmadd_ps(v0, wv, a[r][0]));
+        a[r][1] = r16(_mm256_fmadd_ps(v1, wv, a[r][1]));
+        a[r][2] = r16(_mm256_fmadd_ps(v2, wv, a[r][2]));
+        a[r][3] = r16(_mm256_fmadd_ps(v3, wv, a[r][3]));
+      }
     }
-    _mm256_storeu_ps(acc + d, a0);
-    _mm256_storeu_ps(acc + d + W, a1);
-    _mm256_storeu_ps(acc + d + 2 * W, a2);
-    _mm256_storeu_ps(acc + d + 3 * W, a3);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + r * hd + d + c * W, a[r][c]);
   }
-  for (; d + W <= hd; d += W) {
-    __m256 a = _mm256_loadu_ps(acc + d);
-    for (int32_t i = i0; i < i1; ++i) {
-      if (ms[i] != 1.f) a = r16(_mm256_mul_ps(a, _mm256_set1_ps(ms[i])));
-      a = r16(_mm256_fmadd_ps(_mm256_loadu_ps(v + static_cast<int64_t>(i) * hd + d), _mm256_set1_ps(w[i]), a));
+  for (int r = 0; r < R; ++r) {
+    float* ar = acc + r * hd;
+    const float* wr = w + r * kKeyTile;
+    const float* mr = ms + r * kKeyTile;
+    for (int32_t dd = d; dd + W <= hd; dd += W) {
+      __m256 a = _mm256_loadu_ps(ar + dd);
+      for (int32_t i = i0; i < i1; ++i) {
+        if (mr[i] != 1.f) a = r16(_mm256_mul_ps(a, _mm256_set1_ps(mr[i])));
+        a = r16(_mm256_fmadd_ps(_mm256_loadu_ps(v + static_cast<int64_t>(i) * hd + dd), _mm256_set1_ps(wr[i]), a));
+      }
+      _mm256_storeu_ps(ar + dd, a);
     }
-    _mm256_storeu_ps(acc + d, a);
-  }
-  for (; d < hd; ++d) {
-    float a = acc[d];
-    for (int32_t i = i0; i < i1; ++i) {
-      if (ms[i] != 1.f) a = rnd16(a * ms[i]);
-      a = rnd16(std::fma(v[i * hd + d], w[i], a));
+    for (int32_t dd = d + (hd - d) / W * W; dd < hd; ++dd) {
+      float a = ar[dd];
+      for (int32_t i = i0; i < i1; ++i) {
+        if (mr[i] != 1.f) a = rnd16(a * mr[i]);
+        a = rnd16(std::fma(v[i * hd + dd], wr[i], a));
+      }
+      ar[dd] = a;
     }
-    acc[d] = a;
   }
 }
 
-void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1, int32_t hd, float rescale) {
-  const __m256 rs = _mm256_set1_ps(rescale);
+void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
+             int32_t hd) {
+  int32_t r = 0;
+  for (; r + 2 <= nrows; r += 2)
+    acc_f16_rows<2>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, ms + r * kKeyTile, i0, i1, hd);
+  for (; r < nrows; ++r)
+    acc_f16_rows<1>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, ms + r * kKeyTile, i0, i1, hd);
+}
+
+template <int R>
+void acc_f32_rows(float* acc, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
+                  int32_t hd) {
   int32_t d = 0;
   for (; d + 4 * W <= hd; d += 4 * W) {
-    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), rs), a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + W), rs);
-    __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 2 * W), rs), a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 3 * W), rs);
-    for (int32_t i = i0; i < i1; ++i) {
-      const __m256 pv = _mm256_set1_ps(p[i]);
-      const float* vi = v + static_cast<int64_t>(i) * hd + d;
-      a0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi), a0);
-      a1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + W), a1);
-      a2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + 2 * W), a2);
-      a3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + 3 * W), a3);
+    __m256 a[R][4];
+    for (int r = 0; r < R; ++r) {
+      const __m256 rs = _mm256_set1_ps(rescale[r]);
+      for (int c = 0; c < 4; ++c) a[r][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * hd + d + c * W), rs);
     }
-    _mm256_storeu_ps(acc + d, a0);
-    _mm256_storeu_ps(acc + d + W, a1);
-    _mm256_storeu_ps(acc + d + 2 * W, a2);
-    _mm256_storeu_ps(acc + d + 3 * W, a3);
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* vi = v + static_cast<int64_t>(i) * hd + d;
+      const __m256 v0 = _mm256_loadu_ps(vi), v1 = _mm256_loadu_ps(vi + W), v2 = _mm256_loadu_ps(vi + 2 * W), v3 = _mm256_loadu_ps(vi + 3 * W);
+      for (int r = 0; r < R; ++r) {
+        const __m256 pv = _mm256_set1_ps(p[r * kKeyTile + i]);
+        a[r][0] = _mm256_fmadd_ps(pv, v0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(pv, v1, a[r][1]);
+        a[r][2] = _mm256_fmadd_ps(pv, v2, a[r][2]);
+        a[r][3] = _mm256_fmadd_ps(pv, v3, a[r][3]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(acc + r * hd + d + c * W, a[r][c]);
   }
-  for (; d + W <= hd; d += W) {
-    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d), rs);
-    for (int32_t i = i0; i < i1; ++i) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v + static_cast<int64_t>(i) * hd + d), a);
-    _mm256_storeu_ps(acc + d, a);
+  for (int r = 0; r < R; ++r) {
+    float* ar = acc + r * hd;
+    const float* pr = p + r * kKeyTile;
+    const __m256 rs = _mm256_set1_ps(rescale[r]);
+    int32_t dd = d;
+    for (; dd + W <= hd; dd += W) {
+      __m256 a = _mm256_mul_ps(_mm256_loadu_ps(ar + dd), rs);
+      for (int32_t i = i0; i < i1; ++i) a = _mm256_fmadd_ps(_mm256_set1_ps(pr[i]), _mm256_loadu_ps(v + static_cast<int64_t>(i) * hd + dd), a);
+      _mm256_storeu_ps(ar + dd, a);
+    }
+    for (; dd < hd; ++dd) {
+      float a = ar[dd] * rescale[r];
+      for (int32_t i = i0; i < i1; ++i) a = std::fma(pr[i], v[i * hd + dd], a);
+      ar[dd] = a;
+    }
   }
-  for (; d < hd; ++d) {
-    float a = acc[d] * rescale;
-    for (int32_t i = i0; i < i1; ++i) a = std::fma(p[i], v[i * hd + d], a);
-    acc[d] = a;
-  }
+}
+
+void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
+             int32_t hd) {
+  int32_t r = 0;
+  for (; r + 2 <= nrows; r += 2)
+    acc_f32_rows<2>(acc + static_cast<int64_t>(r) * hd, v, p + r * kKeyTile, rescale + r, i0, i1, hd);
+  for (; r < nrows; ++r)
+    acc_f32_rows<1>(acc + static_cast<int64_t>(r) * hd, v, p + r * kKeyTile, rescale + r, i0, i1, hd);
 }
 
 }  // namespace

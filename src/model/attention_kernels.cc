@@ -93,22 +93,31 @@ void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float
   }
 }
 
-void acc_f16(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd) {
-  for (int32_t d = 0; d < hd; ++d) {
-    float a = acc[d];
-    for (int32_t i = i0; i < i1; ++i) {
-      if (ms[i] != 1.f) a = rnd16(a * ms[i]);
-      a = rnd16(std::fma(v[i * hd + d], w[i], a));
+void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
+             int32_t hd) {
+  for (int32_t r = 0; r < nrows; ++r) {
+    const float* wr = w + r * kKeyTile;
+    const float* mr = ms + r * kKeyTile;
+    for (int32_t d = 0; d < hd; ++d) {
+      float a = acc[r * hd + d];
+      for (int32_t i = i0; i < i1; ++i) {
+        if (mr[i] != 1.f) a = rnd16(a * mr[i]);
+        a = rnd16(std::fma(v[i * hd + d], wr[i], a));
+      }
+      acc[r * hd + d] = a;
     }
-    acc[d] = a;
   }
 }
 
-void acc_f32(float* acc, const float* v, const float* p, int32_t i0, int32_t i1, int32_t hd, float rescale) {
-  for (int32_t d = 0; d < hd; ++d) {
-    float a = acc[d] * rescale;
-    for (int32_t i = i0; i < i1; ++i) a = std::fma(p[i], v[i * hd + d], a);
-    acc[d] = a;
+void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
+             int32_t hd) {
+  for (int32_t r = 0; r < nrows; ++r) {
+    const float* pr = p + r * kKeyTile;
+    for (int32_t d = 0; d < hd; ++d) {
+      float a = acc[r * hd + d] * rescale[r];
+      for (int32_t i = i0; i < i1; ++i) a = std::fma(pr[i], v[i * hd + d], a);
+      acc[r * hd + d] = a;
+    }
   }
 }
 

@@ -59,12 +59,15 @@ struct Kernels {
   float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
   // y[i] = exp_ref(x[i]) for the kKeyTile lanes.
   void (*exp_tile)(const float* x, float* y);
-  // The fp16 output accumulator of ggml's CPU flash attention, keys i0..i1-1 in order:
-  //   if ms[i] != 1: acc[d] = fp16(acc[d] * ms[i]);  acc[d] = fp16(fma(v[i][d], w[i], acc[d])).
+  // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],
+  // w and ms [nrows][kKeyTile]), keys i0..i1-1 in order, per row r and element d:
+  //   if ms[r][i] != 1: acc = fp16(acc * ms[r][i]);  acc = fp16(fma(v[i][d], w[r][i], acc)).
   // (A rescale by exactly 1 is a no-op on fp16-representable values, so the test is exact.)
-  void (*acc_f16)(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd);
-  // acc[d] = acc[d] * rescale + sum over i in [i0, i1) of p[i] * v[i][d] (fma, keys in order).
-  void (*acc_f32)(float* acc, const float* v, const float* p, int32_t i0, int32_t i1, int32_t hd, float rescale);
+  void (*acc_f16)(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
+                  int32_t hd);
+  // acc[r][d] = acc[r][d] * rescale[r] + sum over i in [i0, i1) of p[r][i] * v[i][d] (fma, keys in order).
+  void (*acc_f32)(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0,
+                  int32_t i1, int32_t hd);
 };
 
 const Kernels& scalar_kernels();

@@ -134,30 +134,34 @@ TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   for (int32_t hd : {8, 40, 64, 72, 128}) {
-    auto v = randv(static_cast<size_t>(hd) * kKeyTile, rng);
-    for (float& x : v) x = tensor::round_fp16(x);
-    std::vector<float> w(kKeyTile), ms(kKeyTile);
-    for (int i = 0; i < kKeyTile; ++i) {
-      w[i] = u(rng);
-      ms[i] = i % 3 == 0 ? u(rng) : 1.f;  // some keys raise the running max
-    }
-    auto acc0 = randv(hd, rng);
-    for (float& x : acc0) x = tensor::round_fp16(x);
-    for (auto [i0, i1] : {std::pair{0, kKeyTile}, std::pair{3, 11}, std::pair{5, 6}}) {
-      std::vector<float> want = acc0, want32 = acc0;
-      attn::scalar_kernels().acc_f16(want.data(), v.data(), w.data(), ms.data(), i0, i1, hd);
-      attn::scalar_kernels().acc_f32(want32.data(), v.data(), w.data(), i0, i1, hd, 0.75f);
-      for (const auto* k : tables) {
-        std::vector<float> got = acc0, got32 = acc0;
-        k->acc_f16(got.data(), v.data(), w.data(), ms.data(), i0, i1, hd);
-        k->acc_f32(got32.data(), v.data(), w.data(), i0, i1, hd, 0.75f);
-        for (int32_t d = 0; d < hd; ++d) {
-          ASSERT_TRUE(same_bits(want[d], got[d])) << k->name << " f16 hd " << hd << " d " << d;
-          ASSERT_TRUE(same_bits(want32[d], got32[d])) << k->name << " f32 hd " << hd << " d " << d;
-        }
+    for (int32_t nrows : {1, 2, 3, 7}) {
+      auto v = randv(static_cast<size_t>(hd) * kKeyTile, rng);
+      for (float& x : v) x = tensor::round_fp16(x);
+      std::vector<float> w(static_cast<size_t>(nrows) * kKeyTile), ms(w.size()), rescale(nrows);
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] = u(rng);
+        ms[i] = i % 3 == 0 ? u(rng) : 1.f;  // some keys raise the running max
       }
-      // The fp16 accumulator really is fp16.
-      for (float x : want) EXPECT_TRUE(same_bits(x, tensor::round_fp16(x)));
+      for (float& x : rescale) x = u(rng);
+      auto acc0 = randv(static_cast<size_t>(hd) * nrows, rng);
+      for (float& x : acc0) x = tensor::round_fp16(x);
+      for (auto [i0, i1] : {std::pair{0, kKeyTile}, std::pair{3, 11}, std::pair{5, 6}}) {
+        std::vector<float> want = acc0, want32 = acc0;
+        attn::scalar_kernels().acc_f16(want.data(), nrows, v.data(), w.data(), ms.data(), i0, i1, hd);
+        attn::scalar_kernels().acc_f32(want32.data(), nrows, v.data(), w.data(), rescale.data(), i0, i1, hd);
+        for (const auto* k : tables) {
+          std::vector<float> got = acc0, got32 = acc0;
+          k->acc_f16(got.data(), nrows, v.data(), w.data(), ms.data(), i0, i1, hd);
+          k->acc_f32(got32.data(), nrows, v.data(), w.data(), rescale.data(), i0, i1, hd);
+          for (size_t d = 0; d < got.size(); ++d) {
+            ASSERT_TRUE(same_bits(want[d], got[d])) << k->name << " f16 hd " << hd << " rows " << nrows << " at " << d;
+            ASSERT_TRUE(same_bits(want32[d], got32[d])) << k->name << " f32 hd " << hd << " rows " << nrows << " at " << d;
+          }
+        }
+        // The fp16 accumulator really is fp16, and the keys moved it.
+        for (float x : want) EXPECT_TRUE(same_bits(x, tensor::round_fp16(x)));
+        EXPECT_NE(want, acc0);
+      }
     }
   }
 }
