@@ -9,22 +9,11 @@
 #include "model/attention.h"
 #include "model/attention_kernels.h"
 #include "tensor/fp16.h"
-#include "tensor/matrix.h"
 
 namespace ts::model {
 namespace {
 
 using attn::kKeyTile;
-
-const attn::Kernels& kernels_for_isa() {
-  switch (tensor::active_isa()) {
-    case tensor::Isa::kAmx:
-    case tensor::Isa::kAvx512: return attn::avx512_kernels();
-    case tensor::Isa::kAvx2: return attn::avx2_kernels();
-    case tensor::Isa::kScalar: break;
-  }
-  return attn::scalar_kernels();
-}
 
 void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot,
                const float* x) {
@@ -222,7 +211,7 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   // Largest first, so the long tail of a causal prompt does not land on one thread at the end.
   std::stable_sort(items.begin(), items.end(),
                    [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
-  const TileCtx ctx{kv, layer, p, seqs, first, q, out, kernels_for_isa()};
+  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels()};
   const int64_t n = static_cast<int64_t>(items.size());
   auto work = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) run_item(ctx, items[static_cast<size_t>(i)]);

@@ -60,12 +60,11 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 
 
 // exp_ref on 16 lanes: the double-precision core four lanes at a time, then glibc's special cases.
-void exp_tile(const float* x, float* y) {
+inline __m128 exp4v(__m128 xf) {
   using namespace expf_data;
   const __m256d inv = _mm256_set1_pd(kInvLn2N), shift = _mm256_set1_pd(kShift);
   const long long* tab = reinterpret_cast<const long long*>(kTab);
-  for (int g = 0; g < kKeyTile; g += 4) {
-    const __m128 xf = _mm_loadu_ps(x + g);
+  {
     const __m256d xd = _mm256_cvtps_pd(xf);
     const __m256d kds = _mm256_fmadd_pd(inv, xd, shift);
     const __m256i ki = _mm256_castpd_si256(kds);
@@ -86,8 +85,23 @@ void exp_tile(const float* x, float* y) {
     res = _mm_blendv_ps(res, _mm_set1_ps(0x1p-149f), may);
     res = _mm_blendv_ps(res, _mm_set1_ps(INFINITY), over);
     res = _mm_blendv_ps(res, _mm_add_ps(xf, xf), nan);
-    _mm_storeu_ps(y + g, res);
+    return res;
   }
+}
+
+void exp_tile(const float* x, float* y) {
+  for (int g = 0; g < kKeyTile; g += 4) _mm_storeu_ps(y + g, exp4v(_mm_loadu_ps(x + g)));
+}
+
+void swiglu(float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  const __m128 one = _mm_set1_ps(1.f);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 g = _mm_loadu_ps(a + i);
+    const __m128 e = exp4v(_mm_sub_ps(_mm_setzero_ps(), g));
+    _mm_storeu_ps(a + i, _mm_mul_ps(_mm_div_ps(g, _mm_add_ps(one, e)), _mm_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
 void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
@@ -249,7 +263,8 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 
 const Kernels& avx2_kernels() {
   static const Kernels k{.name = "avx2", .scores_ggml = scores_ggml, .online_f16 = online_f16,
-                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }
 

@@ -62,9 +62,8 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 
 
 // exp_ref on 16 lanes: the double-precision core on two halves of 8, then glibc's special cases.
-void exp_tile(const float* x, float* y) {
+inline __m512 exp16v(__m512 xf) {
   using namespace expf_data;
-  const __m512 xf = _mm512_loadu_ps(x);
   const __m512d inv = _mm512_set1_pd(kInvLn2N), shift = _mm512_set1_pd(kShift);
   __m256 halves[2];
   for (int h = 0; h < 2; ++h) {
@@ -90,7 +89,20 @@ void exp_tile(const float* x, float* y) {
   res = _mm512_mask_mov_ps(res, may, _mm512_set1_ps(0x1p-149f));
   res = _mm512_mask_mov_ps(res, over, _mm512_set1_ps(INFINITY));
   res = _mm512_mask_mov_ps(res, nan, _mm512_add_ps(xf, xf));
-  _mm512_storeu_ps(y, res);
+  return res;
+}
+
+void exp_tile(const float* x, float* y) { _mm512_storeu_ps(y, exp16v(_mm512_loadu_ps(x))); }
+
+void swiglu(float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(a + i);
+    const __m512 e = exp16v(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_storeu_ps(a + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
 void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
@@ -252,7 +264,8 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 
 const Kernels& avx512_kernels() {
   static const Kernels k{.name = "avx512", .scores_ggml = scores_ggml, .online_f16 = online_f16,
-                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/attention_kernels.h"
+#include "tensor/matrix.h"
 
 namespace ts::model::attn {
 
@@ -37,6 +38,10 @@ namespace {
 
 void exp_tile(const float* x, float* y) {
   for (int32_t i = 0; i < kKeyTile; ++i) y[i] = exp_ref(x[i]);
+}
+
+void swiglu(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
 void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
@@ -125,8 +130,19 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 
 const Kernels& scalar_kernels() {
   static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
-                         .online_f32 = online_f32, .exp_tile = exp_tile, .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+                         .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
+}
+
+const Kernels& active_kernels() {
+  switch (tensor::active_isa()) {
+    case tensor::Isa::kAmx:
+    case tensor::Isa::kAvx512: return avx512_kernels();
+    case tensor::Isa::kAvx2: return avx2_kernels();
+    case tensor::Isa::kScalar: break;
+  }
+  return scalar_kernels();
 }
 
 }  // namespace ts::model::attn

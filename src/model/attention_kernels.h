@@ -1,4 +1,4 @@
-// Inner kernels of the tiled attention (attention.cc), one table per ISA (scalar reference,
+// Inner kernels of the tiled attention (attention.cc) and the exp-based element-wise op, one table per ISA (scalar reference,
 // AVX2 + FMA + F16C, AVX-512). Internal to src/model; pure functions over raw float buffers.
 //
 // A key tile holds kKeyTile consecutive positions of one KV head, converted once from the
@@ -59,6 +59,9 @@ struct Kernels {
   float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
   // y[i] = exp_ref(x[i]) for the kKeyTile lanes.
   void (*exp_tile)(const float* x, float* y);
+  // SwiGLU, a[i] = a[i] / (1 + exp_ref(-a[i])) * b[i] (ops.h swiglu's arithmetic; lives here for
+  // the vector exp).
+  void (*swiglu)(float* a, const float* b, int64_t n);
   // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],
   // w and ms [nrows][kKeyTile]), keys i0..i1-1 in order, per row r and element d:
   //   if ms[r][i] != 1: acc = fp16(acc * ms[r][i]);  acc = fp16(fma(v[i][d], w[r][i], acc)).
@@ -73,5 +76,7 @@ struct Kernels {
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();    // requires AVX2 + FMA + F16C
 const Kernels& avx512_kernels();  // requires AVX-512 F
+// The table for tensor::active_isa() (AVX-512 for the avx512/amx tiers, AVX2, else scalar).
+const Kernels& active_kernels();
 
 }  // namespace ts::model::attn
