@@ -42,8 +42,8 @@ void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t h
 }
 
 // One token's head vector of the cache, as floats (exact for F32/F16; q8_0: scale * int8).
-inline void read_vec(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot,
-                     float* out) {
+inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block,
+                     int32_t head, int32_t slot, float* out) {
   const int32_t hd = kv.head_dim();
   const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, slot);
   switch (kv.type()) {
@@ -51,8 +51,7 @@ inline void read_vec(const KvStorage& kv, int32_t layer, bool is_v, int32_t bloc
       std::memcpy(out, src, sizeof(float) * hd);
       break;
     case KvType::kF16: {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-      for (int32_t i = 0; i < hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
+      k.cvt_f16(reinterpret_cast<const uint16_t*>(src), out, hd);
       break;
     }
     case KvType::kQ8_0: {
@@ -87,10 +86,10 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   const int64_t QD = int64_t{c.p.n_head} * hd;
 
   // Per-thread tile buffers: queries, accumulators [nh][hd]; K^T [hd][16]; V [16][hd];
-  // running max / sum [nh]; per-tile scores [16], weights and rescales [group][16] and [group].
+  // running max / sum [nh]; per-tile scores, weights and rescales [group][16] and [group].
   thread_local std::vector<float> buf;
   const size_t need = 2 * static_cast<size_t>(nh) * hd + 2 * static_cast<size_t>(kKeyTile) * hd + 2 * nh +
-                      kKeyTile + 2 * static_cast<size_t>(group) * kKeyTile + group;
+                      3 * static_cast<size_t>(group) * kKeyTile + group;
   if (buf.size() < need) buf.resize(need);
   float* qs = buf.data();
   float* acc = qs + static_cast<size_t>(nh) * hd;
@@ -99,7 +98,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   float* mrun = vt + static_cast<size_t>(kKeyTile) * hd;
   float* srun = mrun + nh;
   float* sc = srun + nh;
-  float* wt = sc + kKeyTile;                              // [group][kKeyTile]
+  float* wt = sc + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
   float* ms = wt + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
   float* rescale = ms + static_cast<size_t>(group) * kKeyTile;
 
@@ -127,9 +126,9 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     for (int32_t i = 0; i < n; ++i) {
       const int32_t pos = k0 + i;
       const int32_t block = s.block_table[pos / bs], slot = pos % bs;
-      read_vec(c.kv, c.layer, false, block, it.kv_head, slot, kbuf.data());
+      read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
       for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];
-      read_vec(c.kv, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
+      read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
     }
     if (n < kKeyTile)
       for (int32_t d = 0; d < hd; ++d)
@@ -141,19 +140,16 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       const int32_t i0 = std::max(0, lo - k0), i1 = std::min(n, ctx - k0);
       if (i0 >= i1) continue;
       // Scores and softmax weights for the group's heads, then one accumulate over them all.
-      for (int32_t g = 0; g < group; ++g) {
-        const int32_t r = j * group + g;
-        c.k.scores_ggml(qs + static_cast<size_t>(r) * hd, kt, hd, c.p.scale, sc);
-        if (golden) {
-          c.k.online_f16(sc, i0, i1, &mrun[r], &srun[r], wt + g * kKeyTile, ms + g * kKeyTile);
-        } else {
-          rescale[g] = c.k.online_f32(sc, i0, i1, &mrun[r], &srun[r], wt + g * kKeyTile);
-        }
-      }
+      const int32_t r0 = j * group;
+      for (int32_t g = 0; g < group; ++g)
+        c.k.scores_ggml(qs + static_cast<size_t>(r0 + g) * hd, kt, hd, c.p.scale, sc + g * kKeyTile);
       float* a = acc + static_cast<size_t>(j) * group * hd;
       if (golden) {
+        c.k.online_f16(sc, group, i0, i1, mrun + r0, srun + r0, wt, ms);
         c.k.acc_f16(a, group, vt, wt, ms, i0, i1, hd);
       } else {
+        for (int32_t g = 0; g < group; ++g)
+          rescale[g] = c.k.online_f32(sc + g * kKeyTile, i0, i1, &mrun[r0 + g], &srun[r0 + g], wt + g * kKeyTile);
         c.k.acc_f32(a, group, vt, wt, rescale, i0, i1, hd);
       }
     }

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "model/attention_kernels.h"
@@ -24,6 +25,7 @@ inline __m256 r16(__m256 x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+inline __m128i load_halves(const uint16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m128 high_half(__m256 x) { return _mm256_extractf128_ps(x, 1); }
 inline __m256 combine(__m128 lo, __m128 hi) { return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1); }
 
@@ -104,28 +106,42 @@ void swiglu(float* a, const float* b, int64_t n) {
   for (; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
-void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
-  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
-  bool resc[kKeyTile];
-  float m = *m_io;
-  for (int32_t i = i0; i < i1; ++i) {
-    resc[i] = sc[i] > m;
-    if (resc[i]) {
-      args[i] = m - sc[i];
-      m = sc[i];
-    } else {
-      args[i] = sc[i] - m;
+void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                float* ms) {
+  constexpr int kRows = 16;  // rows per pass (stack buffers)
+  alignas(64) float args[kRows][kKeyTile], e[kRows][kKeyTile];
+  bool resc[kRows][kKeyTile];
+  for (int32_t r0 = 0; r0 < nrows; r0 += kRows) {
+    const int32_t nr = std::min<int32_t>(kRows, nrows - r0);
+    for (int32_t r = 0; r < nr; ++r) {
+      const float* scr = sc + (r0 + r) * kKeyTile;
+      float m = m_io[r0 + r];
+      for (int32_t i = 0; i < kKeyTile; ++i) args[r][i] = 0.f;
+      for (int32_t i = i0; i < i1; ++i) {
+        resc[r][i] = scr[i] > m;
+        if (resc[r][i]) {
+          args[r][i] = m - scr[i];
+          m = scr[i];
+        } else {
+          args[r][i] = scr[i] - m;
+        }
+      }
+      m_io[r0 + r] = m;
+      exp_tile(args[r], e[r]);
     }
+    float s[kRows];
+    for (int32_t r = 0; r < nr; ++r) s[r] = s_io[r0 + r];
+    // Keys outer, rows inner: the rows' sum chains run side by side.
+    for (int32_t i = i0; i < i1; ++i)
+      for (int32_t r = 0; r < nr; ++r) {
+        float* wr = w + (r0 + r) * kKeyTile;
+        float* mr = ms + (r0 + r) * kKeyTile;
+        mr[i] = resc[r][i] ? e[r][i] : 1.f;
+        wr[i] = resc[r][i] ? 1.f : e[r][i];
+        s[r] = std::fma(s[r], mr[i], wr[i]);
+      }
+    for (int32_t r = 0; r < nr; ++r) s_io[r0 + r] = s[r];
   }
-  exp_tile(args, e);
-  float s = *s_io;
-  for (int32_t i = i0; i < i1; ++i) {
-    ms[i] = resc[i] ? e[i] : 1.f;
-    w[i] = resc[i] ? 1.f : e[i];
-    s = std::fma(s, ms[i], w[i]);
-  }
-  *m_io = m;
-  *s_io = s;
 }
 
 float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
@@ -143,6 +159,12 @@ float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_
   *m_io = m;
   *s_io = s;
   return rescale;
+}
+
+void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
+  int32_t i = 0;
+  for (; i + W <= n; i += W) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(load_halves(src + i)));
+  for (; i < n; ++i) dst[i] = static_cast<float>(std::bit_cast<_Float16>(src[i]));
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
@@ -264,6 +286,7 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 const Kernels& avx2_kernels() {
   static const Kernels k{.name = "avx2", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
+                         .cvt_f16 = cvt_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

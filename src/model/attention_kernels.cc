@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/attention_kernels.h"
+#include "tensor/fp16.h"
 #include "tensor/matrix.h"
 
 namespace ts::model::attn {
@@ -40,25 +41,35 @@ void exp_tile(const float* x, float* y) {
   for (int32_t i = 0; i < kKeyTile; ++i) y[i] = exp_ref(x[i]);
 }
 
+void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp16_to_fp32(src[i]);
+}
+
 void swiglu(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
-void online_f16(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w, float* ms) {
-  float m = *m_io, s = *s_io;
-  for (int32_t i = i0; i < i1; ++i) {
-    if (sc[i] > m) {
-      ms[i] = exp_ref(m - sc[i]);
-      w[i] = 1.f;
-      m = sc[i];
-    } else {
-      ms[i] = 1.f;
-      w[i] = exp_ref(sc[i] - m);
+void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                float* ms) {
+  for (int32_t r = 0; r < nrows; ++r) {
+    const float* scr = sc + r * kKeyTile;
+    float* wr = w + r * kKeyTile;
+    float* mr = ms + r * kKeyTile;
+    float m = m_io[r], s = s_io[r];
+    for (int32_t i = i0; i < i1; ++i) {
+      if (scr[i] > m) {
+        mr[i] = exp_ref(m - scr[i]);
+        wr[i] = 1.f;
+        m = scr[i];
+      } else {
+        mr[i] = 1.f;
+        wr[i] = exp_ref(scr[i] - m);
+      }
+      s = std::fma(s, mr[i], wr[i]);
     }
-    s = std::fma(s, ms[i], w[i]);
+    m_io[r] = m;
+    s_io[r] = s;
   }
-  *m_io = m;
-  *s_io = s;
 }
 
 float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
@@ -131,6 +142,7 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 const Kernels& scalar_kernels() {
   static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
+                         .cvt_f16 = cvt_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

@@ -50,10 +50,11 @@ struct Kernels {
   // t[l] = r[l] + r[l + 4]; result (t0 + t1) + (t2 + t3); a tail past the last multiple of 32
   // is added in double. Used for every KV type (its 32 independent sums vectorize well).
   void (*scores_ggml)(const float* q, const float* kt, int32_t hd, float scale, float* out);
-  // One row's online-softmax step over keys i0..i1-1 with ggml's one-key-a-step rule:
+  // Online-softmax step of `nrows` rows (sc, w, ms: [nrows][kKeyTile]; m, s: [nrows], the rows'
+  // running max and sum, updated in place) over keys i0..i1-1 with ggml's one-key-a-step rule:
   //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);
-  //   s = fma(s, ms[i], w[i]).   (m, s: the row's running max and sum, updated in place.)
-  void (*online_f16)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
+  //   s = fma(s, ms[i], w[i]).
+  void (*online_f16)(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
   // One row's online-softmax step per tile: m' = max(m, sc[i0..i1)), w[i] = exp(sc[i] - m'),
   // s = s * exp(m - m') + w[i0] + ... + w[i1-1] (in key order); returns exp(m - m') and sets m = m'.
   float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
@@ -62,6 +63,8 @@ struct Kernels {
   // SwiGLU, a[i] = a[i] / (1 + exp_ref(-a[i])) * b[i] (ops.h swiglu's arithmetic; lives here for
   // the vector exp).
   void (*swiglu)(float* a, const float* b, int64_t n);
+  // dst[i] = float(fp16 src[i]) (exact), for loading F16 K/V tiles.
+  void (*cvt_f16)(const uint16_t* src, float* dst, int32_t n);
   // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],
   // w and ms [nrows][kKeyTile]), keys i0..i1-1 in order, per row r and element d:
   //   if ms[r][i] != 1: acc = fp16(acc * ms[r][i]);  acc = fp16(fma(v[i][d], w[r][i], acc)).

@@ -82,19 +82,29 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
   std::mt19937 rng(5);
   for (const auto* k : simd_tables()) {
     for (int rep = 0; rep < 50; ++rep) {
-      auto sc = randv(kKeyTile, rng, 3.f);
+      const int32_t nrows = 1 + rep % 19;  // up to past the 16-row pass of the SIMD tables
+      auto sc = randv(static_cast<size_t>(nrows) * kKeyTile, rng, 3.f);
       const int32_t i0 = rep % 5, i1 = kKeyTile - rep % 3;
-      float m0 = rep == 0 ? -INFINITY : 1.f, s0 = rep == 0 ? 0.f : 2.5f;
-      float w1[kKeyTile], ms1[kKeyTile], w2[kKeyTile], ms2[kKeyTile];
-      float ma = m0, sa = s0, mb = m0, sb = s0;
-      attn::scalar_kernels().online_f16(sc.data(), i0, i1, &ma, &sa, w1, ms1);
-      k->online_f16(sc.data(), i0, i1, &mb, &sb, w2, ms2);
-      ASSERT_TRUE(same_bits(ma, mb) && same_bits(sa, sb)) << k->name;
-      for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i]) && same_bits(ms1[i], ms2[i])) << k->name;
-      ma = m0, sa = s0, mb = m0, sb = s0;
-      const float ra = attn::scalar_kernels().online_f32(sc.data(), i0, i1, &ma, &sa, w1);
-      const float rb = k->online_f32(sc.data(), i0, i1, &mb, &sb, w2);
-      ASSERT_TRUE(same_bits(ra, rb) && same_bits(ma, mb) && same_bits(sa, sb)) << k->name;
+      std::vector<float> m0(nrows), s0(nrows);
+      for (int32_t r = 0; r < nrows; ++r) {
+        m0[r] = (rep + r) % 4 == 0 ? -INFINITY : 1.f;
+        s0[r] = m0[r] == -INFINITY ? 0.f : 2.5f;
+      }
+      std::vector<float> w1(sc.size()), ms1(sc.size()), w2(sc.size()), ms2(sc.size());
+      std::vector<float> ma = m0, sa = s0, mb = m0, sb = s0;
+      attn::scalar_kernels().online_f16(sc.data(), nrows, i0, i1, ma.data(), sa.data(), w1.data(), ms1.data());
+      k->online_f16(sc.data(), nrows, i0, i1, mb.data(), sb.data(), w2.data(), ms2.data());
+      for (int32_t r = 0; r < nrows; ++r) {
+        ASSERT_TRUE(same_bits(ma[r], mb[r]) && same_bits(sa[r], sb[r])) << k->name << " row " << r;
+        for (int32_t i = i0; i < i1; ++i)
+          ASSERT_TRUE(same_bits(w1[r * kKeyTile + i], w2[r * kKeyTile + i]) &&
+                      same_bits(ms1[r * kKeyTile + i], ms2[r * kKeyTile + i]))
+              << k->name;
+      }
+      float fa = m0[0], ga = s0[0], fb = m0[0], gb = s0[0];
+      const float ra = attn::scalar_kernels().online_f32(sc.data(), i0, i1, &fa, &ga, w1.data());
+      const float rb = k->online_f32(sc.data(), i0, i1, &fb, &gb, w2.data());
+      ASSERT_TRUE(same_bits(ra, rb) && same_bits(fa, fb) && same_bits(ga, gb)) << k->name;
       for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i])) << k->name;
     }
   }
