@@ -74,7 +74,13 @@ struct TileCtx {
   const float* q;
   float* out;
   const attn::Kernels& k;
+  float* partials;
 };
+
+// Floats one partial slot takes for a tile of nq queries.
+inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
+  return static_cast<size_t>(nq) * group * (2 + static_cast<size_t>(hd));
+}
 
 // Runs one item: queries [q_begin, q_end) of one sequence, one KV head, all `group` query heads.
 void run_item(const TileCtx& c, const AttentionItem& it) {
@@ -115,13 +121,15 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   std::fill(mrun, mrun + nh, -INFINITY);
   std::fill(srun, srun + nh, 0.f);
 
-  // Key range of the item: from the first query's window start to the last query (causal).
-  const int32_t ctx_first = s.start_pos + it.q_begin + 1, ctx_last = s.start_pos + it.q_end;
+  // Key range of the item: its chunk, from the first query's window start to the last query
+  // (causal); k_begin is a multiple of the key tile.
+  const int32_t ctx_first = s.start_pos + it.q_begin + 1;
   const int32_t lo_first = c.p.window > 0 ? std::max(0, ctx_first - c.p.window) : 0;
+  const int32_t k_end = it.k_end;
   thread_local std::vector<float> kbuf;
   if (kbuf.size() < static_cast<size_t>(hd)) kbuf.resize(hd);
-  for (int32_t k0 = lo_first / kKeyTile * kKeyTile; k0 < ctx_last; k0 += kKeyTile) {
-    const int32_t n = std::min(kKeyTile, ctx_last - k0);
+  for (int32_t k0 = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile); k0 < k_end; k0 += kKeyTile) {
+    const int32_t n = std::min(kKeyTile, k_end - k0);
     // Convert the tile once: K transposed, V row-major; empty lanes zeroed.
     for (int32_t i = 0; i < n; ++i) {
       const int32_t pos = k0 + i;
@@ -154,6 +162,14 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       }
     }
   }
+  if (it.partial >= 0) {
+    // One chunk of several: keep the unnormalized state for the merge.
+    float* slot = c.partials + static_cast<size_t>(it.partial);
+    std::memcpy(slot, mrun, sizeof(float) * nh);
+    std::memcpy(slot + nh, srun, sizeof(float) * nh);
+    std::memcpy(slot + 2 * nh, acc, sizeof(float) * nh * hd);
+    return;
+  }
   for (int32_t j = 0; j < nq; ++j) {
     float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
     for (int32_t g = 0; g < group; ++g) {
@@ -162,6 +178,35 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       const float* a = acc + static_cast<size_t>(r) * hd;
       for (int32_t d = 0; d < hd; ++d) o[g * hd + d] = a[d] * inv;
     }
+  }
+}
+
+// Merges one query tile's chunk partials, in chunk order, and writes its outputs.
+void run_merge(const TileCtx& c, const AttentionMerge& mg) {
+  const int32_t hd = c.p.head_dim, group = c.p.n_head / c.p.n_head_kv;
+  const int32_t nq = mg.q_end - mg.q_begin, nh = nq * group;
+  const int64_t QD = int64_t{c.p.n_head} * hd;
+  const size_t stride = partial_floats(nq, group, hd);
+  const float* base = c.partials + static_cast<size_t>(mg.first_partial);
+  thread_local std::vector<float> accm;
+  if (accm.size() < static_cast<size_t>(hd)) accm.resize(hd);
+  for (int32_t r = 0; r < nh; ++r) {
+    float m = -INFINITY;
+    for (int32_t pi = 0; pi < mg.num_parts; ++pi) m = std::max(m, base[pi * stride + r]);
+    float sum = 0.f;
+    std::fill(accm.begin(), accm.begin() + hd, 0.f);
+    for (int32_t pi = 0; pi < mg.num_parts; ++pi) {
+      const float* part = base + pi * stride;
+      const float e = attn::exp_ref(part[r] - m);  // exp(-inf) = 0: a chunk with no keys for this query
+      sum += part[nh + r] * e;
+      const float* a = part + 2 * nh + static_cast<size_t>(r) * hd;
+      for (int32_t d = 0; d < hd; ++d) accm[d] += a[d] * e;
+    }
+    const float inv = sum > 0 ? 1.f / sum : 0.f;
+    const int32_t j = r / group, g = r % group;
+    float* o = c.out + (c.first[static_cast<size_t>(mg.seq)] + mg.q_begin + j) * QD +
+               (int64_t{mg.kv_head} * group + g) * hd;
+    for (int32_t d = 0; d < hd; ++d) o[d] = accm[d] * inv;
   }
 }
 
@@ -189,34 +234,57 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   std::vector<int64_t>& first = scratch.first;
   if (first.size() < seqs.size()) first.resize(seqs.size());
   std::vector<AttentionItem>& items = scratch.items;
+  std::vector<AttentionMerge>& merges = scratch.merges;
   items.clear();
-  int64_t t = 0;
+  merges.clear();
+  const int32_t group = p.n_head / p.n_head_kv;
+  int64_t t = 0, partial_end = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
     const SeqSlice& s = seqs[si];
     first[si] = t;
     t += s.num_tokens;
     for (int32_t q0 = 0; q0 < s.num_tokens; q0 += kQueryTile) {
       const int32_t q1 = std::min(s.num_tokens, q0 + kQueryTile);
-      const int64_t ctx_last = s.start_pos + q1;
-      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, s.start_pos + q0 + 1 - p.window) : 0;
-      for (int32_t h = 0; h < p.n_head_kv; ++h)
-        items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
-                         .cost = (q1 - q0) * (ctx_last - lo)});
+      const int32_t ctx_last = s.start_pos + q1;
+      const int32_t lo = p.window > 0 ? std::max(0, s.start_pos + q0 + 1 - p.window) : 0;
+      const int32_t c0 = lo / kKvChunk, c1 = (ctx_last - 1) / kKvChunk;  // chunks this tile reads
+      for (int32_t h = 0; h < p.n_head_kv; ++h) {
+        if (c0 == c1) {
+          items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                           .k_begin = 0, .k_end = ctx_last, .cost = int64_t{q1 - q0} * (ctx_last - lo)});
+          continue;
+        }
+        merges.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                          .first_partial = partial_end, .num_parts = c1 - c0 + 1});
+        for (int32_t ch = c0; ch <= c1; ++ch) {
+          const int32_t kb = ch * kKvChunk, ke = std::min(ctx_last, kb + kKvChunk);
+          items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                           .k_begin = kb, .k_end = ke, .partial = partial_end,
+                           .cost = int64_t{q1 - q0} * (ke - std::max(kb, lo))});
+          partial_end += static_cast<int64_t>(partial_floats(q1 - q0, group, p.head_dim));
+        }
+      }
     }
   }
+  if (static_cast<int64_t>(scratch.partials.size()) < partial_end) scratch.partials.resize(partial_end);
   // Largest first, so the long tail of a causal prompt does not land on one thread at the end.
   std::stable_sort(items.begin(), items.end(),
                    [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
-  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels()};
-  const int64_t n = static_cast<int64_t>(items.size());
+  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels(), scratch.partials.data()};
+  const int64_t n = static_cast<int64_t>(items.size()), nm = static_cast<int64_t>(merges.size());
   auto work = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) run_item(ctx, items[static_cast<size_t>(i)]);
   };
-  if (!pool || pool->num_threads() == 1 || n == 1) {
+  auto merge = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) run_merge(ctx, merges[static_cast<size_t>(i)]);
+  };
+  if (!pool || pool->num_threads() == 1) {
     work(0, n);
+    merge(0, nm);
     return;
   }
   pool->parallel_chunks(n, 1, work);
+  if (nm > 0) pool->parallel_chunks(nm, 1, merge);
 }
 
 }  // namespace ts::model
