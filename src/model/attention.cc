@@ -15,8 +15,8 @@ namespace {
 
 using attn::kKeyTile;
 
-void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot,
-               const float* x) {
+void store_vec(KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block, int32_t head,
+               int32_t slot, const float* x) {
   const int32_t hd = kv.head_dim();
   uint8_t* dst = kv.elem_ptr(layer, is_v, block, head, slot);
   switch (kv.type()) {
@@ -24,8 +24,7 @@ void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t h
       std::memcpy(dst, x, sizeof(float) * hd);
       break;
     case KvType::kF16: {
-      uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-      for (int32_t i = 0; i < hd; ++i) h[i] = tensor::fp32_to_fp16(x[i]);
+      k.cvt_to_f16(x, reinterpret_cast<uint16_t*>(dst), hd);
       break;
     }
     case KvType::kQ8_0: {
@@ -215,14 +214,15 @@ void run_merge(const TileCtx& c, const AttentionMerge& mg) {
 void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,
               const float* v) {
   const int32_t hd = kv.head_dim(), nkv = kv.n_head_kv(), bs = kv.block_size();
+  const attn::Kernels& kern = attn::active_kernels();
   int64_t t = 0;
   for (const SeqSlice& s : seqs) {
     for (int32_t j = 0; j < s.num_tokens; ++j, ++t) {
       const int32_t pos = s.start_pos + j;
       const int32_t block = s.block_table[pos / bs], slot = pos % bs;
       for (int32_t h = 0; h < nkv; ++h) {
-        store_vec(kv, layer, false, block, h, slot, k + (t * nkv + h) * hd);
-        store_vec(kv, layer, true, block, h, slot, v + (t * nkv + h) * hd);
+        store_vec(kv, kern, layer, false, block, h, slot, k + (t * nkv + h) * hd);
+        store_vec(kv, kern, layer, true, block, h, slot, v + (t * nkv + h) * hd);
       }
     }
   }

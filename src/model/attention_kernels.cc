@@ -45,6 +45,10 @@ void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp16_to_fp32(src[i]);
 }
 
+void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp32_to_fp16(src[i]);
+}
+
 void swiglu(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
@@ -142,7 +146,7 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 const Kernels& scalar_kernels() {
   static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
-                         .cvt_f16 = cvt_f16,
+                         .cvt_f16 = cvt_f16, .cvt_to_f16 = cvt_to_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

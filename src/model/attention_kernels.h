@@ -65,6 +65,8 @@ struct Kernels {
   void (*swiglu)(float* a, const float* b, int64_t n);
   // dst[i] = float(fp16 src[i]) (exact), for loading F16 K/V tiles.
   void (*cvt_f16)(const uint16_t* src, float* dst, int32_t n);
+  // dst[i] = fp16(src[i]), round to nearest even (F16 K/V stores).
+  void (*cvt_to_f16)(const float* src, uint16_t* dst, int32_t n);
   // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],
   // w and ms [nrows][kKeyTile]), keys i0..i1-1 in order, per row r and element d:
   //   if ms[r][i] != 1: acc = fp16(acc * ms[r][i]);  acc = fp16(fma(v[i][d], w[r][i], acc)).

@@ -110,6 +110,25 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
   }
 }
 
+TEST(AttentionKernels, Fp16ConversionsMatchScalar) {
+  std::mt19937 rng(13);
+  auto x = randv(203, rng, 3000.f);  // includes values past fp16's range (inf) and tiny ones
+  x[0] = 1e-7f;
+  x[1] = -6e-8f;
+  x[2] = 70000.f;
+  std::vector<uint16_t> want(x.size()), got(x.size());
+  attn::scalar_kernels().cvt_to_f16(x.data(), want.data(), static_cast<int32_t>(x.size()));
+  std::vector<float> back(x.size()), back2(x.size());
+  attn::scalar_kernels().cvt_f16(want.data(), back.data(), static_cast<int32_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_TRUE(same_bits(back[i], tensor::round_fp16(x[i]))) << i;
+  for (const auto* k : simd_tables()) {
+    k->cvt_to_f16(x.data(), got.data(), static_cast<int32_t>(x.size()));
+    ASSERT_EQ(got, want) << k->name;
+    k->cvt_f16(want.data(), back2.data(), static_cast<int32_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_TRUE(same_bits(back[i], back2[i])) << k->name << " " << i;
+  }
+}
+
 TEST(AttentionKernels, ScoresMatchScalarBitForBit) {
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
