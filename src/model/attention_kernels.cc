@@ -9,9 +9,18 @@
 #include "tensor/fp16.h"
 #include "tensor/matrix.h"
 
+// The reference kernels are plain C++; cloned for x86-64-v4 / v3 / baseline so the scalar tier
+// runs at compiler-vectorized speed with hardware fp16 conversions and FMA where the CPU has
+// them (the arithmetic is the same in every clone: explicit fma calls, no contraction).
+#if defined(__GNUC__) && !defined(__clang__)
+#define TS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TS_CLONES
+#endif
+
 namespace ts::model::attn {
 
-float exp_ref(float x) {
+TS_CLONES float exp_ref(float x) {
   using namespace expf_data;
   const uint32_t ix = std::bit_cast<uint32_t>(x);
   const uint32_t abstop = (ix >> 20) & 0x7ff;
@@ -37,23 +46,23 @@ float exp_ref(float x) {
 
 namespace {
 
-void exp_tile(const float* x, float* y) {
+TS_CLONES void exp_tile(const float* x, float* y) {
   for (int32_t i = 0; i < kKeyTile; ++i) y[i] = exp_ref(x[i]);
 }
 
-void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
+TS_CLONES void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp16_to_fp32(src[i]);
 }
 
-void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
+TS_CLONES void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp32_to_fp16(src[i]);
 }
 
-void swiglu(float* a, const float* b, int64_t n) {
+TS_CLONES void swiglu(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
 }
 
-void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+TS_CLONES void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
   for (int32_t r = 0; r < nrows; ++r) {
     const float* scr = sc + r * kKeyTile;
@@ -76,7 +85,7 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
   }
 }
 
-float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
+TS_CLONES float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
   float m = *m_io;
   for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
   const float rescale = exp_ref(*m_io - m);  // exp(-inf) = 0 on the first tile
@@ -93,50 +102,54 @@ float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_
 // x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).
 inline float rnd16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
-void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+// Loops are ordered so the compiler can vectorize across keys (scores) or head_dim (the
+// accumulators) without changing any element's sequence of operations.
+TS_CLONES void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int K = kKeyTile;
   const int32_t np = hd & ~31;
-  for (int32_t i = 0; i < kKeyTile; ++i) {
-    float sum[4][8] = {};
-    for (int32_t c = 0; c < np; c += 32)
-      for (int j = 0; j < 4; ++j)
-        for (int l = 0; l < 8; ++l) {
-          const int32_t d = c + 8 * j + l;
-          sum[j][l] = std::fma(q[d], kt[d * kKeyTile + i], sum[j][l]);
-        }
-    float r[8];
-    for (int l = 0; l < 8; ++l) r[l] = (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]);
+  float sum[4][8][K] = {};
+  for (int32_t c = 0; c < np; c += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) {
+        const int32_t d = c + 8 * j + l;
+        for (int i = 0; i < K; ++i) sum[j][l][i] = std::fma(q[d], kt[d * K + i], sum[j][l][i]);
+      }
+  float r[8][K];
+  for (int l = 0; l < 8; ++l)
+    for (int i = 0; i < K; ++i) r[l][i] = (sum[0][l][i] + sum[2][l][i]) + (sum[1][l][i] + sum[3][l][i]);
+  for (int i = 0; i < K; ++i) {
     float t[4];
-    for (int l = 0; l < 4; ++l) t[l] = r[l] + r[l + 4];
+    for (int l = 0; l < 4; ++l) t[l] = r[l][i] + r[l + 4][i];
     double acc = (t[0] + t[1]) + (t[2] + t[3]);
-    for (int32_t d = np; d < hd; ++d) acc += static_cast<double>(q[d] * kt[d * kKeyTile + i]);
+    for (int32_t d = np; d < hd; ++d) acc += static_cast<double>(q[d] * kt[d * K + i]);
     out[i] = static_cast<float>(acc) * scale;
   }
 }
 
-void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
-             int32_t hd) {
+TS_CLONES void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0,
+                       int32_t i1, int32_t hd) {
   for (int32_t r = 0; r < nrows; ++r) {
+    float* a = acc + r * hd;
     const float* wr = w + r * kKeyTile;
     const float* mr = ms + r * kKeyTile;
-    for (int32_t d = 0; d < hd; ++d) {
-      float a = acc[r * hd + d];
-      for (int32_t i = i0; i < i1; ++i) {
-        if (mr[i] != 1.f) a = rnd16(a * mr[i]);
-        a = rnd16(std::fma(v[i * hd + d], wr[i], a));
-      }
-      acc[r * hd + d] = a;
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* vi = v + i * hd;
+      if (mr[i] != 1.f)
+        for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(a[d] * mr[i]);
+      for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(std::fma(vi[d], wr[i], a[d]));
     }
   }
 }
 
-void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
-             int32_t hd) {
+TS_CLONES void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0,
+                       int32_t i1, int32_t hd) {
   for (int32_t r = 0; r < nrows; ++r) {
+    float* a = acc + r * hd;
     const float* pr = p + r * kKeyTile;
-    for (int32_t d = 0; d < hd; ++d) {
-      float a = acc[r * hd + d] * rescale[r];
-      for (int32_t i = i0; i < i1; ++i) a = std::fma(pr[i], v[i * hd + d], a);
-      acc[r * hd + d] = a;
+    for (int32_t d = 0; d < hd; ++d) a[d] *= rescale[r];
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* vi = v + i * hd;
+      for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(pr[i], vi[d], a[d]);
     }
   }
 }
