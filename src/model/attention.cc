@@ -15,16 +15,31 @@ namespace {
 
 using attn::kKeyTile;
 
+// Element offset of (token slot, dimension d) in a page (kv_storage.h: K pages transposed).
+inline size_t page_offset(const KvStorage& kv, bool is_v, int32_t slot, int32_t d) {
+  return is_v ? static_cast<size_t>(slot) * kv.head_dim() + d : static_cast<size_t>(d) * kv.block_size() + slot;
+}
+
 void store_vec(KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block, int32_t head,
                int32_t slot, const float* x) {
   const int32_t hd = kv.head_dim();
-  uint8_t* dst = kv.elem_ptr(layer, is_v, block, head, slot);
+  uint8_t* page = kv.page_ptr(layer, is_v, block, head);
   switch (kv.type()) {
-    case KvType::kF32:
-      std::memcpy(dst, x, sizeof(float) * hd);
+    case KvType::kF32: {
+      float* f = reinterpret_cast<float*>(page);
+      for (int32_t d = 0; d < hd; ++d) f[page_offset(kv, is_v, slot, d)] = x[d];
       break;
+    }
     case KvType::kF16: {
-      k.cvt_to_f16(x, reinterpret_cast<uint16_t*>(dst), hd);
+      uint16_t* h = reinterpret_cast<uint16_t*>(page);
+      if (is_v) {
+        k.cvt_to_f16(x, h + page_offset(kv, true, slot, 0), hd);
+      } else {
+        thread_local std::vector<uint16_t> tmp;
+        if (tmp.size() < static_cast<size_t>(hd)) tmp.resize(hd);
+        k.cvt_to_f16(x, tmp.data(), hd);
+        for (int32_t d = 0; d < hd; ++d) h[page_offset(kv, false, slot, d)] = tmp[d];
+      }
       break;
     }
     case KvType::kQ8_0: {
@@ -32,8 +47,8 @@ void store_vec(KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, 
       for (int32_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
       const float d = amax / 127.f;
       const float id = d > 0 ? 1.f / d : 0.f;
-      int8_t* qv = reinterpret_cast<int8_t*>(dst);
-      for (int32_t i = 0; i < hd; ++i) qv[i] = static_cast<int8_t>(std::lround(x[i] * id));
+      int8_t* qv = reinterpret_cast<int8_t*>(page);
+      for (int32_t i = 0; i < hd; ++i) qv[page_offset(kv, is_v, slot, i)] = static_cast<int8_t>(std::lround(x[i] * id));
       *kv.scale_ptr(layer, is_v, block, head, slot) = d;
       break;
     }
@@ -44,19 +59,26 @@ void store_vec(KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, 
 inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block,
                      int32_t head, int32_t slot, float* out) {
   const int32_t hd = kv.head_dim();
-  const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, slot);
+  const uint8_t* page = kv.page_ptr(layer, is_v, block, head);
   switch (kv.type()) {
-    case KvType::kF32:
-      std::memcpy(out, src, sizeof(float) * hd);
+    case KvType::kF32: {
+      const float* f = reinterpret_cast<const float*>(page);
+      for (int32_t i = 0; i < hd; ++i) out[i] = f[page_offset(kv, is_v, slot, i)];
       break;
+    }
     case KvType::kF16: {
-      k.cvt_f16(reinterpret_cast<const uint16_t*>(src), out, hd);
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(page);
+      if (is_v) {
+        k.cvt_f16(h + page_offset(kv, true, slot, 0), out, hd);
+      } else {
+        for (int32_t i = 0; i < hd; ++i) out[i] = tensor::fp16_to_fp32(h[page_offset(kv, false, slot, i)]);
+      }
       break;
     }
     case KvType::kQ8_0: {
-      const int8_t* qv = reinterpret_cast<const int8_t*>(src);
+      const int8_t* qv = reinterpret_cast<const int8_t*>(page);
       const float d = *kv.scale_ptr(layer, is_v, block, head, slot);
-      for (int32_t i = 0; i < hd; ++i) out[i] = d * qv[i];
+      for (int32_t i = 0; i < hd; ++i) out[i] = d * qv[page_offset(kv, is_v, slot, i)];
       break;
     }
   }
@@ -129,17 +151,34 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   if (kbuf.size() < static_cast<size_t>(hd)) kbuf.resize(hd);
   for (int32_t k0 = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile); k0 < k_end; k0 += kKeyTile) {
     const int32_t n = std::min(kKeyTile, k_end - k0);
-    // Convert the tile once: K transposed, V row-major; empty lanes zeroed.
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = k0 + i;
-      const int32_t block = s.block_table[pos / bs], slot = pos % bs;
-      read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
-      for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];
-      read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
+    // Convert the tile once: K as [hd][16] lanes, V row-major.
+    if (bs % kKeyTile == 0 && c.kv.type() != KvType::kF32) {
+      // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
+      // past n hold other positions' finite values; their scores are never used).
+      const int32_t block = s.block_table[k0 / bs], slot0 = k0 % bs;
+      const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, it.kv_head);
+      const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, it.kv_head);
+      if (c.kv.type() == KvType::kF16) {
+        c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
+        c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+      } else {
+        c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
+                       c.kv.scale_ptr(c.layer, false, block, it.kv_head, slot0), hd, kt);
+        for (int32_t i = 0; i < n; ++i)
+          read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot0 + i, vt + static_cast<size_t>(i) * hd);
+      }
+    } else {
+      for (int32_t i = 0; i < n; ++i) {
+        const int32_t pos = k0 + i;
+        const int32_t block = s.block_table[pos / bs], slot = pos % bs;
+        read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
+        for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];
+        read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
+      }
+      if (n < kKeyTile)
+        for (int32_t d = 0; d < hd; ++d)
+          for (int32_t i = n; i < kKeyTile; ++i) kt[d * kKeyTile + i] = 0.f;
     }
-    if (n < kKeyTile)
-      for (int32_t d = 0; d < hd; ++d)
-        for (int32_t i = n; i < kKeyTile; ++i) kt[d * kKeyTile + i] = 0.f;
 
     for (int32_t j = 0; j < nq; ++j) {
       const int32_t ctx = s.start_pos + it.q_begin + j + 1;

@@ -27,6 +27,9 @@ inline __m256 r16(__m256 x) {
 
 inline __m128i load_halves(const uint16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline void store_halves(uint16_t* p, __m128i h) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h); }
+inline __m256 load_i8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 inline __m128 high_half(__m256 x) { return _mm256_extractf128_ps(x, 1); }
 inline __m256 combine(__m128 lo, __m128 hi) { return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1); }
 
@@ -168,6 +171,17 @@ void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
   for (; i < n; ++i) dst[i] = static_cast<float>(std::bit_cast<_Float16>(src[i]));
 }
 
+void load_kt_f16(const uint16_t* k, int32_t stride, int32_t hd, float* kt) {
+  for (int32_t d = 0; d < hd; ++d)
+    for (int off = 0; off < kKeyTile; off += W) _mm256_storeu_ps(kt + d * kKeyTile + off, _mm256_cvtph_ps(load_halves(k + d * stride + off)));
+}
+
+void load_kt_q8(const int8_t* k, int32_t stride, const float* scale, int32_t hd, float* kt) {
+  for (int32_t d = 0; d < hd; ++d)
+    for (int off = 0; off < kKeyTile; off += W)
+      _mm256_storeu_ps(kt + d * kKeyTile + off, _mm256_mul_ps(_mm256_loadu_ps(scale + off), load_i8(k + d * stride + off)));
+}
+
 void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   int32_t i = 0;
   for (; i + W <= n; i += W) store_halves(dst + i, _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -293,7 +307,8 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 const Kernels& avx2_kernels() {
   static const Kernels k{.name = "avx2", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
-                         .cvt_f16 = cvt_f16, .cvt_to_f16 = cvt_to_f16,
+                         .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
+                         .load_kt_q8 = load_kt_q8, .cvt_to_f16 = cvt_to_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

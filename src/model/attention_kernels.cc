@@ -54,6 +54,16 @@ TS_CLONES void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp16_to_fp32(src[i]);
 }
 
+TS_CLONES void load_kt_f16(const uint16_t* k, int32_t stride, int32_t hd, float* kt) {
+  for (int32_t d = 0; d < hd; ++d)
+    for (int32_t i = 0; i < kKeyTile; ++i) kt[d * kKeyTile + i] = tensor::fp16_to_fp32(k[d * stride + i]);
+}
+
+TS_CLONES void load_kt_q8(const int8_t* k, int32_t stride, const float* scale, int32_t hd, float* kt) {
+  for (int32_t d = 0; d < hd; ++d)
+    for (int32_t i = 0; i < kKeyTile; ++i) kt[d * kKeyTile + i] = scale[i] * k[d * stride + i];
+}
+
 TS_CLONES void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp32_to_fp16(src[i]);
 }
@@ -159,7 +169,8 @@ TS_CLONES void acc_f32(float* acc, int32_t nrows, const float* v, const float* p
 const Kernels& scalar_kernels() {
   static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
-                         .cvt_f16 = cvt_f16, .cvt_to_f16 = cvt_to_f16,
+                         .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
+                         .load_kt_q8 = load_kt_q8, .cvt_to_f16 = cvt_to_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

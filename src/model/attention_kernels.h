@@ -65,6 +65,11 @@ struct Kernels {
   void (*swiglu)(float* a, const float* b, int64_t n);
   // dst[i] = float(fp16 src[i]) (exact), for loading F16 K/V tiles.
   void (*cvt_f16)(const uint16_t* src, float* dst, int32_t n);
+  // kt[d][i] = float(k[d * stride + i]) for d < hd, i < kKeyTile: a K tile from a transposed
+  // F16 page (k points at the tile's first slot, stride = block size).
+  void (*load_kt_f16)(const uint16_t* k, int32_t stride, int32_t hd, float* kt);
+  // kt[d][i] = scale[i] * k[d * stride + i] (q8_0 page; scale: the tile's per-token scales).
+  void (*load_kt_q8)(const int8_t* k, int32_t stride, const float* scale, int32_t hd, float* kt);
   // dst[i] = fp16(src[i]), round to nearest even (F16 K/V stores).
   void (*cvt_to_f16)(const float* src, uint16_t* dst, int32_t n);
   // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],

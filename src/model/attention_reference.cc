@@ -16,20 +16,27 @@ namespace {
 // Converts `n` head vectors (one page, [n][head_dim]) of the storage type to floats.
 __attribute__((always_inline)) inline void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t n,
                float* out) {
-  const int32_t hd = kv.head_dim();
-  const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, 0);
+  const int32_t hd = kv.head_dim(), bs = kv.block_size();
+  const uint8_t* src = kv.page_ptr(layer, is_v, block, head);
+  // Element (token s, dimension d): V pages are [block_size][head_dim], K pages transposed.
+  auto at = [&](int32_t s, int32_t d) { return is_v ? s * hd + d : d * bs + s; };
   switch (kv.type()) {
-    case KvType::kF32:
-      std::memcpy(out, src, sizeof(float) * n * hd);
+    case KvType::kF32: {
+      const float* f = reinterpret_cast<const float*>(src);
+      for (int32_t s = 0; s < n; ++s)
+        for (int32_t d = 0; d < hd; ++d) out[s * hd + d] = f[at(s, d)];
       break;
+    }
     case KvType::kF16: {
 #if defined(__GNUC__) && !defined(__clang__)
       // _Float16 lets the compiler use vcvtph2ps in the x86-64-v3/v4 clones below.
       const _Float16* h = reinterpret_cast<const _Float16*>(src);
-      for (int32_t i = 0; i < n * hd; ++i) out[i] = static_cast<float>(h[i]);
+      for (int32_t s = 0; s < n; ++s)
+        for (int32_t d = 0; d < hd; ++d) out[s * hd + d] = static_cast<float>(h[at(s, d)]);
 #else
       const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-      for (int32_t i = 0; i < n * hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
+      for (int32_t s = 0; s < n; ++s)
+        for (int32_t d = 0; d < hd; ++d) out[s * hd + d] = tensor::fp16_to_fp32(h[at(s, d)]);
 #endif
       break;
     }
@@ -37,7 +44,7 @@ __attribute__((always_inline)) inline void load_page(const KvStorage& kv, int32_
       const int8_t* qv = reinterpret_cast<const int8_t*>(src);
       const float* sc = kv.scale_ptr(layer, is_v, block, head, 0);
       for (int32_t s = 0; s < n; ++s)
-        for (int32_t i = 0; i < hd; ++i) out[s * hd + i] = sc[s] * qv[s * hd + i];
+        for (int32_t d = 0; d < hd; ++d) out[s * hd + d] = sc[s] * qv[at(s, d)];
       break;
     }
   }
