@@ -1,4 +1,5 @@
 // tokenserve serve -m MODEL [--host 127.0.0.1 --port 8080 --threads N --kv-cache-memory 2GiB
+//                  --kv-type f16|q8_0|f32
 //                  --max-seqs N --max-batch-tokens N --max-model-len N --model-name NAME
 //                  --io-threads N --drain-timeout S --max-body BYTES]
 //                 [--ledger tokenserve.db|postgresql://... --limits redis://host:port
@@ -72,6 +73,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
                  "capped at max-seqs full-context sequences and 8GiB)");
+  std::string kv_type = "f16";
+  app.add_option("--kv-type", kv_type, "KV cache type: f16 (default), q8_0 (half the KV memory), f32");
   app.add_option("--max-seqs", max_seqs, "running sequences at most (default 64)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-batch-tokens", max_batch_tokens, "tokens per engine step at most (default 512)")
       ->check(CLI::Range(1, 1 << 24));
@@ -139,6 +142,8 @@ int cmd_serve(int argc, char** argv) {
     kv_bytes = parse_bytes(kv_memory);
     if (!kv_bytes || *kv_bytes == 0) return fail("serve", "bad --kv-cache-memory '" + kv_memory + "'", 2);
   }
+  auto kvt = model::parse_kv_type(kv_type);
+  if (!kvt.ok()) return fail("serve", "bad --kv-type: " + kvt.status().message(), 2);
   auto body_bytes = parse_bytes(max_body);
   if (!body_bytes || *body_bytes == 0) return fail("serve", "bad --max-body '" + max_body + "'", 2);
 
@@ -241,6 +246,9 @@ int cmd_serve(int argc, char** argv) {
               engine::format_bytes(static_cast<int64_t>(wm.released)) + " of mapped file pages released after repacking");
   }
   engine::EngineOptions eo;
+  eo.kv_type = *kvt;
+  log::info(std::string("kv cache type: ") + model::kv_type_name(eo.kv_type) + " (" +
+            std::to_string(model::kv_bytes_per_token((*model)->config(), eo.kv_type)) + " bytes per token)");
   if (kv_bytes) {
     eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);
     log::info("kv cache budget: " + engine::format_bytes(static_cast<int64_t>(*kv_bytes)) + " (--kv-cache-memory)");

@@ -1,55 +1,45 @@
-#include "model/attention.h"
-
+// Tiled (flash-style) attention over the paged KV cache and the KV writer. The inner loops are
+// the per-ISA kernels of attention_kernels.h; this file walks items, tiles and the softmax
+// state. attention_reference.cc keeps the untiled original for tests.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "model/attention.h"
+#include "model/attention_kernels.h"
 #include "tensor/fp16.h"
 
 namespace ts::model {
 namespace {
 
-// Converts `n` head vectors (one page, [n][head_dim]) of the storage type to floats.
-__attribute__((always_inline)) inline void load_page(const KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t n,
-               float* out) {
-  const int32_t hd = kv.head_dim();
-  const uint8_t* src = kv.elem_ptr(layer, is_v, block, head, 0);
-  switch (kv.type()) {
-    case KvType::kF32:
-      std::memcpy(out, src, sizeof(float) * n * hd);
-      break;
-    case KvType::kF16: {
-#if defined(__GNUC__) && !defined(__clang__)
-      // _Float16 lets the compiler use vcvtph2ps in the x86-64-v3/v4 clones below.
-      const _Float16* h = reinterpret_cast<const _Float16*>(src);
-      for (int32_t i = 0; i < n * hd; ++i) out[i] = static_cast<float>(h[i]);
-#else
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-      for (int32_t i = 0; i < n * hd; ++i) out[i] = tensor::fp16_to_fp32(h[i]);
-#endif
-      break;
-    }
-    case KvType::kQ8_0: {
-      const int8_t* qv = reinterpret_cast<const int8_t*>(src);
-      const float* sc = kv.scale_ptr(layer, is_v, block, head, 0);
-      for (int32_t s = 0; s < n; ++s)
-        for (int32_t i = 0; i < hd; ++i) out[s * hd + i] = sc[s] * qv[s * hd + i];
-      break;
-    }
-  }
+using attn::kKeyTile;
+
+// Element offset of (token slot, dimension d) in a page (kv_storage.h: K pages transposed).
+inline size_t page_offset(const KvStorage& kv, bool is_v, int32_t slot, int32_t d) {
+  return is_v ? static_cast<size_t>(slot) * kv.head_dim() + d : static_cast<size_t>(d) * kv.block_size() + slot;
 }
 
-void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot,
-               const float* x) {
+void store_vec(KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block, int32_t head,
+               int32_t slot, const float* x) {
   const int32_t hd = kv.head_dim();
-  uint8_t* dst = kv.elem_ptr(layer, is_v, block, head, slot);
+  uint8_t* page = kv.page_ptr(layer, is_v, block, head);
   switch (kv.type()) {
-    case KvType::kF32:
-      std::memcpy(dst, x, sizeof(float) * hd);
+    case KvType::kF32: {
+      float* f = reinterpret_cast<float*>(page);
+      for (int32_t d = 0; d < hd; ++d) f[page_offset(kv, is_v, slot, d)] = x[d];
       break;
+    }
     case KvType::kF16: {
-      uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-      for (int32_t i = 0; i < hd; ++i) h[i] = tensor::fp32_to_fp16(x[i]);
+      uint16_t* h = reinterpret_cast<uint16_t*>(page);
+      if (is_v) {
+        k.cvt_to_f16(x, h + page_offset(kv, true, slot, 0), hd);
+      } else {
+        thread_local std::vector<uint16_t> tmp;
+        if (tmp.size() < static_cast<size_t>(hd)) tmp.resize(hd);
+        k.cvt_to_f16(x, tmp.data(), hd);
+        for (int32_t d = 0; d < hd; ++d) h[page_offset(kv, false, slot, d)] = tmp[d];
+      }
       break;
     }
     case KvType::kQ8_0: {
@@ -57,184 +47,204 @@ void store_vec(KvStorage& kv, int32_t layer, bool is_v, int32_t block, int32_t h
       for (int32_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
       const float d = amax / 127.f;
       const float id = d > 0 ? 1.f / d : 0.f;
-      int8_t* qv = reinterpret_cast<int8_t*>(dst);
-      for (int32_t i = 0; i < hd; ++i) qv[i] = static_cast<int8_t>(std::lround(x[i] * id));
+      int8_t* qv = reinterpret_cast<int8_t*>(page);
+      for (int32_t i = 0; i < hd; ++i) qv[page_offset(kv, is_v, slot, i)] = static_cast<int8_t>(std::lround(x[i] * id));
       *kv.scale_ptr(layer, is_v, block, head, slot) = d;
       break;
     }
   }
 }
 
-// x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).
-__attribute__((always_inline)) inline float rnd16(float x) {
-#if defined(__GNUC__) && !defined(__clang__)
-  return static_cast<float>(static_cast<_Float16>(x));
-#else
-  return tensor::round_fp16(x);
-#endif
+// One token's head vector of the cache, as floats (exact for F32/F16; q8_0: scale * int8).
+inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer, bool is_v, int32_t block,
+                     int32_t head, int32_t slot, float* out) {
+  const int32_t hd = kv.head_dim();
+  const uint8_t* page = kv.page_ptr(layer, is_v, block, head);
+  switch (kv.type()) {
+    case KvType::kF32: {
+      const float* f = reinterpret_cast<const float*>(page);
+      for (int32_t i = 0; i < hd; ++i) out[i] = f[page_offset(kv, is_v, slot, i)];
+      break;
+    }
+    case KvType::kF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(page);
+      if (is_v) {
+        k.cvt_f16(h + page_offset(kv, true, slot, 0), out, hd);
+      } else {
+        for (int32_t i = 0; i < hd; ++i) out[i] = tensor::fp16_to_fp32(h[page_offset(kv, false, slot, i)]);
+      }
+      break;
+    }
+    case KvType::kQ8_0: {
+      const int8_t* qv = reinterpret_cast<const int8_t*>(page);
+      const float d = *kv.scale_ptr(layer, is_v, block, head, slot);
+      for (int32_t i = 0; i < hd; ++i) out[i] = d * qv[page_offset(kv, is_v, slot, i)];
+      break;
+    }
+  }
 }
 
-// ggml_vec_dot_f16 as built for AVX2 + F16C (the reference hosts of ../shared/golden's second
-// set): four 8-lane f32 accumulators fed by fused multiply-adds over 32 values a step, reduced
-// (0+2)+(1+3), then the two 128-bit halves, then two horizontal adds; a tail past the last
-// multiple of 32 summed in double. With an F16 cache llama.cpp's scores come from this dot, and
-// quantized models are sensitive enough to its rounding to flip near-tied greedy ids.
-__attribute__((always_inline)) inline float dot_f16_ggml(const float* x, const float* y, int32_t n) {
-  float sum[4][8] = {};
-  const int32_t np = n & ~31;
-  for (int32_t i = 0; i < np; i += 32)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 8; ++l) sum[j][l] = __builtin_fmaf(x[i + 8 * j + l], y[i + 8 * j + l], sum[j][l]);
-  float r[8];
-  for (int l = 0; l < 8; ++l) r[l] = (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]);
-  float t[4];
-  for (int l = 0; l < 4; ++l) t[l] = r[l] + r[l + 4];
-  double acc = (t[0] + t[1]) + (t[2] + t[3]);
-  for (int32_t i = np; i < n; ++i) acc += static_cast<double>(x[i] * y[i]);
-  return static_cast<float>(acc);
-}
+inline float rnd16(float x) { return tensor::round_fp16(x); }
 
-// Sixteen independent partial sums so the compiler vectorizes without reassociating.
-__attribute__((always_inline)) inline float dot(const float* a, const float* b, int32_t n) {
-  float acc[16] = {};
-  int32_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = 0;
-  for (int l = 0; l < 16; ++l) s += acc[l];
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// The per-(sequence, KV head) work, compiled for x86-64-v4 (AVX-512), v3 (AVX2 + F16C) and
-// baseline; the loader picks the best clone for this CPU.
-struct AttendCtx {
+struct TileCtx {
   const KvStorage& kv;
   int32_t layer;
   const AttentionParams& p;
   std::span<const SeqSlice> seqs;
+  const std::vector<int64_t>& first;
   const float* q;
   float* out;
-  AttentionScratch& scratch;
-  const std::vector<int64_t>& first;
-  int64_t max_ctx;
+  const attn::Kernels& k;
+  float* partials;
 };
 
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int thread) {
-  const KvStorage& kv = c.kv;
-  const int32_t layer = c.layer;
-  const AttentionParams& p = c.p;
-  const auto& seqs = c.seqs;
-  const float* q = c.q;
-  float* out = c.out;
-  const auto& first = c.first;
-  const int64_t max_ctx = c.max_ctx;
-  const int32_t hd = p.head_dim, nkv = p.n_head_kv, group = p.n_head / p.n_head_kv;
-  const int32_t bs = kv.block_size();
-  const int64_t QD = int64_t{p.n_head} * hd;
-  AttentionScratch& scratch = c.scratch;
-  float* scores = scratch.per_thread[thread].data();
-  float* page = scores + static_cast<size_t>(group) * max_ctx;
-  float* acc = page + static_cast<size_t>(bs) * hd;
-  for (int64_t item = item_begin; item < item_end; ++item) {
-    const size_t si = static_cast<size_t>(item / nkv);
-    const int32_t kvh = static_cast<int32_t>(item % nkv);
-    const SeqSlice& s = seqs[si];
-    for (int32_t j = 0; j < s.num_tokens; ++j) {
-      const int64_t t = first[si] + j;
-      const int32_t ctx = s.start_pos + j + 1;  // causal: positions lo..pos
-      // Sliding window: only the last `window` positions (the query's own included).
-      const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
-      const int32_t first_page = lo / bs * bs;
-      const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-      if (kv.type() == KvType::kF16) {
-        // llama.cpp's default context on CPU (flash attention over an F16 cache), reproduced
-        // so that greedy ids agree with it even at near ties: the query rounded to fp16,
-        // f16·f16 scores summed in f32, an online softmax whose output accumulator is stored
-        // in fp16 (rounded after every key: rescale by exp(M_old - M) when the max grows, then
-        // acc += v * exp(s - M)), and the f32 sum S applied at the end.
-        float* qh = acc + static_cast<size_t>(group) * hd;           // [group][hd]
-        float* vpage = qh + static_cast<size_t>(group) * hd;         // [bs][hd]
-        float* mrun = vpage + static_cast<size_t>(bs) * hd;          // [group]
-        float* srun = mrun + group;                                  // [group]
-        for (int32_t i = 0; i < group * hd; ++i) qh[i] = rnd16(qt[i]);
-        std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
-        for (int32_t g = 0; g < group; ++g) {
-          mrun[g] = -INFINITY;
-          srun[g] = 0.f;
-        }
-        for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
-          const int32_t n = std::min(bs, ctx - b0);
-          load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
-          load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, vpage);
-          for (int32_t i = std::max(0, lo - b0); i < n; ++i) {
-            const float* kk = page + i * hd;
-            const float* vv = vpage + i * hd;
-            for (int32_t g = 0; g < group; ++g) {
-              float* a = acc + g * hd;
-              const float sc = dot_f16_ggml(qh + g * hd, kk, hd) * p.scale;
-              float ms = 1.f, vs = 1.f;
-              if (sc > mrun[g]) {
-                const float mold = mrun[g];
-                mrun[g] = sc;
-                ms = std::exp(mold - sc);
-                for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(a[d] * ms);  // ggml_vec_scale_f16
-              } else {
-                vs = std::exp(sc - mrun[g]);
-              }
-              // ggml_vec_mad_f16: one fused multiply-add, then the fp16 store.
-              for (int32_t d = 0; d < hd; ++d) a[d] = rnd16(__builtin_fmaf(vv[d], vs, a[d]));
-              srun[g] = __builtin_fmaf(srun[g], ms, vs);
-            }
-          }
-        }
-        for (int32_t g = 0; g < group; ++g) {
-          const float inv = srun[g] > 0 ? 1.f / srun[g] : 0.f;
-          for (int32_t d = 0; d < hd; ++d) acc[g * hd + d] *= inv;
-        }
-        std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
-        continue;
-      }
-      // Scores, page by page (pages wholly before the window are never read).
-      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
-        const int32_t n = std::min(bs, ctx - b0);
-        load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
-        for (int32_t g = 0; g < group; ++g)
-          for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
-      }
-      // Softmax per query head over [lo, ctx).
-      for (int32_t g = 0; g < group; ++g) {
-        float* sc = scores + g * max_ctx;
-        float m = sc[lo];
-        for (int32_t i = lo + 1; i < ctx; ++i) m = std::max(m, sc[i]);
-        double sum = 0;
-        for (int32_t i = lo; i < ctx; ++i) {
-          sc[i] = std::exp(sc[i] - m);
-          sum += sc[i];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int32_t i = lo; i < ctx; ++i) sc[i] *= inv;
-        for (int32_t i = first_page; i < lo; ++i) sc[i] = 0.f;  // masked: outside the window
-      }
-      std::fill(acc, acc + static_cast<size_t>(group) * hd, 0.f);
-      for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
-        const int32_t n = std::min(bs, ctx - b0);
-        load_page(kv, layer, true, s.block_table[b0 / bs], kvh, n, page);
-        for (int32_t g = 0; g < group; ++g) {
-          float* a = acc + g * hd;
-          const float* sc = scores + g * max_ctx + b0;
-          for (int32_t i = 0; i < n; ++i) {
-            const float wgt = sc[i];
-            const float* vv = page + i * hd;
-            for (int32_t d = 0; d < hd; ++d) a[d] += wgt * vv[d];
-          }
-        }
-      }
-      std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
+// Floats one partial slot takes for a tile of nq queries.
+inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
+  return static_cast<size_t>(nq) * group * (2 + static_cast<size_t>(hd));
+}
+
+// Runs one item: queries [q_begin, q_end) of one sequence, one KV head, all `group` query heads.
+void run_item(const TileCtx& c, const AttentionItem& it) {
+  const int32_t hd = c.p.head_dim, group = c.p.n_head / c.p.n_head_kv;
+  const int32_t bs = c.kv.block_size();
+  const bool golden = c.kv.type() == KvType::kF16;
+  const SeqSlice& s = c.seqs[static_cast<size_t>(it.seq)];
+  const int32_t nq = it.q_end - it.q_begin, nh = nq * group;  // (query, head) rows
+  const int64_t QD = int64_t{c.p.n_head} * hd;
+
+  // Per-thread tile buffers: queries, accumulators [nh][hd]; K^T [hd][16]; V [16][hd];
+  // running max / sum [nh]; per-tile scores, weights and rescales [group][16] and [group].
+  thread_local std::vector<float> buf;
+  const size_t need = 2 * static_cast<size_t>(nh) * hd + 2 * static_cast<size_t>(kKeyTile) * hd + 2 * nh +
+                      3 * static_cast<size_t>(group) * kKeyTile + group;
+  if (buf.size() < need) buf.resize(need);
+  float* qs = buf.data();
+  float* acc = qs + static_cast<size_t>(nh) * hd;
+  float* kt = acc + static_cast<size_t>(nh) * hd;
+  float* vt = kt + static_cast<size_t>(kKeyTile) * hd;
+  float* mrun = vt + static_cast<size_t>(kKeyTile) * hd;
+  float* srun = mrun + nh;
+  float* sc = srun + nh;
+  float* wt = sc + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
+  float* ms = wt + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
+  float* rescale = ms + static_cast<size_t>(group) * kKeyTile;
+
+  for (int32_t j = 0; j < nq; ++j) {
+    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
+    float* dst = qs + static_cast<size_t>(j) * group * hd;
+    if (golden) {
+      for (int32_t i = 0; i < group * hd; ++i) dst[i] = rnd16(qt[i]);
+    } else {
+      std::memcpy(dst, qt, sizeof(float) * group * hd);
     }
+  }
+  std::fill(acc, acc + static_cast<size_t>(nh) * hd, 0.f);
+  std::fill(mrun, mrun + nh, -INFINITY);
+  std::fill(srun, srun + nh, 0.f);
+
+  // Key range of the item: its chunk, from the first query's window start to the last query
+  // (causal); k_begin is a multiple of the key tile.
+  const int32_t ctx_first = s.start_pos + it.q_begin + 1;
+  const int32_t lo_first = c.p.window > 0 ? std::max(0, ctx_first - c.p.window) : 0;
+  const int32_t k_end = it.k_end;
+  thread_local std::vector<float> kbuf;
+  if (kbuf.size() < static_cast<size_t>(hd)) kbuf.resize(hd);
+  for (int32_t k0 = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile); k0 < k_end; k0 += kKeyTile) {
+    const int32_t n = std::min(kKeyTile, k_end - k0);
+    // Convert the tile once: K as [hd][16] lanes, V row-major.
+    if (bs % kKeyTile == 0 && c.kv.type() != KvType::kF32) {
+      // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
+      // past n hold other positions' finite values; their scores are never used).
+      const int32_t block = s.block_table[k0 / bs], slot0 = k0 % bs;
+      const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, it.kv_head);
+      const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, it.kv_head);
+      if (c.kv.type() == KvType::kF16) {
+        c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
+        c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+      } else {
+        c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
+                       c.kv.scale_ptr(c.layer, false, block, it.kv_head, slot0), hd, kt);
+        for (int32_t i = 0; i < n; ++i)
+          read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot0 + i, vt + static_cast<size_t>(i) * hd);
+      }
+    } else {
+      for (int32_t i = 0; i < n; ++i) {
+        const int32_t pos = k0 + i;
+        const int32_t block = s.block_table[pos / bs], slot = pos % bs;
+        read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
+        for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];
+        read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
+      }
+      if (n < kKeyTile)
+        for (int32_t d = 0; d < hd; ++d)
+          for (int32_t i = n; i < kKeyTile; ++i) kt[d * kKeyTile + i] = 0.f;
+    }
+
+    for (int32_t j = 0; j < nq; ++j) {
+      const int32_t ctx = s.start_pos + it.q_begin + j + 1;
+      const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
+      const int32_t i0 = std::max(0, lo - k0), i1 = std::min(n, ctx - k0);
+      if (i0 >= i1) continue;
+      // Scores and softmax weights for the group's heads, then one accumulate over them all.
+      const int32_t r0 = j * group;
+      for (int32_t g = 0; g < group; ++g)
+        c.k.scores_ggml(qs + static_cast<size_t>(r0 + g) * hd, kt, hd, c.p.scale, sc + g * kKeyTile);
+      float* a = acc + static_cast<size_t>(j) * group * hd;
+      if (golden) {
+        c.k.online_f16(sc, group, i0, i1, mrun + r0, srun + r0, wt, ms);
+        c.k.acc_f16(a, group, vt, wt, ms, i0, i1, hd);
+      } else {
+        for (int32_t g = 0; g < group; ++g)
+          rescale[g] = c.k.online_f32(sc + g * kKeyTile, i0, i1, &mrun[r0 + g], &srun[r0 + g], wt + g * kKeyTile);
+        c.k.acc_f32(a, group, vt, wt, rescale, i0, i1, hd);
+      }
+    }
+  }
+  if (it.partial >= 0) {
+    // One chunk of several: keep the unnormalized state for the merge.
+    float* slot = c.partials + static_cast<size_t>(it.partial);
+    std::memcpy(slot, mrun, sizeof(float) * nh);
+    std::memcpy(slot + nh, srun, sizeof(float) * nh);
+    std::memcpy(slot + 2 * nh, acc, sizeof(float) * nh * hd);
+    return;
+  }
+  for (int32_t j = 0; j < nq; ++j) {
+    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
+    for (int32_t g = 0; g < group; ++g) {
+      const int32_t r = j * group + g;
+      const float inv = srun[r] > 0 ? 1.f / srun[r] : 0.f;
+      const float* a = acc + static_cast<size_t>(r) * hd;
+      for (int32_t d = 0; d < hd; ++d) o[g * hd + d] = a[d] * inv;
+    }
+  }
+}
+
+// Merges one query tile's chunk partials, in chunk order, and writes its outputs.
+void run_merge(const TileCtx& c, const AttentionMerge& mg) {
+  const int32_t hd = c.p.head_dim, group = c.p.n_head / c.p.n_head_kv;
+  const int32_t nq = mg.q_end - mg.q_begin, nh = nq * group;
+  const int64_t QD = int64_t{c.p.n_head} * hd;
+  const size_t stride = partial_floats(nq, group, hd);
+  const float* base = c.partials + static_cast<size_t>(mg.first_partial);
+  thread_local std::vector<float> accm;
+  if (accm.size() < static_cast<size_t>(hd)) accm.resize(hd);
+  for (int32_t r = 0; r < nh; ++r) {
+    float m = -INFINITY;
+    for (int32_t pi = 0; pi < mg.num_parts; ++pi) m = std::max(m, base[pi * stride + r]);
+    float sum = 0.f;
+    std::fill(accm.begin(), accm.begin() + hd, 0.f);
+    for (int32_t pi = 0; pi < mg.num_parts; ++pi) {
+      const float* part = base + pi * stride;
+      const float e = attn::exp_ref(part[r] - m);  // exp(-inf) = 0: a chunk with no keys for this query
+      sum += part[nh + r] * e;
+      const float* a = part + 2 * nh + static_cast<size_t>(r) * hd;
+      for (int32_t d = 0; d < hd; ++d) accm[d] += a[d] * e;
+    }
+    const float inv = sum > 0 ? 1.f / sum : 0.f;
+    const int32_t j = r / group, g = r % group;
+    float* o = c.out + (c.first[static_cast<size_t>(mg.seq)] + mg.q_begin + j) * QD +
+               (int64_t{mg.kv_head} * group + g) * hd;
+    for (int32_t d = 0; d < hd; ++d) o[d] = accm[d] * inv;
   }
 }
 
@@ -243,14 +253,15 @@ void attend_items(const AttendCtx& c, int64_t item_begin, int64_t item_end, int 
 void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,
               const float* v) {
   const int32_t hd = kv.head_dim(), nkv = kv.n_head_kv(), bs = kv.block_size();
+  const attn::Kernels& kern = attn::active_kernels();
   int64_t t = 0;
   for (const SeqSlice& s : seqs) {
     for (int32_t j = 0; j < s.num_tokens; ++j, ++t) {
       const int32_t pos = s.start_pos + j;
       const int32_t block = s.block_table[pos / bs], slot = pos % bs;
       for (int32_t h = 0; h < nkv; ++h) {
-        store_vec(kv, layer, false, block, h, slot, k + (t * nkv + h) * hd);
-        store_vec(kv, layer, true, block, h, slot, v + (t * nkv + h) * hd);
+        store_vec(kv, kern, layer, false, block, h, slot, k + (t * nkv + h) * hd);
+        store_vec(kv, kern, layer, true, block, h, slot, v + (t * nkv + h) * hd);
       }
     }
   }
@@ -259,44 +270,60 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,
                      AttentionScratch& scratch, ThreadPool* pool) {
-  const int32_t hd = p.head_dim, nkv = p.n_head_kv, group = p.n_head / p.n_head_kv;
-  const int32_t bs = kv.block_size();
-  // First token index of each sequence, and the longest context in the batch.
-  int64_t max_ctx = 0;
   std::vector<int64_t>& first = scratch.first;
   if (first.size() < seqs.size()) first.resize(seqs.size());
-  {
-    int64_t t = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      first[i] = t;
-      t += seqs[i].num_tokens;
-      max_ctx = std::max<int64_t>(max_ctx, seqs[i].start_pos + seqs[i].num_tokens);
+  std::vector<AttentionItem>& items = scratch.items;
+  std::vector<AttentionMerge>& merges = scratch.merges;
+  items.clear();
+  merges.clear();
+  const int32_t group = p.n_head / p.n_head_kv;
+  int64_t t = 0, partial_end = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const SeqSlice& s = seqs[si];
+    first[si] = t;
+    t += s.num_tokens;
+    for (int32_t q0 = 0; q0 < s.num_tokens; q0 += kQueryTile) {
+      const int32_t q1 = std::min(s.num_tokens, q0 + kQueryTile);
+      const int32_t ctx_last = s.start_pos + q1;
+      const int32_t lo = p.window > 0 ? std::max(0, s.start_pos + q0 + 1 - p.window) : 0;
+      const int32_t c0 = lo / kKvChunk, c1 = (ctx_last - 1) / kKvChunk;  // chunks this tile reads
+      for (int32_t h = 0; h < p.n_head_kv; ++h) {
+        if (c0 == c1) {
+          items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                           .k_begin = 0, .k_end = ctx_last, .cost = int64_t{q1 - q0} * (ctx_last - lo)});
+          continue;
+        }
+        merges.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                          .first_partial = partial_end, .num_parts = c1 - c0 + 1});
+        for (int32_t ch = c0; ch <= c1; ++ch) {
+          const int32_t kb = ch * kKvChunk, ke = std::min(ctx_last, kb + kKvChunk);
+          items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h, .q_begin = q0, .q_end = q1,
+                           .k_begin = kb, .k_end = ke, .partial = partial_end,
+                           .cost = int64_t{q1 - q0} * (ke - std::max(kb, lo))});
+          partial_end += static_cast<int64_t>(partial_floats(q1 - q0, group, p.head_dim));
+        }
+      }
     }
   }
-  const int nt = pool ? pool->num_threads() : 1;
-  // Per thread: scores [group][max_ctx], one K/V page [bs][hd], accumulators [group][hd].
-  // The F16 path (see attend_items) adds rounded queries [group][hd], a V page [bs][hd] and the
-  // running max and sum per query head.
-  const size_t need = static_cast<size_t>(group) * max_ctx + static_cast<size_t>(bs) * hd +
-                      static_cast<size_t>(group) * hd +
-                      (kv.type() == KvType::kF16 ? static_cast<size_t>(group) * hd + static_cast<size_t>(bs) * hd + 2 * group : 0);
-  if (static_cast<int>(scratch.per_thread.size()) < nt) scratch.per_thread.resize(nt);
-  for (auto& buf : scratch.per_thread)
-    if (buf.size() < need) buf.resize(need);
-
-  const int64_t num_items = static_cast<int64_t>(seqs.size()) * nkv;
-  AttendCtx ctx{kv, layer, p, seqs, q, out, scratch, first, max_ctx};
-  auto work = [&](int64_t b, int64_t e, int thread) { attend_items(ctx, b, e, thread); };
-  if (!pool || nt == 1 || num_items == 1) {
-    work(0, num_items, 0);
+  if (static_cast<int64_t>(scratch.partials.size()) < partial_end) scratch.partials.resize(partial_end);
+  // Largest first, so the long tail of a causal prompt does not land on one thread at the end.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
+  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels(), scratch.partials.data()};
+  const int64_t n = static_cast<int64_t>(items.size()), nm = static_cast<int64_t>(merges.size());
+  auto work = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) run_item(ctx, items[static_cast<size_t>(i)]);
+  };
+  auto merge = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) run_merge(ctx, merges[static_cast<size_t>(i)]);
+  };
+  if (!pool || pool->num_threads() == 1) {
+    work(0, n);
+    merge(0, nm);
     return;
   }
-  pool->run([&](int i, int n) {
-    int64_t per = num_items / n, rem = num_items % n;
-    int64_t b = i * per + std::min<int64_t>(i, rem);
-    int64_t e = b + per + (i < rem ? 1 : 0);
-    if (b < e) work(b, e, i);
-  });
+  pool->parallel_chunks(n, 1, work);
+  if (nm > 0) pool->parallel_chunks(nm, 1, merge);
 }
 
 }  // namespace ts::model

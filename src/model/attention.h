@@ -21,10 +21,29 @@ struct AttentionParams {
   int32_t window = 0;     // > 0: a query at pos attends only to (pos - window, pos] (sliding window)
 };
 
-// Per-thread buffers, grown on demand.
+// Work item of the tiled attention: one sequence, one KV head, a tile of its queries, and one
+// chunk of kKvChunk key positions (or all keys when the tile's context fits in one chunk).
+struct AttentionItem {
+  int32_t seq = 0, kv_head = 0;
+  int32_t q_begin = 0, q_end = 0;  // query tokens [q_begin, q_end) of the sequence
+  int32_t k_begin = 0, k_end = 0;  // key positions [k_begin, k_end) this item reads
+  int64_t partial = -1;            // >= 0: slot of its unnormalized (m, s, acc) in scratch.partials
+  int64_t cost = 0;                // query x key pairs, for largest-first scheduling
+};
+// Query tiles whose keys span several chunks: their items' partials, merged in chunk order.
+struct AttentionMerge {
+  int32_t seq = 0, kv_head = 0, q_begin = 0, q_end = 0;
+  int64_t first_partial = 0;
+  int32_t num_parts = 0;
+};
+
+// Buffers reused across calls, grown on demand (per-thread tiles live in thread-local storage).
 struct AttentionScratch {
-  std::vector<std::vector<float>> per_thread;
-  std::vector<int64_t> first;  // first batch token of each sequence
+  std::vector<std::vector<float>> per_thread;  // paged_attention_reference only
+  std::vector<int64_t> first;                  // first batch token of each sequence
+  std::vector<AttentionItem> items;
+  std::vector<AttentionMerge> merges;
+  std::vector<float> partials;  // per partial slot: m [rows], s [rows], acc [rows][head_dim]
 };
 
 // Stores the new tokens' K and V ([T][n_head_kv*head_dim], rows in batch order) into each
@@ -34,9 +53,37 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 
 // Causal attention for every token of the batch: out[t][h*head_dim..] = softmax(q·K^T·scale)·V
 // over positions 0..pos(t) of its own sequence (max(0, pos(t) - window + 1)..pos(t) when
-// p.window > 0). Work is split over (sequence, KV head) items.
+// p.window > 0). q: [T][n_head*head_dim], out: same shape.
+//
+// Flash-style (PERFORMANCE.md "Attention over paged KV"): work items are (sequence, KV head,
+// tile of up to kQueryTile queries), run largest first on the pool (one long prompt still
+// feeds every thread); each item keeps the GQA group's query heads together and walks its keys
+// in tiles of 16 positions, each K/V tile converted from the cache once for all the item's
+// queries and heads (F16 and Q8_0 values are read straight from the pages into the tile), and
+// tiles past the item's last query (causal) or before its window are never read.
+// Keys are also split into chunks of kKvChunk positions (fixed boundaries), each chunk its own
+// item, so one long sequence's decode step still feeds every thread; a query whose context
+// spans several chunks gets its chunks' (max, sum, accumulator) merged in chunk order.
+// Arithmetic per query is independent of the tiling, the batch and the thread count (it
+// depends only on the query's own context):
+//  - F16 KV reproduces llama.cpp's CPU flash attention bit for bit (fp16 query, ggml's f16 dot
+//    order, fp16 V accumulator rounded after every key, online softmax with one key a step),
+//    the contract the golden tests hold it to; past kKvChunk positions the chunks' fp16
+//    accumulators are merged in f32 (llama.cpp keeps one accumulator: a small, documented
+//    departure that only contexts longer than kKvChunk see);
+//  - F32 and Q8_0 KV use an online softmax per key tile with f32 accumulators.
+// The SIMD tier follows tensor::active_isa() (AVX-512, AVX2, scalar); all give identical bits.
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,
                      AttentionScratch& scratch, ThreadPool* pool);
+inline constexpr int32_t kQueryTile = 16;
+inline constexpr int32_t kKvChunk = 1024;  // a multiple of the 16-key tile
+
+// The untiled original, one query at a time with each page reconverted per query (its F16 path
+// is the same llama.cpp emulation; F32/Q8_0 use an exact two-pass softmax). Tests compare the
+// tiled kernels with it; not used by the model.
+void paged_attention_reference(const KvStorage& kv, int32_t layer, const AttentionParams& p,
+                               std::span<const SeqSlice> seqs, const float* q, float* out,
+                               AttentionScratch& scratch, ThreadPool* pool);
 
 }  // namespace ts::model

@@ -86,14 +86,12 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
   return s;
 }
 
-uint8_t* KvStorage::elem_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) {
+uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) {
   size_t idx = ((static_cast<size_t>(layer) * 2 + (is_v ? 1 : 0)) * num_blocks_ + block);
-  return data_.data() + idx * block_bytes_ + head * head_page_bytes_ +
-         static_cast<size_t>(slot) * head_dim_ * kv_elem_bytes(type_);
+  return data_.data() + idx * block_bytes_ + head * head_page_bytes_;
 }
-const uint8_t* KvStorage::elem_ptr(int32_t layer, bool is_v, int32_t block, int32_t head,
-                                   int32_t slot) const {
-  return const_cast<KvStorage*>(this)->elem_ptr(layer, is_v, block, head, slot);
+const uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) const {
+  return const_cast<KvStorage*>(this)->page_ptr(layer, is_v, block, head);
 }
 float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) {
   size_t idx = ((((static_cast<size_t>(layer) * 2 + (is_v ? 1 : 0)) * num_blocks_ + block) * n_head_kv_ + head) *

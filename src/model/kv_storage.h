@@ -1,6 +1,8 @@
 // Paged KV memory: one arena holding, per layer, K and V pages of `block_size` tokens.
-// Layout per layer and per K/V: [num_blocks][n_head_kv][block_size][head_dim] elements of the
-// KV type (f32, f16, or q8_0 as int8 values with one f32 scale per token per head).
+// Layout per layer and per K/V: [num_blocks][n_head_kv][page] elements of the KV type (f32,
+// f16, or q8_0 as int8 values with one f32 scale per token per head), where a V page is
+// [block_size][head_dim] and a K page is transposed, [head_dim][block_size]: the attention
+// kernels read 16 consecutive positions of one dimension as one vector (no transpose per read).
 // The storage only holds bytes; which sequence owns which block is the engine's BlockPool's job.
 // Not thread-safe; written and read by the engine thread through Model::forward.
 #pragma once
@@ -52,10 +54,11 @@ class KvStorage {
   int32_t head_dim() const { return head_dim_; }
   size_t total_bytes() const { return data_.size(); }
 
-  // Start of one token's head vector: K (is_v=false) or V of `layer`, `block`, `head`, `slot`.
-  uint8_t* elem_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot);
-  const uint8_t* elem_ptr(int32_t layer, bool is_v, int32_t block, int32_t head,
-                          int32_t slot) const;
+  // Start of one page (see the layout above): K (is_v=false) or V of `layer`, `block`, `head`.
+  // Token `slot`, dimension d is element d * block_size + slot of a K page and
+  // slot * head_dim + d of a V page.
+  uint8_t* page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head);
+  const uint8_t* page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) const;
   // q8_0 only: the f32 scale of one token's head vector.
   float* scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot);
   const float* scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) const;

@@ -188,7 +188,8 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     const auto& L = w.layers[l];
     const bool swa = c.layer_is_swa(l);
     // --- attention block ---
-    for (int64_t t = 0; t < T; ++t) rms_norm(S.x.data() + t * E, L.attn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+    // Later layers get their attention norm fused into the previous layer's residual add.
+    if (l == 0) rms_norm_rows(S.x.data(), L.attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     S.h_prep.reset(S.h.data(), T, E);  // Q, K and V share one activation quantization
     if (spec.fused_qkv) {
       L.wqkv.matmul(S.h_prep, S.qkv.data(), pool);
@@ -227,12 +228,10 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     paged_attention(kv, l, ap, batch.seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
     if (!L.post_attn_norm.empty()) {
-      for (int64_t t = 0; t < T; ++t) rms_norm(S.h.data() + t * E, L.post_attn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+      rms_norm_rows(S.h.data(), L.post_attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     }
-    for (int64_t i = 0; i < T * E; ++i) S.x[i] += S.h[i];
-
-    // --- feed-forward block ---
-    for (int64_t t = 0; t < T; ++t) rms_norm(S.x.data() + t * E, L.ffn_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+    // --- feed-forward block (residual add + ffn norm in one pass) ---
+    add_rms_norm_rows(S.x.data(), S.h.data(), L.ffn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     if (c.n_expert > 0) {
       moe_ffn(L.moe, moe_params, S.h.data(), T, S.moe_out.data(), S.moe, pool);
       std::memcpy(S.h.data(), S.moe_out.data(), sizeof(float) * T * E);
@@ -250,16 +249,20 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
         L.w_up.matmul(S.h_prep, S.ffn_b.data(), pool);
       }
       if (spec.act == FfnAct::kGeluTanh) {
-        geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F);
+        geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
       } else {
-        swiglu(S.ffn_a.data(), S.ffn_b.data(), T * F);
+        swiglu(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
       }
       L.w_down.matmul(S.ffn_a.data(), T, S.h.data(), pool);
     }
     if (!L.post_ffw_norm.empty()) {
-      for (int64_t t = 0; t < T; ++t) rms_norm(S.h.data() + t * E, L.post_ffw_norm.data(), S.h.data() + t * E, E, c.rms_eps);
+      rms_norm_rows(S.h.data(), L.post_ffw_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     }
-    for (int64_t i = 0; i < T * E; ++i) S.x[i] += S.h[i];
+    if (l + 1 < c.n_layer) {
+      add_rms_norm_rows(S.x.data(), S.h.data(), w.layers[l + 1].attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
+    } else {
+      add_inplace(S.x.data(), S.h.data(), T * E, pool);
+    }
   }
 
   // Final norm and output projection only for the rows that need logits.

@@ -1,7 +1,9 @@
 #include "model/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "model/attention_kernels.h"
 #include "tensor/fp16.h"
 
 namespace ts::model {
@@ -48,10 +50,8 @@ void apply_rope(float* x, int n_heads, int head_dim, bool neox, const float* cs,
 }
 
 void swiglu(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = a[i];
-    a[i] = g / (1.0f + std::exp(-g)) * b[i];
-  }
+  // g / (1 + exp(-g)) * b with glibc's expf evaluated lane-wise (attn::exp_ref == std::exp).
+  attn::active_kernels().swiglu(a, b, n);
 }
 
 float gelu_tanh(float x) {
@@ -92,6 +92,57 @@ void geglu_ggml(float* a, const float* b, int64_t n) {
 
 void softcap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+namespace {
+
+// Elements per chunk handed to a thread: big enough that a dispatch (~1-5 us) is a small part.
+constexpr int64_t kGrainElems = 16384;
+
+// Runs fn(b, e) over [0, rows) in chunks of whole rows, on the pool when there is enough work.
+template <typename F>
+void for_rows(int64_t rows, int64_t row_elems, ThreadPool* pool, F&& fn) {
+  if (rows <= 0) return;
+  const int64_t grain = std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, row_elems));
+  if (!pool || pool->num_threads() == 1 || rows <= grain) {
+    fn(int64_t{0}, rows);
+    return;
+  }
+  pool->parallel_chunks(rows, grain, fn);
+}
+
+}  // namespace
+
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps, ThreadPool* pool) {
+  for_rows(T, n, pool, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) rms_norm(x + t * n, w, out + t * n, n, eps);
+  });
+}
+
+void add_rms_norm_rows(float* x, const float* h, const float* w, float* out, int64_t T, int64_t n, float eps,
+                       ThreadPool* pool) {
+  for_rows(T, n, pool, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* xt = x + t * n;
+      const float* ht = h + t * n;
+      for (int64_t i = 0; i < n; ++i) xt[i] += ht[i];
+      rms_norm(xt, w, out + t * n, n, eps);
+    }
+  });
+}
+
+void add_inplace(float* x, const float* h, int64_t n, ThreadPool* pool) {
+  for_rows(n, 1, pool, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] += h[i];
+  });
+}
+
+void swiglu(float* a, const float* b, int64_t n, ThreadPool* pool) {
+  for_rows(n, 1, pool, [&](int64_t lo, int64_t hi) { swiglu(a + lo, b + lo, hi - lo); });
+}
+
+void geglu_ggml(float* a, const float* b, int64_t n, ThreadPool* pool) {
+  for_rows(n, 1, pool, [&](int64_t lo, int64_t hi) { geglu_ggml(a + lo, b + lo, hi - lo); });
 }
 
 }  // namespace ts::model

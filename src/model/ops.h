@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 
+#include "core/thread_pool.h"
+
 namespace ts::model {
 
 // out = x / sqrt(mean(x^2) + eps) * w, for one row of n values (x and out may alias).
@@ -36,5 +38,20 @@ float gelu_tanh(float x);
 
 // x[i] = cap * tanh(x[i] / cap).
 void softcap(float* x, int64_t n, float cap);
+
+// Batched forms over T rows of n values, split over `pool` (may be null) when the batch is
+// large enough to pay for a dispatch. Per element they compute exactly what the single-row
+// functions above do (bit-identical results whatever the split); the vector paths follow
+// tensor::active_isa().
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps, ThreadPool* pool);
+// The residual add fused with the next norm: x += h, then out = rms_norm(x) * w, row by row
+// (out may alias h; one pass over the rows instead of two).
+void add_rms_norm_rows(float* x, const float* h, const float* w, float* out, int64_t T, int64_t n, float eps,
+                       ThreadPool* pool);
+// x[i] += h[i] for i < n.
+void add_inplace(float* x, const float* h, int64_t n, ThreadPool* pool);
+// swiglu / geglu_ggml above over n values, split over the pool.
+void swiglu(float* a, const float* b, int64_t n, ThreadPool* pool);
+void geglu_ggml(float* a, const float* b, int64_t n, ThreadPool* pool);
 
 }  // namespace ts::model

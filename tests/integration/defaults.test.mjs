@@ -140,3 +140,24 @@ test('a request that can never fit gets a 400 saying how much would', { skip }, 
     (e) => e.status === 400 && e.code === 'context_length_exceeded' && /max_tokens can be at most \d+/.test(e.message),
   );
 });
+
+test('serve --kv-type q8_0 roughly doubles the tokens a KV budget holds; a bad type is one line, exit 2', { skip }, async () => {
+  const bad = spawnSync(bin, ['serve', '-m', model32k, '--no-auth', '--port', '0', '--kv-type', 'q4'], { encoding: 'utf8' });
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, /--kv-type.*unknown KV cache type 'q4'/);
+  assert.equal(bad.stderr.trim().split('\n').length, 1, bad.stderr);
+  // 9 layers x 4 KV heads x (64 int8 + one f32 scale) x K and V = 4,896 bytes a token (f16: 9,216).
+  const q8 = await startServer(['--no-auth', '--kv-cache-memory', '72MiB', '--kv-type', 'q8_0'], { model: model32k });
+  try {
+    assert.match(q8.log(), /kv cache type: q8_0 \(4896 bytes per token\)/);
+    const len = (await client(q8).models.list()).data[0].max_model_len;
+    assert.ok(len > 1.8 * 8192 && len <= CTX, `max_model_len ${len}`);
+    const r = await client(q8).chat.completions.create({
+      model: 'ctx32k', messages: [{ role: 'user', content: 'Tell me a story.' }], seed: 14, max_tokens: 16,
+    });
+    assert.ok(r.usage.completion_tokens >= 1);
+  } finally {
+    const r = await q8.stop();
+    assert.equal(r.code, 0);
+  }
+});

@@ -1,0 +1,113 @@
+// Attention alone, tiled (paged_attention) against the untiled original
+// (paged_attention_reference), measured in the same process on the Qwen2.5-0.5B shape
+// (14 query heads, 2 KV heads, head_dim 64, 16-token blocks), 2 threads:
+//   Prefill/N    one sequence, N prompt tokens at once (causal)
+//   Decode/C     8 sequences, one token each, C tokens of context
+// Arguments: Google Benchmark flags, plus --isa NAME (bench_isa.h).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "bench_isa.h"
+#include "model/attention.h"
+
+namespace {
+
+using namespace ts::model;
+
+struct Setup {
+  KvStorage kv;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<SeqSlice> slices;
+  std::vector<float> q, out;
+  AttentionParams p{.n_head = 14, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f};
+  AttentionScratch scratch;
+};
+
+// num_seqs sequences with `ctx` positions of KV each; the last `num_tokens` are this step's.
+Setup make(KvType type, int32_t num_seqs, int32_t ctx, int32_t num_tokens) {
+  ModelConfig cfg;
+  cfg.n_layer = 1;
+  cfg.n_head = 14;
+  cfg.n_head_kv = 2;
+  cfg.head_dim = 64;
+  const int32_t bs = 16, per = (ctx + bs - 1) / bs;
+  Setup s{.kv = std::move(KvStorage::create(cfg, type, bs, per * num_seqs).value())};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int64_t KD = 2 * 64;
+  for (int32_t i = 0; i < num_seqs; ++i) {
+    std::vector<int32_t> t(per);
+    std::iota(t.begin(), t.end(), i * per);
+    s.tables.push_back(std::move(t));
+  }
+  for (int32_t i = 0; i < num_seqs; ++i) {
+    std::vector<float> k(ctx * KD), v(ctx * KD);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    SeqSlice all{.num_tokens = ctx, .start_pos = 0, .block_table = s.tables[i]};
+    write_kv(s.kv, 0, std::span<const SeqSlice>(&all, 1), k.data(), v.data());
+  }
+  for (int32_t i = 0; i < num_seqs; ++i)
+    s.slices.push_back({.num_tokens = num_tokens, .start_pos = ctx - num_tokens, .block_table = s.tables[i]});
+  s.q.resize(static_cast<size_t>(num_seqs) * num_tokens * 14 * 64);
+  for (float& x : s.q) x = nd(rng);
+  s.out.resize(s.q.size());
+  return s;
+}
+
+ts::ThreadPool& pool() {
+  static ts::ThreadPool p(2);
+  return p;
+}
+
+template <bool kTiled>
+void run(benchmark::State& state, Setup& s) {
+  for (auto _ : state) {
+    if (kTiled) {
+      paged_attention(s.kv, 0, s.p, s.slices, s.q.data(), s.out.data(), s.scratch, &pool());
+    } else {
+      paged_attention_reference(s.kv, 0, s.p, s.slices, s.q.data(), s.out.data(), s.scratch, &pool());
+    }
+    benchmark::DoNotOptimize(s.out.data());
+  }
+}
+
+template <bool kTiled, KvType kType>
+void Prefill(benchmark::State& state) {
+  const int32_t n = static_cast<int32_t>(state.range(0));
+  Setup s = make(kType, 1, n, n);
+  run<kTiled>(state, s);
+  state.counters["tok/s"] = benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <bool kTiled, KvType kType>
+void Decode(benchmark::State& state) {
+  const int32_t ctx = static_cast<int32_t>(state.range(0));
+  Setup s = make(kType, 8, ctx, 1);
+  run<kTiled>(state, s);
+  state.counters["steps/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(Prefill<false, KvType::kF16>)->Name("Prefill/untiled/f16")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Prefill<true, KvType::kF16>)->Name("Prefill/tiled/f16")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Prefill<false, KvType::kQ8_0>)->Name("Prefill/untiled/q8_0")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Prefill<true, KvType::kQ8_0>)->Name("Prefill/tiled/q8_0")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Decode<false, KvType::kF16>)->Name("Decode8/untiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16>)->Name("Decode8/tiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<false, KvType::kQ8_0>)->Name("Decode8/untiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kQ8_0>)->Name("Decode8/tiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

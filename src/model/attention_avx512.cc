@@ -1,0 +1,106 @@
+// AVX-512 tables of the tiled-attention kernels (attention_kernels.h): the vector macros and
+// ISA-specific helpers (exp, SwiGLU), then the shared body in attention_x86_impl.h. Everything
+// below the target pragma is compiled for that ISA only and reached after a CPUID check
+// (tensor::active_isa()). Bit-identical to the scalar reference in attention_kernels.cc.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "model/attention_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
+// GCC 12 flags the undefined pass-through operand inside its own vcvtps2ph/vcvtph2ps wrappers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#define TS_LOADH load_halves
+#define TS_W 16
+#define TS_V __m512
+#define TS_VD __m512d
+#define TS_CVTPH _mm512_cvtph_ps
+#define TS_CVTPS _mm512_cvtps_ph
+#define TS_SETZERO _mm512_setzero_ps
+#define TS_FMADD _mm512_fmadd_ps
+#define TS_SET1 _mm512_set1_ps
+#define TS_LOADU _mm512_loadu_ps
+#define TS_ADD _mm512_add_ps
+#define TS_MUL _mm512_mul_ps
+#define TS_STOREU _mm512_storeu_ps
+#define TS_CVTPD _mm512_cvtps_pd
+#define TS_LOWHALF _mm512_castps512_ps256
+#define TS_HIGHHALF high_half
+#define TS_ADDPD _mm512_add_pd
+#define TS_COMBINE combine
+#define TS_CVTPDPS _mm512_cvtpd_ps
+#define TS_KERNELS_FN avx512_kernels
+#define TS_KERNELS_NAME "avx512"
+
+namespace ts::model::attn {
+namespace {
+
+inline __m256i load_halves(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void store_halves(uint16_t* p, __m256i h) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h); }
+inline __m512 load_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 high_half(__m512 x) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)); }
+inline __m512 combine(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+
+// exp_ref on 16 lanes: the double-precision core on two halves of 8, then glibc's special cases.
+inline __m512 exp16v(__m512 xf) {
+  using namespace expf_data;
+  const __m512d inv = _mm512_set1_pd(kInvLn2N), shift = _mm512_set1_pd(kShift);
+  __m256 halves[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m512d xd = _mm512_cvtps_pd(h ? high_half(xf) : _mm512_castps512_ps256(xf));
+    const __m512d kds = _mm512_fmadd_pd(inv, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kds);
+    const __m512d kd = _mm512_sub_pd(kds, shift);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512i t = _mm512_add_epi64(
+        _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)), kTab, 8), _mm512_slli_epi64(ki, 47));
+    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(kC0), r, _mm512_set1_pd(kC1));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d yv = _mm512_fmadd_pd(r, _mm512_set1_pd(kC2), _mm512_set1_pd(1.0));
+    yv = _mm512_fmadd_pd(z, r2, yv);
+    halves[h] = _mm512_cvtpd_ps(_mm512_mul_pd(yv, _mm512_castsi512_pd(t)));
+  }
+  __m512 res = combine(halves[0], halves[1]);
+  const __mmask16 under = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kUnderflow), _CMP_LT_OQ);
+  const __mmask16 may = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kMayUnderflow), _CMP_LT_OQ) & ~under;
+  const __mmask16 over = _mm512_cmp_ps_mask(xf, _mm512_set1_ps(kOverflow), _CMP_GT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(xf, xf, _CMP_UNORD_Q);
+  res = _mm512_mask_mov_ps(res, under, _mm512_setzero_ps());
+  res = _mm512_mask_mov_ps(res, may, _mm512_set1_ps(0x1p-149f));
+  res = _mm512_mask_mov_ps(res, over, _mm512_set1_ps(INFINITY));
+  res = _mm512_mask_mov_ps(res, nan, _mm512_add_ps(xf, xf));
+  return res;
+}
+
+void exp_tile(const float* x, float* y) { _mm512_storeu_ps(y, exp16v(_mm512_loadu_ps(x))); }
+
+void swiglu(float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(a + i);
+    const __m512 e = exp16v(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_storeu_ps(a + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(b + i)));
+  }
+  for (; i < n; ++i) a[i] = a[i] / (1.0f + exp_ref(-a[i])) * b[i];
+}
+
+}  // namespace
+}  // namespace ts::model::attn
+
+#include "model/attention_x86_impl.h"
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options

@@ -1,0 +1,92 @@
+// Inner kernels of the tiled attention (attention.cc) and the exp-based element-wise op, one table per ISA (scalar reference,
+// AVX2 + FMA + F16C, AVX-512). Internal to src/model; pure functions over raw float buffers.
+//
+// A key tile holds kKeyTile consecutive positions of one KV head, converted once from the
+// cache: K transposed to [head_dim][kKeyTile] (lane i = key i) so scores for all keys of the
+// tile come out of one pass without horizontal sums, V as [kKeyTile][head_dim]. Lanes past the
+// tile's key count are zero and their scores are ignored by the caller.
+//
+// Bit-exactness: every table computes, per key and per output element, the same sequence of
+// IEEE operations as the scalar reference (explicit fused multiply-adds, the same summation
+// tree), so all ISAs give identical results; tests/model/attention_test.cc checks it.
+#pragma once
+
+#include <cstdint>
+
+namespace ts::model::attn {
+
+inline constexpr int32_t kKeyTile = 16;
+
+// expf as glibc 2.28+ computes it on FMA hosts (__expf_fma: 2^(k/32) table, cubic in double,
+// three fused multiply-adds), the exp llama.cpp's CPU flash attention calls. exp_ref is the
+// scalar form; the SIMD tables evaluate the same operations lane-wise, so the softmax weights
+// are the libm ones (tests check exp_ref against std::exp) at vector speed.
+namespace expf_data {
+inline constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32 / ln 2
+inline constexpr double kShift = 0x1.8p+52;
+inline constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 = 0x1.62e42ff0c52d6p-6;
+inline constexpr float kOverflow = 0x1.62e42ep6f;    // above: +inf
+inline constexpr float kUnderflow = -0x1.9fe368p6f;  // below: 0
+inline constexpr float kMayUnderflow = -0x1.9d1d9ep6f;  // [kUnderflow, this): the smallest subnormal
+// 2^(i/32) as doubles, minus i << 47 (the exponent bits added back from k).
+inline constexpr unsigned long long kTab[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
+    0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
+    0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
+    0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull, 0x3feea47eb03a5585ull,
+    0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull,
+    0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull,
+    0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+}  // namespace expf_data
+float exp_ref(float x);
+
+struct Kernels {
+  const char* name;
+  // out[i] = dot_ggml(q, K[:, i]) * scale for the kKeyTile lanes. dot_ggml is ggml_vec_dot_f16
+  // as built for AVX2 + F16C: per 32 values, accumulators sum[j][l] (j < 4, l < 8) fed by
+  // fma(q[32c + 8j + l], k[32c + 8j + l], sum[j][l]); r[l] = (sum0 + sum2) + (sum1 + sum3);
+  // t[l] = r[l] + r[l + 4]; result (t0 + t1) + (t2 + t3); a tail past the last multiple of 32
+  // is added in double. Used for every KV type (its 32 independent sums vectorize well).
+  void (*scores_ggml)(const float* q, const float* kt, int32_t hd, float scale, float* out);
+  // Online-softmax step of `nrows` rows (sc, w, ms: [nrows][kKeyTile]; m, s: [nrows], the rows'
+  // running max and sum, updated in place) over keys i0..i1-1 with ggml's one-key-a-step rule:
+  //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);
+  //   s = fma(s, ms[i], w[i]).
+  void (*online_f16)(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
+  // One row's online-softmax step per tile: m' = max(m, sc[i0..i1)), w[i] = exp(sc[i] - m'),
+  // s = s * exp(m - m') + w[i0] + ... + w[i1-1] (in key order); returns exp(m - m') and sets m = m'.
+  float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
+  // y[i] = exp_ref(x[i]) for the kKeyTile lanes.
+  void (*exp_tile)(const float* x, float* y);
+  // SwiGLU, a[i] = a[i] / (1 + exp_ref(-a[i])) * b[i] (ops.h swiglu's arithmetic; lives here for
+  // the vector exp).
+  void (*swiglu)(float* a, const float* b, int64_t n);
+  // dst[i] = float(fp16 src[i]) (exact), for loading F16 K/V tiles.
+  void (*cvt_f16)(const uint16_t* src, float* dst, int32_t n);
+  // kt[d][i] = float(k[d * stride + i]) for d < hd, i < kKeyTile: a K tile from a transposed
+  // F16 page (k points at the tile's first slot, stride = block size).
+  void (*load_kt_f16)(const uint16_t* k, int32_t stride, int32_t hd, float* kt);
+  // kt[d][i] = scale[i] * k[d * stride + i] (q8_0 page; scale: the tile's per-token scales).
+  void (*load_kt_q8)(const int8_t* k, int32_t stride, const float* scale, int32_t hd, float* kt);
+  // dst[i] = fp16(src[i]), round to nearest even (F16 K/V stores).
+  void (*cvt_to_f16)(const float* src, uint16_t* dst, int32_t n);
+  // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],
+  // w and ms [nrows][kKeyTile]), keys i0..i1-1 in order, per row r and element d:
+  //   if ms[r][i] != 1: acc = fp16(acc * ms[r][i]);  acc = fp16(fma(v[i][d], w[r][i], acc)).
+  // (A rescale by exactly 1 is a no-op on fp16-representable values, so the test is exact.)
+  void (*acc_f16)(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
+                  int32_t hd);
+  // acc[r][d] = acc[r][d] * rescale[r] + sum over i in [i0, i1) of p[r][i] * v[i][d] (fma, keys in order).
+  void (*acc_f32)(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0,
+                  int32_t i1, int32_t hd);
+};
+
+const Kernels& scalar_kernels();
+const Kernels& avx2_kernels();    // requires AVX2 + FMA + F16C
+const Kernels& avx512_kernels();  // requires AVX-512 F
+// The table for tensor::active_isa() (AVX-512 for the avx512/amx tiers, AVX2, else scalar).
+const Kernels& active_kernels();
+
+}  // namespace ts::model::attn
