@@ -75,6 +75,22 @@ std::vector<Event> RequestHandle::wait_all() {
 void RequestHandle::cancel() {
   state_->cancel_requested.store(true);
   if (state_->waker) state_->waker->notify();
+  std::shared_ptr<detail::Waker> l;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    l = state_->listener;
+  }
+  if (l) l->notify();
+}
+
+void RequestHandle::set_listener(std::shared_ptr<detail::Waker> listener) {
+  bool ready = false;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    state_->listener = listener;
+    ready = !state_->events.empty();
+  }
+  if (ready && listener) listener->notify();
 }
 
 bool RequestHandle::done() const {
@@ -177,13 +193,8 @@ namespace {
 void push_event(ReqState& r, Event ev) {
   ev.usage = r.usage;
   ev.timings = r.timings;
-  auto& h = *r.handle;
-  {
-    std::lock_guard<std::mutex> l(h.mu);
-    if (ev.request_done) h.done = true;
-    h.events.push_back(std::move(ev));
-  }
-  h.cv.notify_all();
+  if (ev.time == TimePoint{}) ev.time = Clock::now();
+  r.handle->push(std::move(ev));
 }
 
 }  // namespace
