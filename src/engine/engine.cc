@@ -733,7 +733,13 @@ bool Engine::Impl::step() {
     }
   }
   sweep_done();
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const auto took = Clock::now() - t0;
+  const double ms = std::chrono::duration<double, std::milli>(took).count();
+  {  // the scheduler learns this host's and model's step cost (latency-driven chunk sizes)
+    int32_t shape_prefill = 0, shape_decodes = 0;
+    out.shape(&shape_prefill, &shape_decodes);
+    sched.cost_model().observe(shape_prefill, shape_decodes, took);
+  }
   {
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.num_steps;
