@@ -240,6 +240,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   so.max_batch_tokens = opts.max_batch_tokens;
   so.tiers[static_cast<int>(Tier::kInteractive)] = opts.interactive;
   so.tiers[static_cast<int>(Tier::kBatch)] = opts.batch;
+  so.step_latency_fraction = std::max(0.0f, opts.step_latency_fraction);
+  so.idle_step_latency_fraction = so.step_latency_fraction;
   e->impl_ = std::make_unique<Impl>(opts.num_threads, std::move(storage), num_blocks, opts, so, cfg.n_vocab);
   auto& im = *e->impl_;
   im.model = &model;

@@ -43,6 +43,11 @@ struct EngineOptions {
                           .latency_target = std::chrono::milliseconds(500), .max_queued = 1024};
   TierOptions batch{.max_running = 256, .kv_share = 0.9f, .priority = 0,
                     .latency_target = std::chrono::milliseconds(0), .max_queued = 4096};
+  // Latency-driven step size (scheduler.h): while interactive work waits or runs, batch prefill
+  // is cut so a step's predicted time stays within this share of the interactive latency_target
+  // (also while interactive is idle: a request arriving mid-step waits for that step); 0 = no
+  // cut (--step-latency-fraction).
+  float step_latency_fraction = 0.25f;
   int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
   bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
   uint64_t seed = 0;                 // seeds requests without their own seed; 0 = random_device

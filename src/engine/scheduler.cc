@@ -105,15 +105,23 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
   out.preempted.push_back(victim);
 }
 
+bool Scheduler::decode_over_cap(const SchedulerOutput& out, double cap_seconds) const {
+  int32_t prefill = 0, decodes = 0;
+  out.shape(&prefill, &decodes);
+  return cost_.predict(prefill, decodes + 1) > cap_seconds;
+}
+
 int32_t Scheduler::prefill_allowance(const SchedulerOutput& out, double cap_seconds,
-                                     int32_t lower_prefill_used) const {
+                                     int32_t lower_prefill_used, bool protect_busy) const {
   if (cap_seconds <= 0.0) return INT32_MAX;
   int32_t prefill = 0, decodes = 0;
   out.shape(&prefill, &decodes);
   const double left = cap_seconds - cost_.predict(prefill, decodes);
   const double per = cost_.per_prefill_token();
   int64_t n = left > 0.0 && per > 0.0 ? static_cast<int64_t>(std::floor(left / per)) : 0;
-  n = std::max<int64_t>(n, opts_.min_lower_prefill_tokens - lower_prefill_used);
+  // The floor against starvation holds only while the protecting tier has nobody waiting and
+  // admits nobody: waiting higher-tier requests leave nothing over, as for admission.
+  if (!protect_busy) n = std::max<int64_t>(n, opts_.min_lower_prefill_tokens - lower_prefill_used);
   return static_cast<int32_t>(std::clamp<int64_t>(n, 0, INT32_MAX));
 }
 
@@ -188,6 +196,8 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
   double cap = 0.0;
   int32_t cap_priority = INT_MIN;    // the protecting tier's priority
   int32_t lower_prefill = 0;         // prefill tokens given to cut tiers this step
+  bool protect_waiting = false;      // the protecting tier still has requests waiting
+  bool protect_admitted = false;     // it admitted a request this step (a first-token step)
   for (int ti : order) {
     const Tier tier = static_cast<Tier>(ti);
     const TierOptions& to = opts_.tiers[ti];
@@ -207,7 +217,8 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
       if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
       int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
       const bool prefill_chunk = n > 1;
-      if (cut && prefill_chunk) n = std::min(n, prefill_allowance(out, cap, lower_prefill));
+      if (cut && prefill_chunk) n = std::min(n, prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted));
+      if (cut && !prefill_chunk && protect_admitted && decode_over_cap(out, cap)) continue;
       if (n <= 0) continue;
       bool ok = true;
       while (!kv_.allocate_slots(*s, n)) {
@@ -237,7 +248,8 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     if (!skip) {
       while (!q.empty() && budget > 0) {
         const int32_t before = out.num_tokens;
-        if (!try_admit(q.front(), budget, cut ? prefill_allowance(out, cap, lower_prefill) : INT32_MAX, out)) break;
+        const int32_t cap_tokens = cut ? prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted) : INT32_MAX;
+        if (!try_admit(q.front(), budget, cap_tokens, out)) break;
         if (cut) lower_prefill += out.num_tokens - before;
       }
     }
@@ -253,6 +265,10 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
       if (c > 0.0 && (cap == 0.0 || c < cap)) {
         cap = c;
         cap_priority = std::max(cap_priority, to.priority);
+      }
+      if (c > 0.0) {
+        protect_waiting = protect_waiting || !q.empty();
+        for (const Sequence* a : out.admitted) protect_admitted = protect_admitted || a->tier == tier;
       }
     }
   }

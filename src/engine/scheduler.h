@@ -20,9 +20,11 @@
 // sequences waiting or running, and within idle_step_latency_fraction of it otherwise (a request
 // that arrives mid-step waits for that step to end). The prediction comes from StepCostModel,
 // learned online from the steps the engine ran on this host and model (Engine feeds it through
-// cost_model()); before its first observation nothing is cut. Decodes are never cut, and the
-// lower tiers always get at least min_lower_prefill_tokens of prefill a step so they cannot
-// starve on a host too slow for the target.
+// cost_model()); before its first observation nothing is cut. Lower-tier decodes are cut only
+// in a step where the protecting tier admits a request (its first-token step; at most one step
+// per such admission). While the protecting tier has nobody waiting or admitted, lower tiers get at
+// least min_lower_prefill_tokens of prefill a step, so they cannot starve on a host too slow
+// for the target; waiting higher-tier requests leave them nothing, as for admission.
 //
 // Not thread-safe: engine thread only.
 #pragma once
@@ -56,7 +58,7 @@ struct SchedulerOptions {
   // Share of a protecting tier's latency_target one step may take (predicted), while that tier
   // has sequences waiting or running / while it has none; 0 = no cut.
   float step_latency_fraction = 0.25f;
-  float idle_step_latency_fraction = 0.5f;
+  float idle_step_latency_fraction = 0.25f;
   int32_t min_lower_prefill_tokens = 16;  // prefill tokens a step always leaves to lower tiers
   double cost_ewma_alpha = 0.2;      // weight of the newest step in StepCostModel
 };
@@ -141,7 +143,11 @@ class Scheduler {
   // max_tokens caps the first chunk (latency cut); <= 0 admits nothing.
   bool try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, SchedulerOutput& out);
   // Prefill tokens a lower tier may still add this step under the latency cut (INT32_MAX when none).
-  int32_t prefill_allowance(const SchedulerOutput& out, double cap_seconds, int32_t lower_prefill_used) const;
+  // protect_busy: the protecting tier has requests waiting or admits one this step (no floor).
+  int32_t prefill_allowance(const SchedulerOutput& out, double cap_seconds, int32_t lower_prefill_used,
+                            bool protect_busy) const;
+  // One more decode would take the step's predicted time past cap_seconds.
+  bool decode_over_cap(const SchedulerOutput& out, double cap_seconds) const;
 
   SchedulerOptions opts_;
   KvCacheManager& kv_;

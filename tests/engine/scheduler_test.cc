@@ -289,7 +289,7 @@ TEST(Scheduler, ChunkFollowsTheLearnedCostNotAConstant) {
   EXPECT_EQ(tokens_of(out, i), 1);
 }
 
-TEST(Scheduler, InteractivePrefillIsNotCutAndBatchDecodesStillRun) {
+TEST(Scheduler, InteractivePrefillIsNotCutAndBatchDecodesWaitOnlyOneStep) {
   Sim sim(512, 16, tiered());
   teach(sim.sched, 0.010, 0.002);
   Sequence* b = sim.add(8, Tier::kBatch, 1);
@@ -297,7 +297,10 @@ TEST(Scheduler, InteractivePrefillIsNotCutAndBatchDecodesStillRun) {
   Sequence* i = sim.add(400, Tier::kInteractive, 100);
   auto out = sim.step();
   EXPECT_EQ(tokens_of(out, i), 400);  // the protected tier's own prefill is whole
-  EXPECT_EQ(tokens_of(out, b), 1);    // decodes are never cut
+  EXPECT_EQ(tokens_of(out, b), 0);    // its first-token step: the batch decode does not fit
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 1);
+  EXPECT_EQ(tokens_of(out, b), 1);    // decodes run again in the steps after
 }
 
 TEST(Scheduler, LowerTierKeepsAMinimumPrefillOnATooSlowHost) {
@@ -311,6 +314,32 @@ TEST(Scheduler, LowerTierKeepsAMinimumPrefillOnATooSlowHost) {
   EXPECT_EQ(tokens_of(out, i), 1);
   EXPECT_EQ(tokens_of(out, b1), 16);  // min_lower_prefill_tokens, shared by the batch tier
   EXPECT_EQ(tokens_of(out, b2), 0);
+}
+
+TEST(Scheduler, AnInteractiveFirstTokenStepDefersBatchWorkThatDoesNotFit) {
+  Sim sim(512, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);
+  std::vector<Sequence*> decoding;
+  for (int k = 0; k < 6; ++k) decoding.push_back(sim.add(8, Tier::kBatch, 1 + 10 * k));
+  sim.step();  // six batch sequences decoding from here on
+  Sequence* chunked = sim.add(300, Tier::kBatch, 200);
+  sim.step();
+  ASSERT_GT(chunked->num_computed_tokens, 0);
+  // An interactive request with a 50-token prompt (100 ms) arrives: 125 ms cap.
+  Sequence* i = sim.add(50, Tier::kInteractive, 900);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 50);
+  int decodes = 0;
+  for (Sequence* b : decoding) decodes += tokens_of(out, b);
+  EXPECT_EQ(decodes, 2);                  // 100 ms + 2 x 10 ms fits; the other four wait a step
+  EXPECT_EQ(tokens_of(out, chunked), 2);  // what is left of the cap (5 ms): no 16-token floor
+  // Next step: interactive decoding; every batch decode runs again, batch prefill within the cap.
+  out = sim.step();
+  decodes = 0;
+  for (Sequence* b : decoding) decodes += tokens_of(out, b);
+  EXPECT_EQ(decodes, 6);
+  EXPECT_EQ(tokens_of(out, i), 1);
+  EXPECT_EQ(tokens_of(out, chunked), (125 - 70) / 2);
 }
 
 }  // namespace
