@@ -174,6 +174,20 @@ struct Engine::Impl {
   EngineOptions opts;
   int32_t max_model_len = 0;
 
+  // Parallel sampling: with two or more rows to sample, unconstrained rows are sampled on the
+  // pool first (each sequence draws from its own Rng, so the tokens are those a serial pass
+  // gives); on_logits then takes the token from here. One Sampler per concurrent chunk.
+  struct Presampled {
+    bool ready = false;              // token (and lp) drawn; the row was checked finite
+    int32_t token = -1;
+    LogprobEntry lp;
+  };
+  std::vector<Presampled> presampled;             // [logit rows of this step]
+  std::vector<std::unique_ptr<Sampler>> row_samplers;
+  std::unique_ptr<std::atomic<bool>[]> row_sampler_busy;
+  Presampled* current_pre = nullptr;              // the row being processed, when presampled
+  void presample(const SchedulerOutput& out, int32_t V);
+
   bool step();
   void sample_guarded(SeqState& s, const float* row, int32_t V, TimePoint now);
   void fail_all(const std::string& why);
@@ -506,8 +520,14 @@ void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
       return;
     }
   }
-  const int32_t token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output,
-                                       s.rng, p.logprobs ? &lp : nullptr, allowed);
+  int32_t token = -1;
+  if (current_pre != nullptr) {
+    token = current_pre->token;
+    lp = std::move(current_pre->lp);
+  } else {
+    token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output, s.rng,
+                           p.logprobs ? &lp : nullptr, allowed);
+  }
   if (s.constraint) {
     if (Status st = s.constraint->accept(token); !st.ok()) {
       log::error("engine: constrained sampling produced a refused token: " + st.to_string());
@@ -568,7 +588,7 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
       poisoned[static_cast<size_t>(V) / 2] = std::nanf("");
       row = poisoned.data();
     }
-    for (int32_t i = 0; i < V; ++i) {
+    for (int32_t i = current_pre != nullptr ? V : 0; i < V; ++i) {  // presampled rows were checked
       if (!std::isfinite(row[i])) {
         log::error("engine: request " + s.req->req.id + ": non-finite logits (token " + std::to_string(i) +
                    "); ending the request");
@@ -585,6 +605,57 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
                  internal_error(std::string("internal error while processing the request: ") + e.what()), {}, {},
                  {});
   }
+}
+
+void Engine::Impl::presample(const SchedulerOutput& out, int32_t V) {
+  presampled.clear();
+  std::vector<std::pair<int32_t, SeqState*>> rows;  // (logits row, sequence) to draw in parallel
+  int32_t row = 0;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    if (!sc.wants_logits) continue;
+    SeqState& s = *by_seq.at(sc.seq);
+    if (!s.finished && !s.constraint && injected_fault(s.req->req) == Fault::kNone) rows.emplace_back(row, &s);
+    ++row;
+  }
+  if (rows.size() < 2 || pool.num_threads() < 2) return;
+  presampled.resize(static_cast<size_t>(row));
+  const size_t nt = static_cast<size_t>(pool.num_threads());
+  if (row_samplers.size() < nt) {
+    row_samplers.clear();
+    for (size_t i = 0; i < nt; ++i) row_samplers.push_back(std::make_unique<Sampler>(V));
+    row_sampler_busy = std::make_unique<std::atomic<bool>[]>(nt);
+    for (size_t i = 0; i < nt; ++i) row_sampler_busy[i].store(false);
+  }
+  pool.parallel_chunks(static_cast<int64_t>(rows.size()), 1, [&](int64_t b, int64_t e) {
+    // At most one chunk per pool thread runs at a time, so a free sampler always exists.
+    size_t k = 0;
+    for (bool f = false;; k = (k + 1) % nt, f = false) {
+      if (row_sampler_busy[k].compare_exchange_strong(f, true)) break;
+    }
+    Sampler& sm = *row_samplers[k];
+    for (int64_t j = b; j < e; ++j) {
+      const auto [r, sp] = rows[static_cast<size_t>(j)];
+      SeqState& s = *sp;
+      const float* x = logits.data() + static_cast<size_t>(r) * V;
+      bool finite = true;
+      for (int32_t i = 0; i < V && finite; ++i) finite = std::isfinite(x[i]);
+      if (!finite) continue;  // the serial pass reports it
+      const SamplingParams& p = s.req->req.sampling;
+      const Sequence& q = s.seq;
+      std::span<const int32_t> prompt(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens));
+      std::span<const int32_t> output(q.tokens.data() + q.num_prompt_tokens,
+                                      static_cast<size_t>(q.num_output_tokens()));
+      Presampled& ps = presampled[static_cast<size_t>(r)];
+      try {
+        ps.token = sm.sample(std::span<const float>(x, static_cast<size_t>(V)), p, prompt, output, s.rng,
+                             p.logprobs ? &ps.lp : nullptr);
+        ps.ready = true;
+      } catch (const std::exception&) {
+        // The serial pass samples this row again under its guard (and reports the failure).
+      }
+    }
+    row_sampler_busy[k].store(false);
+  });
 }
 
 void Engine::Impl::fail_all(const std::string& why) {
@@ -707,6 +778,7 @@ bool Engine::Impl::step() {
 
   const int32_t V = model->config().n_vocab;
   const TimePoint after_forward = Clock::now();  // tokens exist from here on (TTFT, ITL)
+  presample(out, V);
   int32_t row = 0;
   int64_t sampled = 0;
   std::vector<ReqState*> release;
@@ -719,7 +791,11 @@ bool Engine::Impl::step() {
       release.push_back(s.req);
     }
     if (sc.wants_logits) {
+      current_pre = static_cast<size_t>(row) < presampled.size() && presampled[static_cast<size_t>(row)].ready
+                        ? &presampled[static_cast<size_t>(row)]
+                        : nullptr;
       sample_guarded(s, logits.data() + static_cast<size_t>(row) * V, V, after_forward);
+      current_pre = nullptr;
       ++row;
       ++sampled;
     }
