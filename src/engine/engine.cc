@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/batch_sampler.h"
 #include "engine/block_pool.h"
 #include "engine/fault_injection.h"
 #include "engine/kv_cache_manager.h"
@@ -175,17 +176,11 @@ struct Engine::Impl {
   int32_t max_model_len = 0;
 
   // Parallel sampling: with two or more rows to sample, unconstrained rows are sampled on the
-  // pool first (each sequence draws from its own Rng, so the tokens are those a serial pass
-  // gives); on_logits then takes the token from here. One Sampler per concurrent chunk.
-  struct Presampled {
-    bool ready = false;              // token (and lp) drawn; the row was checked finite
-    int32_t token = -1;
-    LogprobEntry lp;
-  };
-  std::vector<Presampled> presampled;             // [logit rows of this step]
-  std::vector<std::unique_ptr<Sampler>> row_samplers;
-  std::unique_ptr<std::atomic<bool>[]> row_sampler_busy;
-  Presampled* current_pre = nullptr;              // the row being processed, when presampled
+  // pool first (batch_sampler.h: the same tokens as the serial pass); on_logits then takes the
+  // token from there instead of sampling.
+  std::unique_ptr<BatchSampler> batch_sampler;
+  std::vector<SampleRow> presampled;              // [logit rows of this step]; empty = serial
+  SampleRow* current_pre = nullptr;               // the row being processed, when presampled
   void presample(const SchedulerOutput& out, int32_t V);
 
   bool step();
@@ -609,53 +604,30 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
 
 void Engine::Impl::presample(const SchedulerOutput& out, int32_t V) {
   presampled.clear();
-  std::vector<std::pair<int32_t, SeqState*>> rows;  // (logits row, sequence) to draw in parallel
-  int32_t row = 0;
+  if (pool.num_threads() < 2) return;
+  std::vector<SampleRow> rows;
+  std::vector<size_t> at;  // logits row of each entry of rows
+  size_t row = 0;
   for (const ScheduledSeq& sc : out.scheduled) {
     if (!sc.wants_logits) continue;
     SeqState& s = *by_seq.at(sc.seq);
-    if (!s.finished && !s.constraint && injected_fault(s.req->req) == Fault::kNone) rows.emplace_back(row, &s);
+    if (!s.finished && !s.constraint && injected_fault(s.req->req) == Fault::kNone) {
+      const Sequence& q = s.seq;
+      rows.push_back({.logits = logits.data() + row * static_cast<size_t>(V),
+                      .params = &s.req->req.sampling,
+                      .prompt = std::span<const int32_t>(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens)),
+                      .output = std::span<const int32_t>(q.tokens.data() + q.num_prompt_tokens,
+                                                         static_cast<size_t>(q.num_output_tokens())),
+                      .rng = &s.rng});
+      at.push_back(row);
+    }
     ++row;
   }
-  if (rows.size() < 2 || pool.num_threads() < 2) return;
-  presampled.resize(static_cast<size_t>(row));
-  const size_t nt = static_cast<size_t>(pool.num_threads());
-  if (row_samplers.size() < nt) {
-    row_samplers.clear();
-    for (size_t i = 0; i < nt; ++i) row_samplers.push_back(std::make_unique<Sampler>(V));
-    row_sampler_busy = std::make_unique<std::atomic<bool>[]>(nt);
-    for (size_t i = 0; i < nt; ++i) row_sampler_busy[i].store(false);
-  }
-  pool.parallel_chunks(static_cast<int64_t>(rows.size()), 1, [&](int64_t b, int64_t e) {
-    // At most one chunk per pool thread runs at a time, so a free sampler always exists.
-    size_t k = 0;
-    for (bool f = false;; k = (k + 1) % nt, f = false) {
-      if (row_sampler_busy[k].compare_exchange_strong(f, true)) break;
-    }
-    Sampler& sm = *row_samplers[k];
-    for (int64_t j = b; j < e; ++j) {
-      const auto [r, sp] = rows[static_cast<size_t>(j)];
-      SeqState& s = *sp;
-      const float* x = logits.data() + static_cast<size_t>(r) * V;
-      bool finite = true;
-      for (int32_t i = 0; i < V && finite; ++i) finite = std::isfinite(x[i]);
-      if (!finite) continue;  // the serial pass reports it
-      const SamplingParams& p = s.req->req.sampling;
-      const Sequence& q = s.seq;
-      std::span<const int32_t> prompt(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens));
-      std::span<const int32_t> output(q.tokens.data() + q.num_prompt_tokens,
-                                      static_cast<size_t>(q.num_output_tokens()));
-      Presampled& ps = presampled[static_cast<size_t>(r)];
-      try {
-        ps.token = sm.sample(std::span<const float>(x, static_cast<size_t>(V)), p, prompt, output, s.rng,
-                             p.logprobs ? &ps.lp : nullptr);
-        ps.ready = true;
-      } catch (const std::exception&) {
-        // The serial pass samples this row again under its guard (and reports the failure).
-      }
-    }
-    row_sampler_busy[k].store(false);
-  });
+  if (rows.size() < 2) return;
+  if (!batch_sampler) batch_sampler = std::make_unique<BatchSampler>(V);
+  batch_sampler->sample(pool, rows);
+  presampled.resize(row);
+  for (size_t i = 0; i < rows.size(); ++i) presampled[at[i]] = std::move(rows[i]);
 }
 
 void Engine::Impl::fail_all(const std::string& why) {
