@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/thread_pool.h"
+#include "engine/batch_sampler.h"
 #include "engine/sampler.h"
 
 namespace {
@@ -85,6 +87,33 @@ void BM_Temperature1(benchmark::State& st) {
   run(st, p);
 }
 
+// One decode step of 8 sequences (top_p 0.9, temperature 0.8): the rows sampled one after
+// another, or by BatchSampler on a pool of 2 threads (what the engine does).
+void BM_Step8Rows(benchmark::State& st) {
+  const int threads = static_cast<int>(st.range(0));
+  std::vector<std::vector<float>> rows;
+  for (uint64_t i = 0; i < 8; ++i) rows.push_back(make_logits(i + 1));
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  std::vector<Rng> rngs;
+  for (int i = 0; i < 8; ++i) rngs.emplace_back(100 + i);
+  ts::ThreadPool pool(threads);
+  ts::engine::BatchSampler bs(kVocab);
+  Sampler serial(kVocab);
+  std::vector<ts::engine::SampleRow> batch(8);
+  for (auto _ : st) {
+    if (threads == 1) {
+      for (int i = 0; i < 8; ++i) benchmark::DoNotOptimize(serial.sample(rows[i], p, {}, {}, rngs[i], nullptr));
+    } else {
+      for (int i = 0; i < 8; ++i) batch[i] = {.logits = rows[i].data(), .params = &p, .rng = &rngs[i]};
+      bs.sample(pool, batch);
+      benchmark::DoNotOptimize(batch[7].token);
+    }
+  }
+}
+
+BENCHMARK(BM_Step8Rows)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Greedy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TopK40)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TopP09)->Unit(benchmark::kMicrosecond);
