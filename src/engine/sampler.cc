@@ -218,8 +218,7 @@ void Sampler::logprobs(std::span<const float> logits, int32_t token, int32_t n, 
   const int32_t V = static_cast<int32_t>(logits.size());
   const float mx = max_value(logits.data(), V);
   // Log-sum-exp: float exps, summed per block in float and across blocks in double.
-  std::vector<float> scratch(static_cast<size_t>(V));
-  const double sum = exp_shifted(logits.data(), V, 1.0f, mx, scratch.data(), nullptr);
+  const double sum = exp_shifted(logits.data(), V, 1.0f, mx, nullptr, nullptr);
   const double lse = mx + std::log(sum);
   out->sampled = {token, static_cast<float>(logits[token] - lse)};
   out->top.clear();
