@@ -106,6 +106,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
 }
 
 bool Scheduler::decode_over_cap(const SchedulerOutput& out, double cap_seconds) const {
+  if (!cost_.ready()) return false;
   int32_t prefill = 0, decodes = 0;
   out.shape(&prefill, &decodes);
   return cost_.predict(prefill, decodes + 1) > cap_seconds;
@@ -114,6 +115,11 @@ bool Scheduler::decode_over_cap(const SchedulerOutput& out, double cap_seconds) 
 int32_t Scheduler::prefill_allowance(const SchedulerOutput& out, double cap_seconds,
                                      int32_t lower_prefill_used, bool protect_busy) const {
   if (cap_seconds <= 0.0) return INT32_MAX;
+  if (!cost_.ready()) {
+    // Nothing measured yet (the first steps after start): a probe-sized chunk, not a step of
+    // unknown length while a latency target is at stake.
+    return std::max(0, opts_.cold_start_prefill_tokens - lower_prefill_used);
+  }
   int32_t prefill = 0, decodes = 0;
   out.shape(&prefill, &decodes);
   const double left = cap_seconds - cost_.predict(prefill, decodes);
@@ -256,7 +262,7 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     if (!q.empty() && to.latency_target.count() > 0 && now - q.front()->arrival > to.latency_target) {
       gate_priority = std::max(gate_priority, to.priority);
     }
-    if (to.latency_target.count() > 0 && cost_.ready()) {
+    if (to.latency_target.count() > 0) {
       // This tier protects the ones below it from long steps.
       bool active = !q.empty();
       for (const Sequence* r : running_) active = active || r->tier == tier;

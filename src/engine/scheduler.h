@@ -20,7 +20,8 @@
 // sequences waiting or running, and within idle_step_latency_fraction of it otherwise (a request
 // that arrives mid-step waits for that step to end). The prediction comes from StepCostModel,
 // learned online from the steps the engine ran on this host and model (Engine feeds it through
-// cost_model()); before its first observation nothing is cut. Lower-tier decodes are cut only
+// cost_model()); before its first observation lower tiers get at most
+// cold_start_prefill_tokens of prefill a step. Lower-tier decodes are cut only
 // in a step where the protecting tier admits a request (its first-token step; at most one step
 // per such admission). While the protecting tier has nobody waiting or admitted, lower tiers get at
 // least min_lower_prefill_tokens of prefill a step, so they cannot starve on a host too slow
@@ -60,6 +61,7 @@ struct SchedulerOptions {
   float step_latency_fraction = 0.25f;
   float idle_step_latency_fraction = 0.25f;
   int32_t min_lower_prefill_tokens = 16;  // prefill tokens a step always leaves to lower tiers
+  int32_t cold_start_prefill_tokens = 64;  // lower-tier prefill a step before any cost is measured
   double cost_ewma_alpha = 0.2;      // weight of the newest step in StepCostModel
 };
 

@@ -246,8 +246,24 @@ TEST(StepCostModel, LearnsPerDecodeAndPerPrefillTokenOnline) {
   EXPECT_NEAR(m.per_prefill_token(), 0.006, 1e-4);
 }
 
-TEST(Scheduler, WithoutCostObservationsBatchPrefillTakesTheWholeBudget) {
-  Sim sim(256, 16, tiered());
+TEST(Scheduler, BeforeAnyCostObservationBatchPrefillIsAProbeChunk) {
+  SchedulerOptions o = tiered();
+  o.cold_start_prefill_tokens = 64;
+  Sim sim(256, 16, o);
+  Sequence* b = sim.add(600, Tier::kBatch, 1);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 64);
+  // Once a step was measured, the chunk follows the cost (250 ms idle cut, 2 ms a token).
+  teach(sim.sched, 0.010, 0.002);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 125);
+}
+
+TEST(Scheduler, WithoutALatencyTargetBatchPrefillTakesTheWholeBudget) {
+  SchedulerOptions o = tiered();
+  o.tiers[0].latency_target = std::chrono::milliseconds(0);
+  Sim sim(256, 16, o);
+  teach(sim.sched, 0.010, 0.002);
   Sequence* b = sim.add(600, Tier::kBatch, 1);
   auto out = sim.step();
   EXPECT_EQ(tokens_of(out, b), 512);
