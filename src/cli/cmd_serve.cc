@@ -58,6 +58,7 @@ int cmd_serve(int argc, char** argv) {
   std::string model_path, host = "127.0.0.1", kv_memory, model_name, max_body = "8MiB";
   int port = 8080, threads = 0, io_threads = 2, max_seqs = 64, max_batch_tokens = 512, max_model_len = 0;
   double drain_timeout_s = 30.0;
+  float step_latency_fraction = 0.25f;
   std::string ledger = "tokenserve.db", limits, config_path, log_format = "text";
   bool no_auth = false, vllm_compat = false;
   bool trust_gateway = false;
@@ -78,6 +79,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-seqs", max_seqs, "running sequences at most (default 64)")->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-batch-tokens", max_batch_tokens, "tokens per engine step at most (default 512)")
       ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--step-latency-fraction", step_latency_fraction,
+                 "while interactive requests wait or run, batch prefill per step is cut to this share of the "
+                 "interactive latency target, from the step cost measured online (default 0.25; 0 = off)")
+      ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--max-model-len", max_model_len, "prompt + completion limit (default: the model's context)");
   app.add_option("--model-name", model_name, "model id clients use (default: the file name without .gguf)");
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
@@ -276,6 +281,7 @@ int cmd_serve(int argc, char** argv) {
   }
   eo.max_seqs = max_seqs;
   eo.max_batch_tokens = max_batch_tokens;
+  eo.step_latency_fraction = step_latency_fraction;
   eo.max_model_len = max_model_len;
   eo.num_threads = threads;
   // Tier scheduling limits from the config file ([tiers.interactive] / [tiers.batch]).

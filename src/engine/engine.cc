@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/batch_sampler.h"
 #include "engine/block_pool.h"
 #include "engine/fault_injection.h"
 #include "engine/kv_cache_manager.h"
@@ -76,6 +77,22 @@ std::vector<Event> RequestHandle::wait_all() {
 void RequestHandle::cancel() {
   state_->cancel_requested.store(true);
   if (state_->waker) state_->waker->notify();
+  std::shared_ptr<detail::Waker> l;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    l = state_->listener;
+  }
+  if (l) l->notify();
+}
+
+void RequestHandle::set_listener(std::shared_ptr<detail::Waker> listener) {
+  bool ready = false;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    state_->listener = listener;
+    ready = !state_->events.empty();
+  }
+  if (ready && listener) listener->notify();
 }
 
 bool RequestHandle::done() const {
@@ -165,6 +182,14 @@ struct Engine::Impl {
   EngineOptions opts;
   int32_t max_model_len = 0;
 
+  // Parallel sampling: with two or more rows to sample, unconstrained rows are sampled on the
+  // pool first (batch_sampler.h: the same tokens as the serial pass); on_logits then takes the
+  // token from there instead of sampling.
+  std::unique_ptr<BatchSampler> batch_sampler;
+  std::vector<SampleRow> presampled;              // [logit rows of this step]; empty = serial
+  SampleRow* current_pre = nullptr;               // the row being processed, when presampled
+  void presample(const SchedulerOutput& out, int32_t V);
+
   bool step();
   void sample_guarded(SeqState& s, const float* row, int32_t V, TimePoint now);
   void fail_all(const std::string& why);
@@ -196,13 +221,8 @@ namespace {
 void push_event(ReqState& r, Event ev) {
   ev.usage = r.usage;
   ev.timings = r.timings;
-  auto& h = *r.handle;
-  {
-    std::lock_guard<std::mutex> l(h.mu);
-    if (ev.request_done) h.done = true;
-    h.events.push_back(std::move(ev));
-  }
-  h.cv.notify_all();
+  if (ev.time == TimePoint{}) ev.time = Clock::now();
+  r.handle->push(std::move(ev));
 }
 
 }  // namespace
@@ -249,6 +269,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   so.max_batch_tokens = opts.max_batch_tokens;
   so.tiers[static_cast<int>(Tier::kInteractive)] = opts.interactive;
   so.tiers[static_cast<int>(Tier::kBatch)] = opts.batch;
+  so.step_latency_fraction = std::max(0.0f, opts.step_latency_fraction);
+  so.idle_step_latency_fraction = so.step_latency_fraction;
   e->impl_ = std::make_unique<Impl>(opts.num_threads, std::move(storage), num_blocks, opts, so, cfg.n_vocab);
   auto& im = *e->impl_;
   im.model = &model;
@@ -521,8 +543,14 @@ void Engine::Impl::on_logits(SeqState& s, const float* row, TimePoint now) {
       return;
     }
   }
-  const int32_t token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output,
-                                       s.rng, p.logprobs ? &lp : nullptr, allowed);
+  int32_t token = -1;
+  if (current_pre != nullptr) {
+    token = current_pre->token;
+    lp = std::move(current_pre->lp);
+  } else {
+    token = sampler.sample(std::span<const float>(row, static_cast<size_t>(V)), p, prompt, output, s.rng,
+                           p.logprobs ? &lp : nullptr, allowed);
+  }
   if (s.constraint) {
     if (Status st = s.constraint->accept(token); !st.ok()) {
       log::error("engine: constrained sampling produced a refused token: " + st.to_string());
@@ -583,7 +611,7 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
       poisoned[static_cast<size_t>(V) / 2] = std::nanf("");
       row = poisoned.data();
     }
-    for (int32_t i = 0; i < V; ++i) {
+    for (int32_t i = current_pre != nullptr ? V : 0; i < V; ++i) {  // presampled rows were checked
       if (!std::isfinite(row[i])) {
         log::error("engine: request " + s.req->req.id + ": non-finite logits (token " + std::to_string(i) +
                    "); ending the request");
@@ -600,6 +628,34 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
                  internal_error(std::string("internal error while processing the request: ") + e.what()), {}, {},
                  {});
   }
+}
+
+void Engine::Impl::presample(const SchedulerOutput& out, int32_t V) {
+  presampled.clear();
+  if (pool.num_threads() < 2) return;
+  std::vector<SampleRow> rows;
+  std::vector<size_t> at;  // logits row of each entry of rows
+  size_t row = 0;
+  for (const ScheduledSeq& sc : out.scheduled) {
+    if (!sc.wants_logits) continue;
+    SeqState& s = *by_seq.at(sc.seq);
+    if (!s.finished && !s.constraint && injected_fault(s.req->req) == Fault::kNone) {
+      const Sequence& q = s.seq;
+      rows.push_back({.logits = logits.data() + row * static_cast<size_t>(V),
+                      .params = &s.req->req.sampling,
+                      .prompt = std::span<const int32_t>(q.tokens.data(), static_cast<size_t>(q.num_prompt_tokens)),
+                      .output = std::span<const int32_t>(q.tokens.data() + q.num_prompt_tokens,
+                                                         static_cast<size_t>(q.num_output_tokens())),
+                      .rng = &s.rng});
+      at.push_back(row);
+    }
+    ++row;
+  }
+  if (rows.size() < 2) return;
+  if (!batch_sampler) batch_sampler = std::make_unique<BatchSampler>(V);
+  batch_sampler->sample(pool, rows);
+  presampled.resize(row);
+  for (size_t i = 0; i < rows.size(); ++i) presampled[at[i]] = std::move(rows[i]);
 }
 
 void Engine::Impl::fail_all(const std::string& why) {
@@ -740,6 +796,7 @@ bool Engine::Impl::step() {
   }
 
   const TimePoint after_forward = Clock::now();  // tokens exist from here on (TTFT, ITL)
+  presample(out, V);
   int32_t row = 0;
   int64_t sampled = 0;
   std::vector<ReqState*> release;
@@ -757,7 +814,11 @@ bool Engine::Impl::step() {
       release.push_back(s.req);
     }
     if (sc.wants_logits) {
+      current_pre = static_cast<size_t>(row) < presampled.size() && presampled[static_cast<size_t>(row)].ready
+                        ? &presampled[static_cast<size_t>(row)]
+                        : nullptr;
       sample_guarded(s, logits.data() + static_cast<size_t>(row) * V, V, after_forward);
+      current_pre = nullptr;
       ++row;
       ++sampled;
     }
@@ -774,7 +835,13 @@ bool Engine::Impl::step() {
     }
   }
   sweep_done();
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const auto took = Clock::now() - t0;
+  const double ms = std::chrono::duration<double, std::milli>(took).count();
+  {  // the scheduler learns this host's and model's step cost (latency-driven chunk sizes)
+    int32_t shape_prefill = 0, shape_decodes = 0;
+    out.shape(&shape_prefill, &shape_decodes);
+    sched.cost_model().observe(shape_prefill, shape_decodes, took);
+  }
   {
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.num_steps;

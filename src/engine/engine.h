@@ -44,6 +44,11 @@ struct EngineOptions {
                           .latency_target = std::chrono::milliseconds(500), .max_queued = 1024};
   TierOptions batch{.max_running = 256, .kv_share = 0.9f, .priority = 0,
                     .latency_target = std::chrono::milliseconds(0), .max_queued = 4096};
+  // Latency-driven step size (scheduler.h): while interactive work waits or runs, batch prefill
+  // is cut so a step's predicted time stays within this share of the interactive latency_target
+  // (also while interactive is idle: a request arriving mid-step waits for that step); 0 = no
+  // cut (--step-latency-fraction).
+  float step_latency_fraction = 0.25f;
   int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
   bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
   uint64_t seed = 0;                 // seeds requests without their own seed; 0 = random_device
@@ -144,6 +149,10 @@ class RequestHandle {
   void cancel();
   // True once the request_done event was produced (it may not be taken yet).
   bool done() const;
+  // Registers a waker notified after every event pushed to this handle and on cancel() (one
+  // per handle; a later call replaces it; null removes it). Notified at once when events are
+  // already waiting, so a consumer that registers and then polls misses nothing. Thread-safe.
+  void set_listener(std::shared_ptr<detail::Waker> listener);
   const std::string& id() const { return id_; }
   int32_t num_choices() const { return n_; }
 
@@ -169,6 +178,8 @@ struct Waker {
   }
 };
 
+// Producers (the engine, test and scripted backends) add events only through push(), which
+// wakes both next() and the registered listener.
 struct HandleState {
   std::mutex mu;
   std::condition_variable cv;
@@ -177,6 +188,20 @@ struct HandleState {
   bool done_taken = false;           // request_done taken by next()
   std::atomic<bool> cancel_requested{false};
   std::shared_ptr<Waker> waker;      // the engine loop to wake on cancel
+  std::shared_ptr<Waker> listener;   // guarded by mu: the consumer to wake on push (may be null)
+
+  // Appends one event (request_done sets done) and wakes next() and the listener.
+  void push(Event ev) {
+    std::shared_ptr<Waker> l;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (ev.request_done) done = true;
+      events.push_back(std::move(ev));
+      l = listener;
+    }
+    cv.notify_all();
+    if (l) l->notify();
+  }
 };
 }  // namespace detail
 

@@ -117,6 +117,8 @@ struct Event {
   bool request_done = false;         // last event of the whole request
   Usage usage;                       // request totals so far (final on the request_done event)
   Timings timings;                   // request timings so far (final on the request_done event)
+  TimePoint time;                    // when the engine emitted it (its tokens exist from then on);
+                                     // TimePoint{} = unknown (backends that do not stamp events)
 };
 
 }  // namespace ts::engine

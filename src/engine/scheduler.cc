@@ -8,7 +8,40 @@
 
 namespace ts::engine {
 
-Scheduler::Scheduler(SchedulerOptions opts, KvCacheManager& kv) : opts_(opts), kv_(kv) {
+void StepCostModel::observe(int32_t prefill_tokens, int32_t decode_seqs, std::chrono::duration<double> took) {
+  const double t = std::max(0.0, took.count());
+  if (prefill_tokens <= 0 && decode_seqs <= 0) return;
+  auto ewma = [this](double& acc, double x) { acc = acc > 0.0 ? acc + alpha_ * (x - acc) : x; };
+  ++num_observed_;
+  if (prefill_tokens <= 0) {
+    if (!decode_only_seen_ && per_decode_ > 0.0) per_decode_ = 0.0;  // drop the even-split guess
+    decode_only_seen_ = true;
+    ewma(per_decode_, t / decode_seqs);
+    return;
+  }
+  if (!decode_only_seen_) {
+    // No decode-only step yet: split the time evenly over the step's tokens.
+    const double each = t / static_cast<double>(prefill_tokens + decode_seqs);
+    ewma(per_token_, each);
+    if (decode_seqs > 0) ewma(per_decode_, each);
+    return;
+  }
+  const double rest = std::max(0.0, t - decode_seqs * per_decode_);
+  // A floor keeps a noisy step (decodes slower than usual) from teaching a prefill cost of 0.
+  ewma(per_token_, std::max(rest / prefill_tokens, 1e-3 * per_decode_));
+}
+
+void SchedulerOutput::shape(int32_t* prefill_tokens, int32_t* decode_seqs) const {
+  *prefill_tokens = 0;
+  *decode_seqs = 0;
+  for (const ScheduledSeq& s : scheduled) {
+    if (s.num_tokens == 1) ++*decode_seqs;
+    else *prefill_tokens += s.num_tokens;
+  }
+}
+
+Scheduler::Scheduler(SchedulerOptions opts, KvCacheManager& kv)
+    : opts_(opts), kv_(kv), cost_(opts.cost_ewma_alpha) {
   TS_CHECK(opts_.max_seqs > 0 && opts_.max_batch_tokens > 0, "scheduler limits must be positive");
 }
 
@@ -72,9 +105,36 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
   out.preempted.push_back(victim);
 }
 
-bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) {
+bool Scheduler::decode_over_cap(const SchedulerOutput& out, double cap_seconds) const {
+  if (!cost_.ready()) return false;
+  int32_t prefill = 0, decodes = 0;
+  out.shape(&prefill, &decodes);
+  return cost_.predict(prefill, decodes + 1) > cap_seconds;
+}
+
+int32_t Scheduler::prefill_allowance(const SchedulerOutput& out, double cap_seconds,
+                                     int32_t lower_prefill_used, bool protect_busy) const {
+  if (cap_seconds <= 0.0) return INT32_MAX;
+  if (!cost_.ready()) {
+    // Nothing measured yet (the first steps after start): a probe-sized chunk, not a step of
+    // unknown length while a latency target is at stake.
+    return std::max(0, opts_.cold_start_prefill_tokens - lower_prefill_used);
+  }
+  int32_t prefill = 0, decodes = 0;
+  out.shape(&prefill, &decodes);
+  const double left = cap_seconds - cost_.predict(prefill, decodes);
+  const double per = cost_.per_prefill_token();
+  int64_t n = left > 0.0 && per > 0.0 ? static_cast<int64_t>(std::floor(left / per)) : 0;
+  // The floor against starvation holds only while the protecting tier has nobody waiting and
+  // admits nobody: waiting higher-tier requests leave nothing over, as for admission.
+  if (!protect_busy) n = std::max<int64_t>(n, opts_.min_lower_prefill_tokens - lower_prefill_used);
+  return static_cast<int32_t>(std::clamp<int64_t>(n, 0, INT32_MAX));
+}
+
+bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, SchedulerOutput& out) {
   const Tier t = seq->tier;
   const TierOptions& to = opts_.tiers[static_cast<int>(t)];
+  if (max_tokens <= 0) return false;
   if (num_running(t) >= to.max_running) return false;
   while (static_cast<int32_t>(running_.size()) >= opts_.max_seqs) {
     Sequence* victim = pick_victim(seq->priority - 1);
@@ -82,7 +142,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out) 
     preempt(victim, out);
   }
   const int32_t cached = kv_.acquire_cached_prefix(*seq);
-  const int32_t n = std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+  const int32_t n = std::min({seq->num_tokens() - seq->num_computed_tokens, budget, max_tokens});
   TS_CHECK(n > 0, "admitting a sequence with nothing to compute");
   const int32_t total = kv_.pool().num_blocks();
   const int32_t limit = std::max<int32_t>(1, static_cast<int32_t>(std::floor(to.kv_share * total)));
@@ -138,9 +198,17 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
   });
 
   int gate_priority = INT_MIN;  // tiers below this priority admit nothing this step
+  // Latency cut: set by a tier with a target, applies to the tiers after it (lower priority).
+  double cap = 0.0;
+  int32_t cap_priority = INT_MIN;    // the protecting tier's priority
+  int32_t lower_prefill = 0;         // prefill tokens given to cut tiers this step
+  bool protect_waiting = false;      // the protecting tier still has requests waiting
+  bool protect_admitted = false;     // it admitted a request this step (a first-token step)
   for (int ti : order) {
     const Tier tier = static_cast<Tier>(ti);
     const TierOptions& to = opts_.tiers[ti];
+    const bool cut = cap > 0.0 && to.priority < cap_priority;
+    if (cut) out.step_cap_seconds = cap;
 
     // 1. Running sequences of this tier: decodes first (a long prefill never stalls them),
     //    then prefill chunks; oldest admission first within each.
@@ -155,7 +223,10 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     for (Sequence* s : cands) {
       if (budget == 0) break;
       if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
-      const int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+      int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+      const bool prefill_chunk = n > 1;
+      if (cut && prefill_chunk) n = std::min(n, prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted));
+      if (cut && !prefill_chunk && protect_admitted && decode_over_cap(out, cap)) continue;
       if (n <= 0) continue;
       bool ok = true;
       while (!kv_.allocate_slots(*s, n)) {
@@ -172,6 +243,7 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
       out.scheduled.push_back({s, n, s->num_computed_tokens + n == s->num_tokens()});
       out.num_tokens += n;
       budget -= n;
+      if (cut && prefill_chunk) lower_prefill += n;
     }
 
     // 2. Admission, unless this tier (or a higher one) just lost sequences to preemption or a
@@ -183,11 +255,29 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     auto& q = waiting_[ti];
     if (!skip) {
       while (!q.empty() && budget > 0) {
-        if (!try_admit(q.front(), budget, out)) break;
+        const int32_t before = out.num_tokens;
+        const int32_t cap_tokens = cut ? prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted) : INT32_MAX;
+        if (!try_admit(q.front(), budget, cap_tokens, out)) break;
+        if (cut) lower_prefill += out.num_tokens - before;
       }
     }
     if (!q.empty() && to.latency_target.count() > 0 && now - q.front()->arrival > to.latency_target) {
       gate_priority = std::max(gate_priority, to.priority);
+    }
+    if (to.latency_target.count() > 0) {
+      // This tier protects the ones below it from long steps.
+      bool active = !q.empty();
+      for (const Sequence* r : running_) active = active || r->tier == tier;
+      const float frac = active ? opts_.step_latency_fraction : opts_.idle_step_latency_fraction;
+      const double c = frac * std::chrono::duration<double>(to.latency_target).count();
+      if (c > 0.0 && (cap == 0.0 || c < cap)) {
+        cap = c;
+        cap_priority = std::max(cap_priority, to.priority);
+      }
+      if (c > 0.0) {
+        protect_waiting = protect_waiting || !q.empty();
+        for (const Sequence* a : out.admitted) protect_admitted = protect_admitted || a->tier == tier;
+      }
     }
   }
   return out;

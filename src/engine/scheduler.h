@@ -14,6 +14,19 @@
 // may preempt running sequences of strictly lower priority to get blocks or a seat.
 // Chunked prefill falls out of the budget: a prompt computes min(remaining, budget left).
 //
+// Step time follows the latency targets. A tier with a latency_target protects the tiers below
+// it: their prefill chunks (running chunks and admissions) are cut so that the step's predicted
+// duration stays within step_latency_fraction of the target while the protecting tier has
+// sequences waiting or running, and within idle_step_latency_fraction of it otherwise (a request
+// that arrives mid-step waits for that step to end). The prediction comes from StepCostModel,
+// learned online from the steps the engine ran on this host and model (Engine feeds it through
+// cost_model()); before its first observation lower tiers get at most
+// cold_start_prefill_tokens of prefill a step. Lower-tier decodes are cut only
+// in a step where the protecting tier admits a request (its first-token step; at most one step
+// per such admission). While the protecting tier has nobody waiting or admitted, lower tiers get at
+// least min_lower_prefill_tokens of prefill a step, so they cannot starve on a host too slow
+// for the target; waiting higher-tier requests leave them nothing, as for admission.
+//
 // Not thread-safe: engine thread only.
 #pragma once
 
@@ -43,6 +56,40 @@ struct SchedulerOptions {
   int32_t max_seqs = 64;             // running sequences at most
   int32_t max_batch_tokens = 512;    // tokens computed per step at most
   TierOptions tiers[kNumTiers];      // indexed by Tier
+  // Share of a protecting tier's latency_target one step may take (predicted), while that tier
+  // has sequences waiting or running / while it has none; 0 = no cut.
+  float step_latency_fraction = 0.25f;
+  float idle_step_latency_fraction = 0.25f;
+  int32_t min_lower_prefill_tokens = 16;  // prefill tokens a step always leaves to lower tiers
+  int32_t cold_start_prefill_tokens = 64;  // lower-tier prefill a step before any cost is measured
+  double cost_ewma_alpha = 0.2;      // weight of the newest step in StepCostModel
+};
+
+// Online model of a step's duration: seconds ~ decode_seqs * per_decode + prefill_tokens *
+// per_prefill_token. per_decode is an EWMA of (step time / sequences) over decode-only steps (it
+// absorbs the step's fixed cost, which decode-only steps always pay); per_prefill_token an EWMA
+// of (step time - decodes * per_decode) / prefill tokens over steps with prefill. Until a
+// decode-only step was seen, a step's time is split evenly over its tokens. Not thread-safe.
+class StepCostModel {
+ public:
+  explicit StepCostModel(double alpha = 0.2) : alpha_(alpha) {}
+  // One executed step: tokens of multi-token chunks, sequences that computed one token, time.
+  void observe(int32_t prefill_tokens, int32_t decode_seqs, std::chrono::duration<double> took);
+  bool ready() const { return per_decode_ > 0.0 || per_token_ > 0.0; }
+  // Seconds; per_prefill_token falls back to per_decode (and back) until both were observed.
+  double per_prefill_token() const { return per_token_ > 0.0 ? per_token_ : per_decode_; }
+  double per_decode() const { return per_decode_ > 0.0 ? per_decode_ : per_token_; }
+  double predict(int32_t prefill_tokens, int32_t decode_seqs) const {
+    return prefill_tokens * per_prefill_token() + decode_seqs * per_decode();
+  }
+  int64_t num_observed() const { return num_observed_; }
+
+ private:
+  double alpha_;
+  double per_decode_ = 0.0;          // 0 = not observed
+  double per_token_ = 0.0;           // 0 = not observed
+  bool decode_only_seen_ = false;
+  int64_t num_observed_ = 0;
 };
 
 // One sequence's share of a step.
@@ -59,7 +106,11 @@ struct SchedulerOutput {
   int32_t num_tokens = 0;               // sum of scheduled num_tokens
   int32_t num_prefix_query_tokens = 0;  // tokens looked up in the prefix cache at admission
   int32_t num_prefix_hit_tokens = 0;    // of those, found cached
+  double step_cap_seconds = 0.0;        // predicted-time cap applied to lower tiers' prefill; 0 = none
   bool empty() const { return scheduled.empty(); }
+  // The step's shape as StepCostModel counts it: tokens of chunks longer than one token, and
+  // chunks of exactly one token (decodes).
+  void shape(int32_t* prefill_tokens, int32_t* decode_seqs) const;
 };
 
 class Scheduler {
@@ -81,6 +132,9 @@ class Scheduler {
   const SchedulerOptions& options() const { return opts_; }
   // Every running sequence, highest priority then oldest admission first.
   const std::vector<Sequence*>& running() const { return running_; }
+  // The step cost model; the engine observes every step it runs.
+  StepCostModel& cost_model() { return cost_; }
+  const StepCostModel& cost_model() const { return cost_; }
 
  private:
   void preempt(Sequence* victim, SchedulerOutput& out);
@@ -88,7 +142,14 @@ class Scheduler {
   Sequence* pick_victim(int32_t max_priority) const;
   void insert_running(Sequence* seq);
   int32_t tier_blocks(Tier t) const;
-  bool try_admit(Sequence* seq, int32_t& budget, SchedulerOutput& out);
+  // max_tokens caps the first chunk (latency cut); <= 0 admits nothing.
+  bool try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, SchedulerOutput& out);
+  // Prefill tokens a lower tier may still add this step under the latency cut (INT32_MAX when none).
+  // protect_busy: the protecting tier has requests waiting or admits one this step (no floor).
+  int32_t prefill_allowance(const SchedulerOutput& out, double cap_seconds, int32_t lower_prefill_used,
+                            bool protect_busy) const;
+  // One more decode would take the step's predicted time past cap_seconds.
+  bool decode_over_cap(const SchedulerOutput& out, double cap_seconds) const;
 
   SchedulerOptions opts_;
   KvCacheManager& kv_;
@@ -96,6 +157,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_[kNumTiers];    // FCFS; preempted go to the front
   int64_t next_admit_order_ = 1;
   int64_t step_ = 0;
+  StepCostModel cost_;
 };
 
 }  // namespace ts::engine

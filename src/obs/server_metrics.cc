@@ -183,12 +183,10 @@ void ServerMetrics::on_request_finished(const RequestObservation& obs) {
         double tpot = decode / static_cast<double>(obs.completion_tokens - 1);
         tpot_->with(mt).observe(tpot);
         h.tpot_s = tpot;
+      }
+      if (!obs.inter_token_gaps.empty()) {
         Histogram& itl = itl_->with(mt);
-        if (obs.inter_token_gaps.empty()) {
-          itl.observe(tpot, obs.completion_tokens - 1);
-        } else {
-          for (auto gap : obs.inter_token_gaps) itl.observe(std::max(0.0, gap.count()));
-        }
+        for (auto gap : obs.inter_token_gaps) itl.observe(std::max(0.0, gap.count()));
       }
     }
   }

@@ -52,9 +52,9 @@ struct RequestObservation {
   engine::TimePoint scheduled;       // first scheduled; TimePoint{} = never
   engine::TimePoint first_token;     // first generated token; TimePoint{} = none
   engine::TimePoint finished;        // last choice finished
-  // Gaps between consecutive generated tokens as the server streamed them. Optional: when
-  // empty, the inter-token histogram gets (completion_tokens - 1) observations of the mean
-  // gap (finished - first_token) / (completion_tokens - 1).
+  // Every gap between consecutive generated tokens of each choice, as the engine emitted them
+  // (server/response_job.h JobResult::inter_token_gaps). Each one is an inter-token latency
+  // observation; none are made up when it is empty (TPOT still gets the request's mean).
   std::vector<std::chrono::duration<double>> inter_token_gaps;
   engine::FinishReason finish_reason = engine::FinishReason::kStop;  // of the request
   int http_status = 200;             // status sent (200 also for streams that ended in error)

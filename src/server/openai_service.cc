@@ -387,6 +387,7 @@ void OpenAIService::record_finished(const Call& call, const std::string& respons
   o.finish_reason = finish;
   o.http_status = r.http_status;
   o.num_preemptions = r.timings.num_preemptions;
+  o.inter_token_gaps = r.inter_token_gaps;
   if (opts_.metrics) opts_.metrics->on_request_finished(o);
   if (opts_.log_requests) {
     if (admission) {  // the log line keeps the real names (it is not exposition)

@@ -117,10 +117,24 @@ api::TokenLogprobs ResponseJob::to_logprobs(const engine::LogprobEntry& e) const
   return t;
 }
 
+void ResponseJob::listen(const std::shared_ptr<engine::detail::Waker>& waker) {
+  for (const auto& h : handles_) h->set_listener(waker);
+}
+
+void ResponseJob::unlisten() {
+  for (const auto& h : handles_) h->set_listener(nullptr);
+}
+
 void ResponseJob::on_event(size_t prompt, engine::Event& ev) {
   size_t idx = prompt * static_cast<size_t>(spec_.n) + static_cast<size_t>(ev.index);
   if (idx >= choices_.size()) return;
   ChoiceState& c = choices_[idx];
+  if (!ev.token_ids.empty()) {
+    const engine::TimePoint t = is_set(ev.time) ? ev.time : engine::Clock::now();
+    if (is_set(c.last_token)) gaps_.push_back(std::max(engine::Clock::duration::zero(), t - c.last_token));
+    gaps_.insert(gaps_.end(), ev.token_ids.size() - 1, std::chrono::duration<double>::zero());
+    c.last_token = t;
+  }
   if (ev.finish == engine::FinishReason::kCancelled) saw_cancelled_ = true;
   if (finish_rank(ev.finish) > finish_rank(worst_finish_)) worst_finish_ = ev.finish;
   if (ev.request_done) {
@@ -231,6 +245,7 @@ JobResult ResponseJob::result() const {
   result.cancelled = saw_cancelled_ || exchange_->cancelled();
   result.finish = worst_finish_;
   if (spec_.capture_output && !choices_.empty()) result.output_text = choices_[0].captured;
+  result.inter_token_gaps = gaps_;
   if (exchange_->cancelled() && result.finish != engine::FinishReason::kError)
     result.finish = engine::FinishReason::kCancelled;
   if (spec_.stream) {
@@ -245,6 +260,7 @@ JobResult ResponseJob::result() const {
 
 void ResponseJob::finish_job() {
   over_ = true;
+  unlisten();
   JobResult result = this->result();
   // Settle first: a client that sends its next request as soon as this response arrives then
   // finds the unused reservation already refunded.
@@ -293,6 +309,7 @@ void ResponseJob::abandon() {
   if (over_) return;
   for (const auto& h : handles_) h->cancel();
   over_ = true;
+  unlisten();
   JobResult result = this->result();
   result.cancelled = true;
   if (result.finish != engine::FinishReason::kError) result.finish = engine::FinishReason::kCancelled;
@@ -329,17 +346,19 @@ bool ResponseJob::pump(bool* progressed) {
 
 // ------------------------------------------------------------------------------------------
 
-ResponsePump::ResponsePump() : thread_([this] { loop(); }) {}
+ResponsePump::ResponsePump()
+    : waker_(std::make_shared<engine::detail::Waker>()), thread_([this] { loop(); }) {}
 
 ResponsePump::~ResponsePump() { stop(); }
 
 void ResponsePump::add(std::shared_ptr<ResponseJob> job) {
+  job->listen(waker_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming_.push_back(std::move(job));
     num_jobs_.fetch_add(1);
   }
-  cv_.notify_one();
+  waker_->notify();
 }
 
 void ResponsePump::stop() {
@@ -348,23 +367,29 @@ void ResponsePump::stop() {
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
-  cv_.notify_one();
+  waker_->notify();
   if (thread_.joinable()) thread_.join();
 }
 
 void ResponsePump::loop() {
+  using SteadyClock = std::chrono::steady_clock;
   std::vector<std::shared_ptr<ResponseJob>> jobs;
-  int idle_rounds_stopping = 0;
+  std::optional<SteadyClock::time_point> stop_deadline;  // stopping: when jobs left are dropped
   while (true) {
+    // Clear the wake flag before pumping: whatever is pushed from here on wakes the next wait.
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (jobs.empty() && incoming_.empty() && !stopping_) {
-        cv_.wait(lock, [this] { return !incoming_.empty() || stopping_; });
-      }
+      std::lock_guard<std::mutex> l(waker_->mu);
+      waker_->pending = false;
+    }
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       for (auto& j : incoming_) jobs.push_back(std::move(j));
       incoming_.clear();
-      if (stopping_ && jobs.empty()) return;
+      stopping = stopping_;
     }
+    if (stopping && jobs.empty()) return;
+    num_rounds_.fetch_add(1, std::memory_order_relaxed);
     bool progressed = false;
     for (size_t i = 0; i < jobs.size();) {
       if (jobs[i]->pump(&progressed)) {
@@ -375,20 +400,27 @@ void ResponsePump::loop() {
         ++i;
       }
     }
-    if (!progressed && !jobs.empty()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stopping_) {
-        // Stopping: the engine has been told to stop; give jobs a moment, then drop them.
-        lock.unlock();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        if (++idle_rounds_stopping > 2000) {  // ~2 s without any event
-          for (auto& j : jobs) j->abandon();
-          num_jobs_.fetch_sub(jobs.size());
-          jobs.clear();
-        }
+    if (stopping && !jobs.empty()) {
+      // Stopping: the engine has been told to stop; give jobs ~2 s without any event, then drop them.
+      if (progressed || !stop_deadline) stop_deadline = SteadyClock::now() + std::chrono::seconds(2);
+      if (SteadyClock::now() >= *stop_deadline) {
+        for (auto& j : jobs) j->abandon();
+        num_jobs_.fetch_sub(jobs.size());
+        jobs.clear();
         continue;
       }
-      cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return !incoming_.empty(); });
+    }
+    if (progressed) continue;  // more may be ready (pump() takes at most 64 events a handle)
+    SteadyClock::time_point until = SteadyClock::time_point::max();  // max = no timed wake
+    if (stopping && stop_deadline) until = *stop_deadline;
+    for (const auto& j : jobs) {
+      if (auto d = j->wake_deadline(); d && *d < until) until = *d;
+    }
+    std::unique_lock<std::mutex> l(waker_->mu);
+    if (until != SteadyClock::time_point::max()) {
+      waker_->cv.wait_until(l, until, [this] { return waker_->pending; });
+    } else {
+      waker_->cv.wait(l, [this] { return waker_->pending; });
     }
   }
 }

@@ -6,8 +6,10 @@
 // until kCancelGrace passed. on_done runs exactly once per job, however it ends (also when the
 // pump drops it at shutdown: abandon()).
 //
-// ResponsePump runs pump() for all jobs on one thread, polling each job without blocking and
-// sleeping ~1 ms when nothing moved, so thousands of jobs need no thread each.
+// ResponsePump runs pump() for all jobs on one thread, so thousands of jobs need no thread each.
+// It sleeps until something happens: every handle of its jobs has the pump's waker as listener
+// (RequestHandle::set_listener), so an event pushed by the engine, a cancel (client disconnect)
+// or a new job wakes it at once; the only timed wake is the earliest cancel grace deadline.
 // Job: one thread at a time (the pump). ResponsePump: add()/stop() thread-safe.
 #pragma once
 
@@ -72,6 +74,10 @@ struct JobResult {
                                      // error's status, or 499 when the client left before it
   std::string error_message;         // engine error, "" if none
   std::string output_text;           // first choice's raw output (spec.capture_output only)
+  // Every gap between consecutive tokens of each choice, as the engine emitted them (the event's
+  // time; the pump's receive time for backends that do not stamp events). Tokens that came in
+  // one event (speculative decoding) have gaps of 0. One choice with N tokens gives N - 1 gaps.
+  std::vector<std::chrono::duration<double>> inter_token_gaps;
 };
 
 class ResponseJob {
@@ -82,6 +88,10 @@ class ResponseJob {
 
   // Starts the SSE response (stream) and hooks cancellation. Call once, before the first pump.
   void begin();
+  // Makes `waker` the listener of every handle (see RequestHandle::set_listener).
+  void listen(const std::shared_ptr<engine::detail::Waker>& waker);
+  // When the job must be pumped even without an event (its cancel grace ends); nullopt = never.
+  std::optional<std::chrono::steady_clock::time_point> wake_deadline() const { return cancel_deadline_; }
   // Takes what events are ready. Returns true once the job is over (answered or cancelled).
   // *progressed is set when any event was taken.
   bool pump(bool* progressed);
@@ -104,6 +114,7 @@ class ResponseJob {
     bool started = false;            // first delta sent (echo prefix goes there)
     int64_t text_bytes = 0;          // text so far (completions' text_offset)
     std::string captured;            // raw output kept for body logging (capture_output)
+    engine::TimePoint last_token;    // when its latest token was emitted; epoch = none yet
   };
   void on_event(size_t prompt, engine::Event& ev);
   // Splits raw output through the choice's parser; streams or accumulates what became certain.
@@ -112,6 +123,7 @@ class ResponseJob {
   // The event's text (already taken from it) with spliced control-token markers.
   std::string raw_text(std::string text, const engine::Event& ev) const;
   void finish_job();
+  void unlisten();
   JobResult result() const;
   std::string with_extensions(std::string body) const;  // spec_.body_extension / usage_extension merged
   api::TokenLogprobs to_logprobs(const engine::LogprobEntry& e) const;
@@ -131,6 +143,7 @@ class ResponseJob {
   Status error_;
   bool saw_cancelled_ = false;       // a choice ended with FinishReason::kCancelled
   bool over_ = false;
+  std::vector<std::chrono::duration<double>> gaps_;  // JobResult::inter_token_gaps
 };
 
 class ResponsePump {
@@ -143,14 +156,18 @@ class ResponsePump {
   // jobs left are dropped (their exchanges answer 500 or are closed already). Idempotent.
   void stop();
   size_t num_jobs() const { return num_jobs_.load(); }
+  // Rounds of the pump loop so far (each pumps every job once); it sleeps between rounds until
+  // an event, a cancel, a new job or a deadline. For tests and diagnostics.
+  uint64_t num_rounds() const { return num_rounds_.load(); }
 
  private:
   void loop();
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::shared_ptr<engine::detail::Waker> waker_;  // every job's handles notify it; add/stop too
   std::vector<std::shared_ptr<ResponseJob>> incoming_;
   bool stopping_ = false;
   std::atomic<size_t> num_jobs_{0};
+  std::atomic<uint64_t> num_rounds_{0};
   std::thread thread_;
 };
 

@@ -99,12 +99,7 @@ Result<std::shared_ptr<engine::RequestHandle>> ScriptedBackend::submit(engine::R
       ev.timings = timings;
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(state->mu);
-    state->events = std::move(events);
-    state->done = true;
-  }
-  state->cv.notify_all();
+  for (auto& ev : events) state->push(std::move(ev));
   return handle;
 }
 

@@ -365,6 +365,50 @@ TEST(Engine, SeededSamplingIsReproducibleWhateverTheBatch) {
   expect_pool_free(**e);
 }
 
+TEST(Engine, ParallelSamplingGivesTheTokensOfSerialSampling) {
+  // With 2 threads a step's rows are sampled on the pool (engine.cc presample); with 1 thread
+  // serially. Seeded draws depend only on each request's own seed and tokens, so both engines
+  // give the same tokens and logprobs for every request, whatever the batches were.
+  TS_REQUIRE_SHARED(path, kStories);
+  model::Model* m = load_cached(path);
+  ASSERT_NE(m, nullptr);
+  auto prompts = story_prompts(*m, 6);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Request r = make_req(prompts[static_cast<size_t>(i)], 24, i == 0 ? 0.0f : 0.8f + 0.1f * i);
+    r.sampling.seed = 77 + static_cast<uint64_t>(i);
+    if (i == 1) r.sampling.top_k = 20;
+    if (i == 2) r.sampling.top_p = 0.9f;
+    if (i == 3) { r.sampling.top_k = 40; r.sampling.top_p = 0.8f; r.sampling.min_p = 0.05f; }
+    if (i == 4) { r.sampling.repetition_penalty = 1.3f; r.sampling.frequency_penalty = 0.5f; }
+    if (i == 5) { r.sampling.logprobs = true; r.sampling.top_logprobs = 3; }
+    reqs.push_back(r);
+  }
+  auto run = [&](int threads) {
+    EngineOptions o = base_opts();
+    o.num_threads = threads;
+    auto e = Engine::create(*m, o);
+    EXPECT_TRUE(e.ok());
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (const Request& r : reqs) hs.push_back(*(*e)->submit(r));
+    std::vector<Output> outs;
+    for (auto& h : hs) outs.push_back(collect(*h)[0]);
+    expect_pool_free(**e);
+    return outs;
+  };
+  const auto serial = run(1);
+  const auto parallel = run(2);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(parallel[i].tokens, serial[i].tokens) << "request " << i;
+    ASSERT_EQ(parallel[i].logprobs.size(), serial[i].logprobs.size());
+    for (size_t k = 0; k < serial[i].logprobs.size(); ++k) {
+      EXPECT_EQ(parallel[i].logprobs[k].sampled.token, serial[i].logprobs[k].sampled.token);
+      EXPECT_FLOAT_EQ(parallel[i].logprobs[k].sampled.logprob, serial[i].logprobs[k].sampled.logprob);
+    }
+  }
+  EXPECT_EQ(serial[5].logprobs.size(), 24u);
+}
+
 TEST(Engine, NChoicesSharePromptBlocks) {
   TS_REQUIRE_SHARED(path, kStories);
   model::Model* m = load_cached(path);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -180,6 +181,123 @@ TEST(Sampler, LogprobsAreLogSoftmaxOfRawLogitsWithSortedTop) {
   EXPECT_EQ(lp.top[1].token, 3);
   EXPECT_EQ(lp.top[2].token, 2);
   EXPECT_NEAR(lp.top[0].logprob, 3.0 - std::log(z), 1e-5);
+}
+
+
+TEST(SamplerKernels, ExpShiftedMatchesStdExpWithExactZerosBelowRange) {
+  for (int32_t n : {1, 7, 63, 64, 65, 200, 1031}) {
+    Rng gen(static_cast<uint64_t>(n));
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = static_cast<float>(gen.uniform() * 120.0 - 100.0);  // [-100, 20)
+    if (n > 1) x[0] = -std::numeric_limits<float>::infinity();
+    std::vector<float> out(x.size()), ref(x.size());
+    std::vector<float> blocks(static_cast<size_t>((n + kExpBlock - 1) / kExpBlock));
+    const double sum = exp_shifted(x.data(), n, 0.8f, 4.0f, out.data(), blocks.data());
+    const double ref_sum = exp_shifted_reference(x.data(), n, 0.8f, 4.0f, ref.data());
+    for (int32_t i = 0; i < n; ++i) {
+      if (ref[i] == 0.0f) {
+        EXPECT_EQ(out[i], 0.0f) << "n " << n << " i " << i << " x " << x[i];
+      } else {
+        EXPECT_NEAR(out[i] / ref[i], 1.0, 4e-7) << "n " << n << " i " << i << " x " << x[i];
+      }
+    }
+    EXPECT_NEAR(sum / ref_sum, 1.0, 1e-6);
+    double bsum = 0.0;
+    for (float b : blocks) bsum += b;
+    EXPECT_NEAR(bsum / ref_sum, 1.0, 1e-6);
+    EXPECT_NEAR(exp_shifted(x.data(), n, 0.8f, 4.0f, nullptr, nullptr), sum, 1e-9 * sum);
+  }
+}
+
+TEST(SamplerKernels, MaxAndTopKMatchAFullSort) {
+  for (int32_t n : {1, 5, 8, 9, 100, 4099, 152064}) {
+    Rng gen(static_cast<uint64_t>(n) + 3);
+    std::vector<float> x(static_cast<size_t>(n));
+    // Few distinct values: many ties, which must go to the lower id.
+    for (auto& v : x) v = static_cast<float>(gen.next() % 50) - 25.0f;
+    if (n > 3) x[3] = -std::numeric_limits<float>::infinity();
+    std::vector<std::pair<float, int32_t>> all;
+    for (int32_t i = 0; i < n; ++i)
+      if (x[i] > -std::numeric_limits<float>::infinity()) all.emplace_back(x[i], i);
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    EXPECT_EQ(max_value(x.data(), n), all.front().first);
+    for (int32_t k : {1, 2, 40, 300, 20000, n + 5}) {
+      std::vector<std::pair<float, int32_t>> got;
+      select_top_k(x.data(), n, k, got);
+      const size_t want = std::min(all.size(), static_cast<size_t>(k));
+      ASSERT_EQ(got.size(), want) << "n " << n << " k " << k;
+      for (size_t i = 0; i < want; ++i) {
+        ASSERT_EQ(got[i], all[i]) << "n " << n << " k " << k << " rank " << i;
+      }
+    }
+  }
+}
+
+TEST(Sampler, GreedyOnAFullVocabularyIsTheFirstMaximum) {
+  const int32_t V = 152064;
+  Sampler s(V);
+  Rng gen(5);
+  std::vector<float> logits(V);
+  for (auto& v : logits) v = static_cast<float>(gen.uniform() * 10.0);
+  logits[70001] = 11.0f;
+  logits[90000] = 11.0f;
+  Rng rng(1);
+  EXPECT_EQ(s.sample(logits, greedy(), {}, {}, rng, nullptr), 70001);
+  SamplingParams k1;
+  k1.top_k = 1;
+  EXPECT_EQ(s.sample(logits, k1, {}, {}, rng, nullptr), 70001);
+}
+
+TEST(Sampler, PeakedTopPAndTopKDrawOnlyTheirSetsInProportion) {
+  // A real-looking row: a Gaussian floor and a few strong tokens. Reference sets and
+  // probabilities by a full sort in double.
+  const int32_t V = 152064;
+  Sampler s(V);
+  Rng gen(11);
+  std::vector<float> logits(V);
+  for (auto& v : logits) v = static_cast<float>(gen.uniform() * 4.0 - 2.0);
+  const std::vector<std::pair<int32_t, float>> peaks = {{17, 14.0f}, {90000, 13.5f}, {123, 13.0f}, {150000, 12.0f},
+                                                        {5000, 11.0f}};
+  for (auto [id, v] : peaks) logits[id] = v;
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  std::vector<int32_t> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const double mx = logits[ids[0]] / 0.8;
+  double z = 0.0;
+  for (float v : logits) z += std::exp(v / 0.8 - mx);
+  std::vector<int32_t> nucleus;
+  double cum = 0.0;
+  for (int32_t id : ids) {
+    nucleus.push_back(id);
+    cum += std::exp(logits[id] / 0.8 - mx) / z;
+    if (cum >= 0.9) break;
+  }
+  ASSERT_GE(nucleus.size(), 2u);
+  ASSERT_LE(nucleus.size(), 5u);
+  double zn = 0.0;
+  for (int32_t id : nucleus) zn += std::exp(logits[id] / 0.8 - mx);
+  Rng rng(21);
+  std::map<int32_t, int> h;
+  const int draws = 1200;
+  for (int i = 0; i < draws; ++i) ++h[s.sample(logits, p, {}, {}, rng, nullptr)];
+  for (const auto& [id, c] : h) ASSERT_NE(std::find(nucleus.begin(), nucleus.end(), id), nucleus.end()) << id;
+  for (int32_t id : nucleus) EXPECT_NEAR(h[id] / double(draws), std::exp(logits[id] / 0.8 - mx) / zn, 0.045) << id;
+  // top_k 3 keeps exactly the three best.
+  p.top_p = 1.0f;
+  p.top_k = 3;
+  h.clear();
+  for (int i = 0; i < 300; ++i) ++h[s.sample(logits, p, {}, {}, rng, nullptr)];
+  EXPECT_EQ(h.size(), 3u);
+  EXPECT_GT(h[17], 0);
+  EXPECT_GT(h[90000], 0);
+  EXPECT_GT(h[123], 0);
 }
 
 }  // namespace

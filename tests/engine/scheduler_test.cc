@@ -200,3 +200,163 @@ TEST(Scheduler, LatencyTargetPausesLowerTierAdmission) {
 
 }  // namespace
 }  // namespace ts::engine
+
+namespace ts::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A fake host: the cost model is taught steps of a known cost (no clock involved).
+SchedulerOptions tiered(int32_t budget = 512) {
+  SchedulerOptions o = opts(32, budget);
+  o.tiers[0].latency_target = 500ms;  // interactive: cut batch steps to 125 ms (250 ms idle)
+  o.step_latency_fraction = 0.25f;
+  o.idle_step_latency_fraction = 0.5f;
+  o.min_lower_prefill_tokens = 16;
+  o.cost_ewma_alpha = 1.0;  // the newest observation only: exact figures in the tests
+  return o;
+}
+
+void teach(Scheduler& s, double per_decode, double per_token) {
+  s.cost_model().observe(0, 4, std::chrono::duration<double>(4 * per_decode));
+  s.cost_model().observe(100, 2, std::chrono::duration<double>(2 * per_decode + 100 * per_token));
+}
+
+TEST(StepCostModel, LearnsPerDecodeAndPerPrefillTokenOnline) {
+  StepCostModel m(0.3);
+  EXPECT_FALSE(m.ready());
+  // Before a decode-only step: the time split evenly over tokens.
+  m.observe(90, 10, 1.0s);
+  EXPECT_TRUE(m.ready());
+  EXPECT_NEAR(m.per_prefill_token(), 0.01, 1e-12);
+  // A host where a decode costs 20 ms (its share of the step) and a prefill token 2 ms.
+  for (int i = 0; i < 40; ++i) {
+    m.observe(0, 8, std::chrono::duration<double>(8 * 0.020));
+    m.observe(256, 4, std::chrono::duration<double>(4 * 0.020 + 256 * 0.002));
+  }
+  EXPECT_NEAR(m.per_decode(), 0.020, 1e-4);
+  EXPECT_NEAR(m.per_prefill_token(), 0.002, 1e-4);
+  EXPECT_NEAR(m.predict(100, 3), 100 * 0.002 + 3 * 0.020, 1e-3);
+  // The host gets 3x slower (another process, thermal limits): the model follows.
+  for (int i = 0; i < 40; ++i) {
+    m.observe(0, 8, std::chrono::duration<double>(8 * 0.060));
+    m.observe(256, 4, std::chrono::duration<double>(4 * 0.060 + 256 * 0.006));
+  }
+  EXPECT_NEAR(m.per_decode(), 0.060, 1e-3);
+  EXPECT_NEAR(m.per_prefill_token(), 0.006, 1e-4);
+}
+
+TEST(Scheduler, BeforeAnyCostObservationBatchPrefillIsAProbeChunk) {
+  SchedulerOptions o = tiered();
+  o.cold_start_prefill_tokens = 64;
+  Sim sim(256, 16, o);
+  Sequence* b = sim.add(600, Tier::kBatch, 1);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 64);
+  // Once a step was measured, the chunk follows the cost (250 ms idle cut, 2 ms a token).
+  teach(sim.sched, 0.010, 0.002);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 125);
+}
+
+TEST(Scheduler, WithoutALatencyTargetBatchPrefillTakesTheWholeBudget) {
+  SchedulerOptions o = tiered();
+  o.tiers[0].latency_target = std::chrono::milliseconds(0);
+  Sim sim(256, 16, o);
+  teach(sim.sched, 0.010, 0.002);
+  Sequence* b = sim.add(600, Tier::kBatch, 1);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 512);
+  EXPECT_EQ(out.step_cap_seconds, 0.0);
+}
+
+TEST(Scheduler, BatchPrefillChunkShrinksToTheInteractiveTargetWhileInteractiveRuns) {
+  Sim sim(256, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);  // 10 ms a decode, 2 ms a prefill token
+  Sequence* i = sim.add(4, Tier::kInteractive, 1);
+  sim.step();  // interactive prefill (4 tokens): now decoding
+  Sequence* b = sim.add(600, Tier::kBatch, 100);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 1);
+  // 125 ms cap - 10 ms interactive decode = 115 ms -> 57 prefill tokens at 2 ms.
+  EXPECT_DOUBLE_EQ(out.step_cap_seconds, 0.125);
+  EXPECT_EQ(tokens_of(out, b), 57);
+  // The running batch chunk stays cut on the next steps too.
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 57);
+  // Interactive done: idle cut, 250 ms -> 125 tokens.
+  sim.sched.remove(i);
+  out = sim.step();
+  EXPECT_DOUBLE_EQ(out.step_cap_seconds, 0.25);
+  EXPECT_EQ(tokens_of(out, b), 125);
+}
+
+TEST(Scheduler, ChunkFollowsTheLearnedCostNotAConstant) {
+  Sim sim(256, 16, tiered());
+  teach(sim.sched, 0.010, 0.001);  // a fast host: 1 ms a token
+  Sequence* i = sim.add(4, Tier::kInteractive, 1);
+  sim.step();
+  Sequence* b = sim.add(2000, Tier::kBatch, 100);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 115);
+  teach(sim.sched, 0.010, 0.005);  // the same host, 5x slower per token now
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 23);
+  EXPECT_EQ(tokens_of(out, i), 1);
+}
+
+TEST(Scheduler, InteractivePrefillIsNotCutAndBatchDecodesWaitOnlyOneStep) {
+  Sim sim(512, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);
+  Sequence* b = sim.add(8, Tier::kBatch, 1);
+  sim.step();  // batch: decoding from here on
+  Sequence* i = sim.add(400, Tier::kInteractive, 100);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 400);  // the protected tier's own prefill is whole
+  EXPECT_EQ(tokens_of(out, b), 0);    // its first-token step: the batch decode does not fit
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 1);
+  EXPECT_EQ(tokens_of(out, b), 1);    // decodes run again in the steps after
+}
+
+TEST(Scheduler, LowerTierKeepsAMinimumPrefillOnATooSlowHost) {
+  Sim sim(256, 16, tiered());
+  teach(sim.sched, 0.200, 0.050);  // one interactive decode alone exceeds the 125 ms cap
+  Sequence* i = sim.add(4, Tier::kInteractive, 1);
+  sim.step();
+  Sequence* b1 = sim.add(100, Tier::kBatch, 100);
+  Sequence* b2 = sim.add(100, Tier::kBatch, 300);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 1);
+  EXPECT_EQ(tokens_of(out, b1), 16);  // min_lower_prefill_tokens, shared by the batch tier
+  EXPECT_EQ(tokens_of(out, b2), 0);
+}
+
+TEST(Scheduler, AnInteractiveFirstTokenStepDefersBatchWorkThatDoesNotFit) {
+  Sim sim(512, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);
+  std::vector<Sequence*> decoding;
+  for (int k = 0; k < 6; ++k) decoding.push_back(sim.add(8, Tier::kBatch, 1 + 10 * k));
+  sim.step();  // six batch sequences decoding from here on
+  Sequence* chunked = sim.add(300, Tier::kBatch, 200);
+  sim.step();
+  ASSERT_GT(chunked->num_computed_tokens, 0);
+  // An interactive request with a 50-token prompt (100 ms) arrives: 125 ms cap.
+  Sequence* i = sim.add(50, Tier::kInteractive, 900);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 50);
+  int decodes = 0;
+  for (Sequence* b : decoding) decodes += tokens_of(out, b);
+  EXPECT_EQ(decodes, 2);                  // 100 ms + 2 x 10 ms fits; the other four wait a step
+  EXPECT_EQ(tokens_of(out, chunked), 2);  // what is left of the cap (5 ms): no 16-token floor
+  // Next step: interactive decoding; every batch decode runs again, batch prefill within the cap.
+  out = sim.step();
+  decodes = 0;
+  for (Sequence* b : decoding) decodes += tokens_of(out, b);
+  EXPECT_EQ(decodes, 6);
+  EXPECT_EQ(tokens_of(out, i), 1);
+  EXPECT_EQ(tokens_of(out, chunked), (125 - 70) / 2);
+}
+
+}  // namespace
+}  // namespace ts::engine

@@ -47,6 +47,7 @@ RequestObservation make_request(int i) {
   o.scheduled = o.arrival + 2ms;
   o.first_token = o.arrival + std::chrono::milliseconds((i + 1) * 10);
   o.finished = o.first_token + std::chrono::milliseconds(20 * (o.completion_tokens - 1));
+  o.inter_token_gaps.assign(static_cast<size_t>(o.completion_tokens - 1), 0.020s);
   o.finish_reason = i % 2 ? FinishReason::kLength : FinishReason::kStop;
   return o;
 }
@@ -330,6 +331,18 @@ TEST(ServerMetrics, MeasuredGapsFeedTheInterTokenHistogram) {
   EXPECT_EQ(e.sum("tokenserve:inter_token_latency_seconds_bucket", {{"le", "0.001"}}), 1);
   EXPECT_EQ(e.sum("tokenserve:inter_token_latency_seconds_bucket", {{"le", "0.005"}}), 3);
   EXPECT_NEAR(e.sum("tokenserve:inter_token_latency_seconds_sum"), 0.208, 1e-12);
+}
+
+TEST(ServerMetrics, WithoutMeasuredGapsNoInterTokenObservationIsMadeUp) {
+  FakeWall wall;
+  ServerMetrics m(options_with(&wall));
+  auto r = make_request(3);  // 8 tokens over 140 ms
+  r.inter_token_gaps.clear();
+  m.on_request_finished(r);
+  auto e = parse_prometheus(m.prometheus_text());
+  EXPECT_EQ(e.sum("tokenserve:inter_token_latency_seconds_count"), 0);
+  EXPECT_EQ(e.sum("tokenserve:time_per_output_token_seconds_count"), 1);
+  EXPECT_NEAR(e.sum("tokenserve:time_per_output_token_seconds_sum"), 0.020, 1e-9);
 }
 
 TEST(ServerMetrics, UnsetTimingsAreNotObserved) {

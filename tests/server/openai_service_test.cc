@@ -76,14 +76,7 @@ class FakeBackend : public Backend {
   std::atomic<bool> saw_cancel{false};
 
  private:
-  static void push(engine::detail::HandleState& s, engine::Event ev) {
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (ev.request_done) s.done = true;
-      s.events.push_back(std::move(ev));
-    }
-    s.cv.notify_all();
-  }
+  static void push(engine::detail::HandleState& s, engine::Event ev) { s.push(std::move(ev)); }
   void produce(const engine::Request& req, const std::shared_ptr<engine::detail::HandleState>& state,
                bool slow) {
     int64_t generated = 0;
