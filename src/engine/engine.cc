@@ -162,7 +162,7 @@ struct Engine::Impl {
   std::unordered_map<const Sequence*, SeqState*> by_seq;
   std::unique_ptr<DraftRunner> draft;             // --speculative draft
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
-  StepCostModel step_cost;                        // forward time vs tokens (speculation's cost)
+  SpecCostModel step_cost;                        // forward time vs tokens (speculation's cost)
   double draft_ms_per_token = 0;                  // draft model time per drafted token (average)
 
   std::mutex in_mu;

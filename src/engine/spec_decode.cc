@@ -66,7 +66,7 @@ Status validate_spec_options(const SpecOptions& o, const model::Model& target) {
   return Status();
 }
 
-void StepCostModel::observe(int32_t num_tokens, double ms) {
+void SpecCostModel::observe(int32_t num_tokens, double ms) {
   constexpr double kDecay = 0.97;
   const double n = num_tokens;
   s0_ = kDecay * s0_ + 1;
@@ -81,7 +81,7 @@ void StepCostModel::observe(int32_t num_tokens, double ms) {
   ready_ = true;
 }
 
-double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
+double spec_break_even(const SpecCostModel& m, double draft_ms_per_token, int32_t real_tokens,
                        int32_t num_decodes) {
   // Until the step cost is known, a cautious threshold: one-token probing drafts at the prior
   // acceptance of 1/2, growing as they are accepted.

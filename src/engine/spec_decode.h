@@ -67,7 +67,7 @@ Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::To
 // Step cost as measured: time(step) ~ fixed + per_token * tokens, fitted by least squares with
 // exponential forgetting over the engine's recent decode steps (forward time only; the token
 // counts vary with the drafts).
-class StepCostModel {
+class SpecCostModel {
  public:
   void observe(int32_t num_tokens, double ms);
   bool ready() const { return ready_; }     // enough spread in token counts to fit both terms
@@ -85,7 +85,7 @@ class StepCostModel {
 // above that cost relative to the time one emitted token costs now, (fixed + per_token *
 // real_tokens) / num_decodes. Small on a memory-bound step (fixed dominates), near or above 1
 // on a compute-bound one (large batches): then nobody drafts. 0.4 while the model is not ready.
-double spec_break_even(const StepCostModel& m, double draft_ms_per_token, int32_t real_tokens,
+double spec_break_even(const SpecCostModel& m, double draft_ms_per_token, int32_t real_tokens,
                        int32_t num_decodes);
 
 // Per-sequence adaptive K. alpha = the sequence's estimated probability that a drafted token is

@@ -83,7 +83,7 @@ TEST(SpecAdapt, KFollowsAcceptanceAndBreakEven) {
 }
 
 TEST(SpecAdapt, StepCostModelFitsAndBreakEvenGrowsWithBatch) {
-  StepCostModel m;
+  SpecCostModel m;
   EXPECT_EQ(spec_break_even(m, 0, 1, 1), 0.4);  // no data yet: cautious probing
   for (int i = 0; i < 50; ++i) {
     const int32_t n = 1 + (i % 5) * 4;
@@ -97,7 +97,7 @@ TEST(SpecAdapt, StepCostModelFitsAndBreakEvenGrowsWithBatch) {
   // 64 decodes: 8.4 ms / 64 per emitted token; drafting must be accepted 76% of the time.
   EXPECT_NEAR(spec_break_even(m, 0, 64, 64), 0.1 / (8.4 / 64), 1e-6);
   EXPECT_GT(spec_break_even(m, 0.05, 1, 1), spec_break_even(m, 0, 1, 1));  // a draft model costs
-  StepCostModel flat;
+  SpecCostModel flat;
   for (int i = 0; i < 50; ++i) flat.observe(8, 3.0);
   EXPECT_FALSE(flat.ready());  // constant token counts cannot separate the terms
 }
