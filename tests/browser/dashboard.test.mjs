@@ -53,7 +53,7 @@ function get(obj, keys) {
 function unitOf(metric) {
   if (/_ms\./.test(metric)) return "ms";
   if (metric.endsWith("output_tokens_per_s")) return "tok/s";
-  if (metric.endsWith("kv_cache_usage") || metric.endsWith("prefix_hit_rate")) return "%";
+  if (metric.endsWith("kv_cache_usage") || metric.endsWith("prefix_hit_rate") || metric.endsWith("acceptance_rate")) return "%";
   return "";
 }
 

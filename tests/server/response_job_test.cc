@@ -150,8 +150,8 @@ TEST_F(ResponseJobTest, PumpSleepsBetweenEventsAndRecordsEveryGap) {
   const auto elapsed = engine::Clock::now() - t0;
   ASSERT_GE(elapsed, 240ms);
   // A 1 ms poller would have gone round ~240 times; woken by events it goes round about once
-  // an event (a few more when an event lands while a round runs).
-  EXPECT_LE(pump.num_rounds() - rounds0, 20u);
+  // an event (a few more when an event lands while a round runs, or on a loaded machine).
+  EXPECT_LE(pump.num_rounds() - rounds0, 60u);
   EXPECT_NE(ex->body().find("[DONE]"), std::string::npos);
   ASSERT_EQ(result_.inter_token_gaps.size(), 6u);  // 7 tokens
   for (auto g : result_.inter_token_gaps) {
