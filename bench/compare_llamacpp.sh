@@ -252,7 +252,7 @@ for name in $MODELS; do
     for isa in $ISAS; do
       port=$(free_port)
       TOKENSERVE_ISA=$isa "$TS" serve -m "$M" --no-auth --threads "$THREADS" --host 127.0.0.1 --port "$port" \
-        --model-name "$name" >"$OUT/tokenserve-$name-$isa.log" 2>&1 &
+        --model-name "$name" --ledger "$OUT/ledger-$name-$isa.db" >"$OUT/tokenserve-$name-$isa.log" 2>&1 &
       tpid=$!; PIDS+=("$tpid")
       if wait_http "http://127.0.0.1:$port/ready" "$tpid"; then
         read -r t8o t8t t8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/ts-$name-$isa-c8.json")"
