@@ -2,7 +2,7 @@
 # Side-by-side benchmark: tokenserve against llama.cpp on this host, in one run.
 #
 #   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
-#                             [--quick] [--skip-server] [--out DIR]
+#                             [--quick] [--skip-server] [--out DIR] [--llama-isa native|avx2]
 #
 # llama.cpp is built from the source the npm package node-llama-cpp@3.22.1 carries
 # (llama/gitRelease.bundle, a git bundle; `npm pack` fetches it) into a cache outside the
@@ -15,6 +15,8 @@
 #   - server load: 32 requests at concurrency 8 and 64 at concurrency 32 (128 prompt / 64 output
 #     tokens) by `tokenserve bench` against `llama-server -np 8` and `tokenserve serve`.
 # tokenserve figures are repeated for every ISA path the host can run (TOKENSERVE_ISA).
+# --llama-isa avx2 builds llama.cpp without AVX-512/VNNI/AMX (a second build folder), so the
+# AVX2 tier can be compared with llama.cpp's AVX2 path on a host that has more.
 # Not part of the test command. Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,7 @@ QUICK=0
 SKIP_SERVER=0
 ISAS=""
 OUT=""
+LLAMA_ISA=native
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) MODELS=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1; shift ;;
     --skip-server) SKIP_SERVER=1; shift ;;
     --out) OUT=$2; shift 2 ;;
+    --llama-isa) LLAMA_ISA=$2; shift 2 ;;
     -h|--help) sed -n 2,20p "$0"; exit 0 ;;
     *) echo "compare_llamacpp: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -42,6 +46,7 @@ done
 CACHE=${TOKENSERVE_CACHE:-$HOME/.cache/tokenserve}
 LLAMA_SRC=$CACHE/llama.cpp-node-llama-cpp-3.22.1
 LLAMA_BUILD=$LLAMA_SRC/build
+[ "$LLAMA_ISA" = avx2 ] && LLAMA_BUILD=$LLAMA_SRC/build-avx2
 OUT=${OUT:-$(mktemp -d /tmp/compare_llamacpp.XXXXXX)}
 mkdir -p "$CACHE" "$OUT"
 VOCAB=${TOKENSERVE_SHARED:-$ROOT/../shared}/models/llama.cpp-vocab
@@ -57,14 +62,23 @@ for c in cmake ninja git npm python3 curl; do
 done
 [ -x "$TS" ] || { echo "compare_llamacpp: build tokenserve first (scripts/setup.sh)" >&2; exit 2; }
 
-if [ ! -x "$LLAMA_BUILD/bin/llama-bench" ] || [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
-  log "building llama.cpp from node-llama-cpp@3.22.1's git bundle into $LLAMA_SRC"
+if [ ! -d "$LLAMA_SRC/.git" ]; then
+  log "fetching llama.cpp from node-llama-cpp@3.22.1's git bundle into $LLAMA_SRC"
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz package/llama/gitRelease.bundle)
   rm -rf "$LLAMA_SRC"
   git clone -q "$tmp/package/llama/gitRelease.bundle" "$LLAMA_SRC"
   rm -rf "$tmp"
-  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+fi
+if [ ! -x "$LLAMA_BUILD/bin/llama-bench" ] || [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
+  log "building llama.cpp ($LLAMA_ISA) into $LLAMA_BUILD"
+  if [ "$LLAMA_ISA" = avx2 ]; then
+    isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+               -DGGML_AVX_VNNI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF)
+  else
+    isa_flags=(-DGGML_NATIVE=ON)
+  fi
+  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >/dev/null
   ninja -C "$LLAMA_BUILD" -j"$(nproc)" llama-bench llama-server >/dev/null
 fi
@@ -189,7 +203,7 @@ EOF
 # ---- run ----------------------------------------------------------------------------------
 REPORT=$OUT/report.md
 {
-  echo "# tokenserve vs llama.cpp ($LLAMA_REV), $(date -u +%FT%TZ)"
+  echo "# tokenserve vs llama.cpp ($LLAMA_REV, $LLAMA_ISA build), $(date -u +%FT%TZ)"
   echo
   echo "Host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads $THREADS; ISA paths: $ISAS"
   echo
