@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "model/attention_kernels.h"
+#include "tensor/fp16.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")

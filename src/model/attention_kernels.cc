@@ -110,7 +110,13 @@ TS_CLONES float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io,
 }
 
 // x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).
-inline float rnd16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+inline float rnd16(float x) {
+#if defined(__GNUC__) && !defined(__clang__)
+  return static_cast<float>(static_cast<_Float16>(x));
+#else
+  return tensor::round_fp16(x);  // clang 14 has no _Float16 on x86 without AVX512-FP16
+#endif
+}
 
 // Loops are ordered so the compiler can vectorize across keys (scores) or head_dim (the
 // accumulators) without changing any element's sequence of operations.

@@ -12,7 +12,17 @@ inline TS_V r16(TS_V x) {
   return TS_CVTPH(TS_CVTPS(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// GCC has _Float16 on x86; clang 14 (the fuzz build) only with AVX512-FP16: use the
+// tensor/fp16.h conversions there (same round-to-nearest-even results).
+#if defined(__GNUC__) && !defined(__clang__)
 inline float rnd16(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+inline float half_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline uint16_t float_to_half(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+#else
+inline float rnd16(float x) { return tensor::round_fp16(x); }
+inline float half_to_float(uint16_t h) { return tensor::fp16_to_fp32(h); }
+inline uint16_t float_to_half(float f) { return tensor::fp32_to_fp16(f); }
+#endif
 
 // Scores for W keys starting at lane `off` of the transposed tile.
 inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scale, float* out, int off) {
@@ -102,7 +112,7 @@ float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_
 void cvt_f16(const uint16_t* src, float* dst, int32_t n) {
   int32_t i = 0;
   for (; i + W <= n; i += W) TS_STOREU(dst + i, TS_CVTPH(TS_LOADH(src + i)));
-  for (; i < n; ++i) dst[i] = static_cast<float>(std::bit_cast<_Float16>(src[i]));
+  for (; i < n; ++i) dst[i] = half_to_float(src[i]);
 }
 
 void load_kt_f16(const uint16_t* k, int32_t stride, int32_t hd, float* kt) {
@@ -119,7 +129,7 @@ void load_kt_q8(const int8_t* k, int32_t stride, const float* scale, int32_t hd,
 void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   int32_t i = 0;
   for (; i + W <= n; i += W) store_halves(dst + i, TS_CVTPS(TS_LOADU(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) dst[i] = std::bit_cast<uint16_t>(static_cast<_Float16>(src[i]));
+  for (; i < n; ++i) dst[i] = float_to_half(src[i]);
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
