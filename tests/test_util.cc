@@ -29,11 +29,12 @@ std::string shared_path(const std::string& rel) {
 }
 
 std::string temp_dir() {
-  static std::atomic<int> counter{0};
-  fs::path p = fs::temp_directory_path() /
-               ("ts-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  fs::create_directories(p);
-  return p.string();
+  // mkdtemp: a new, empty directory every call. (A name from the pid alone could meet a
+  // directory left by an earlier process with the same pid, and its files: seen as a stale
+  // ledger in SqliteLedger.RowsPersistAcrossReopen.)
+  std::string tmpl = (fs::temp_directory_path() / ("ts-test-" + std::to_string(::getpid()) + "-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
+  return tmpl;
 }
 
 std::string read_file(const std::string& path) {
