@@ -422,6 +422,10 @@ void OpenAIService::run_segmented(const http::ExchangePtr& ex, const Call& call,
     Status error;
     bool cancelled = false;
     auto deadline = std::chrono::steady_clock::time_point::max();
+    // Woken by every event pushed to a segment's handle; the timed wait only bounds how late a
+    // client disconnect or server stop (which push nothing) is noticed.
+    auto waker = std::make_shared<engine::detail::Waker>();
+    for (auto& h : hs) h->set_listener(waker);
     while (num_done < n) {
       if ((ex->cancelled() || overflow_stop_.load()) && !cancelled) {
         cancelled = true;
@@ -451,8 +455,13 @@ void OpenAIService::run_segmented(const http::ExchangePtr& ex, const Call& call,
           }
         }
       }
-      if (!moved && num_done < n) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (!moved && num_done < n) {
+        std::unique_lock<std::mutex> wl(waker->mu);
+        waker->cv.wait_for(wl, std::chrono::milliseconds(25), [&] { return waker->pending; });
+        waker->pending = false;
+      }
     }
+    for (auto& h : hs) h->set_listener(nullptr);
     api::UsageInfo maps;
     for (const auto& s : seg) {
       maps.prompt_tokens += s.prompt_tokens;
