@@ -1,6 +1,6 @@
 // The dashboard page (/dashboard): one self-contained HTML document with its CSS and JS inlined,
 // embedded in the binary. Source: web/dashboard/index.html; dashboard_assets.cc is generated
-// from it by web/dashboard/embed.py (committed; a test checks it is up to date).
+// from it at configure time (CMakeLists.txt; a test checks they are equal).
 //
 // The page polls /dashboard/data (ServerMetrics::dashboard_json(); override with ?data=URL,
 // period with ?interval=ms) and draws its charts on canvas. Serve it as

@@ -13,7 +13,7 @@ namespace {
 TEST(DashboardAssets, EmbeddedPageMatchesItsSource) {
   std::string src = ::ts::testing::read_file(std::string(TS_SOURCE_DIR) + "/web/dashboard/index.html");
   EXPECT_TRUE(dashboard_html() == src)
-      << "src/obs/dashboard_assets.cc is stale: run python3 web/dashboard/embed.py";
+      << "the embedded page differs from web/dashboard/index.html: re-run cmake";
 }
 
 TEST(DashboardAssets, PageIsSelfContained) {
