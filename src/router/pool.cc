@@ -1,7 +1,7 @@
 #include "router/pool.h"
 
 #include "core/log.h"
-#include "http/client.h"
+#include "net/http_client.h"
 #include "router/replica_scrape.h"
 
 namespace ts::router {
@@ -110,40 +110,40 @@ bool EndpointPool::any_ready() const {
 }
 
 void EndpointPool::poll_loop() {
-  std::map<std::string, std::unique_ptr<http::Client>> clients;
+  // One keep-alive session per endpoint (address changes get a new one).
+  std::map<std::string, std::unique_ptr<net::HttpSession>> sessions;
   std::unique_lock lock(mu_);
   while (!stop_) {
     std::vector<Endpoint> eps;
     for (const auto& [name, e] : entries_) eps.push_back(e.ep);
     lock.unlock();
+    for (auto it = sessions.begin(); it != sessions.end();) {  // endpoints that left
+      bool kept = false;
+      for (const Endpoint& ep : eps) kept = kept || it->first == ep.name + "@" + ep.address + ":" + std::to_string(ep.port);
+      it = kept ? std::next(it) : sessions.erase(it);
+    }
     for (const Endpoint& ep : eps) {
-      auto& c = clients[ep.name + "@" + ep.address + ":" + std::to_string(ep.port)];
-      if (!c) c = std::make_unique<http::Client>();
-      c->set_timeout(opts_.poll_timeout);
+      auto& session = sessions[ep.name + "@" + ep.address + ":" + std::to_string(ep.port)];
+      if (!session) session = std::make_unique<net::HttpSession>();
+      const net::Url url{.host = ep.address, .port = ep.port};
+      auto call = [&](const char* path) {
+        net::HttpCallOptions co;
+        co.deadline = std::chrono::steady_clock::now() + opts_.poll_timeout;
+        co.connect_timeout = opts_.poll_timeout;
+        return session->fetch(url, net::HttpRequest{.path = path}, co, 16u << 20);
+      };
       bool ready = false, scraped = false;
       ReplicaLoad load;
-      for (int pass = 0; pass < 2 && !ready; ++pass) {  // a stale keep-alive connection: reconnect once
-        if (!c->connected() && !c->connect(ep.address, ep.port).ok()) break;
-        auto r = c->request("GET", "/ready");
-        if (!r.ok()) {
-          c->close();
-          continue;
-        }
-        ready = r->status == 200;
-        if (http::iequals(r->header("connection"), "close")) c->close();
-        break;
-      }
+      // A keep-alive connection the server closed meanwhile: libcurl retries on a fresh one.
+      if (auto r = call("/ready"); r.ok()) ready = r->head.status == 200;
       if (ready) {
-        if (c->connected() || c->connect(ep.address, ep.port).ok()) {
-          auto m = c->request("GET", "/metrics");
-          if (m.ok() && m->status == 200) {
-            auto parsed = parse_replica_metrics(m->body);
-            if (parsed.ok()) {
-              load = *parsed;
-              scraped = true;
-            }
+        auto m = call("/metrics");
+        if (m.ok() && m->head.status == 200) {
+          auto parsed = parse_replica_metrics(m->body);
+          if (parsed.ok()) {
+            load = *parsed;
+            scraped = true;
           }
-          if (!m.ok() || http::iequals(m->header("connection"), "close")) c->close();
         }
       }
       std::lock_guard g(mu_);

@@ -10,7 +10,6 @@
 
 #include "api/error.h"
 #include "core/log.h"
-#include "http/client.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/route_decisions.h"
 #include "obs/request_log.h"
@@ -192,6 +191,7 @@ void Proxy::audit(Gen& g) {
 void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id) {
   Gen g;
   g.ex = ex;
+  ex->on_cancel([c = g.cancel] { c->store(true); });
   g.chat = chat;
   g.request_id = std::move(request_id);
   g.start = std::chrono::steady_clock::now();
@@ -276,18 +276,18 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
   }
 
   // Every target failed before the first byte.
-  if (g.last_refusal && (g.last_refusal->status == 401 || g.last_refusal->status == 403)) {
+  if (g.last_refusal && (g.last_refusal->head.status == 401 || g.last_refusal->head.status == 403)) {
     g.last_refusal.reset();  // a remote refusing the gateway's key must not read as the client's 401
     g.last_failure += " (the remote refused the gateway's API key)";
   }
   if (g.last_refusal) {
     http::Response r;
-    r.status = g.last_refusal->status;
-    r.content_type = std::string(g.last_refusal->header("content-type"));
+    r.status = g.last_refusal->head.status;
+    r.content_type = g.last_refusal->head.header("content-type");
     if (r.content_type.empty()) r.content_type = "application/json";
     r.body = std::move(g.last_refusal->body);
-    std::string_view ra = g.last_refusal->header("retry-after");
-    r.set_header("Retry-After", ra.empty() ? "1" : std::string(ra));
+    std::string ra = g.last_refusal->head.header("retry-after");
+    r.set_header("Retry-After", ra.empty() ? "1" : ra);
     r.set_header("x-request-id", g.request_id);
     r.set_header("x-gateway-destination-endpoint-served", g.last_refusal_from);
     r.set_header("x-tokenserve-route", g.route_header("none"));
@@ -327,11 +327,11 @@ void Proxy::handle_models(const http::ExchangePtr& ex) {
       if (!s.ready || s.ejected) continue;
       Endpoint ep;
       if (!pool_.lookup(s.name, &ep)) continue;
-      http::Client c;
-      c.set_timeout(std::chrono::milliseconds(5000));
-      if (!c.connect(ep.address, ep.port).ok()) continue;
-      auto r = c.request("GET", "/v1/models");
-      if (!r.ok() || r->status != 200) continue;
+      net::HttpCallOptions co;
+      co.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
+      auto r = net::http_fetch(net::Url{.host = ep.address, .port = ep.port}, net::HttpRequest{.path = "/v1/models"}, co,
+                               4u << 20);
+      if (!r.ok() || r->head.status != 200) continue;
       ex->respond(json_response(200, r->body));
       return;
     }

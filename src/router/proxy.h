@@ -52,6 +52,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -59,7 +60,7 @@
 
 #include "api/error.h"
 #include "gateway/governor.h"
-#include "http/client.h"
+#include "net/http_client.h"
 #include "http/server.h"
 #include "router/picker.h"
 #include "router/pool.h"
@@ -76,7 +77,7 @@ struct ProxyOptions {
   int max_attempts = 3;
   int max_in_flight = 512;
   int64_t default_max_tokens = 256;                  // admission estimate when absent
-  std::chrono::milliseconds upstream_timeout{120'000};  // per socket wait
+  std::chrono::milliseconds upstream_timeout{120'000};  // longest upstream silence (no byte)
   size_t max_decisions = 256;                        // decision records kept for /router/decisions
   gateway::Governor* governor = nullptr;             // null = no governance (tests)
   bool require_auth = false;
@@ -124,9 +125,28 @@ class Proxy {
   void fill_state(RouteInputs* in);
   TryResult try_local(Gen& g);
   TryResult try_remote(Gen& g, const RemoteConfig& remote);
-  // Relays an upstream response whose head was read; the client is answered on return.
-  void relay(Gen& g, http::Client& client, http::ClientResponse& head, http::HeaderList out_headers,
-             const std::string& label);
+  // How one upstream call ended.
+  struct Upstream {
+    enum class End {
+      kFailed,     // no response head (failure: connect_error | send_error | reset_before_head | timeout)
+      kRefused,    // is_refusal(status): nothing reached the client; refusal holds the answer
+      kAnswered,   // the client got the upstream's answer (whole, streamed, or cut by an SSE error)
+      kCancelled,  // the client left before a head came
+    };
+    End end = End::kFailed;
+    std::string failure;       // attempt result for kFailed / kRefused ("503", "429", ...)
+    std::string detail;        // the client library's message, for kFailed
+    net::HttpResult refusal;   // kRefused: head and (bounded) body
+  };
+  // One upstream call (libcurl client; http or https). A head whose status is_refusal() is
+  // collected, not relayed (failover material); any other head commits: commit() records the
+  // attempt and returns the upstream headers to relay, and the answer goes to the client as it
+  // arrives (SSE chunk by chunk, unbuffered; a failure mid-stream ends it with an SSE error
+  // event). The client is answered and settled on kAnswered.
+  Upstream call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
+                         const std::function<bool(int)>& is_refusal,
+                         const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
+                         const std::string& label);
   void settle(Gen& g, int status, const char* finish);
   void respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route);
   void audit(Gen& g);
