@@ -122,55 +122,67 @@ void EndpointPool::poll_loop() {
       for (const Endpoint& ep : eps) kept = kept || it->first == ep.name + "@" + ep.address + ":" + std::to_string(ep.port);
       it = kept ? std::next(it) : sessions.erase(it);
     }
+    // Endpoints are polled in parallel: a slow one (busy, or black-holing) must not delay the
+    // others' scrapes until the picker thinks their metrics are stale.
+    std::vector<std::pair<const Endpoint*, net::HttpSession*>> work;
     for (const Endpoint& ep : eps) {
       auto& session = sessions[ep.name + "@" + ep.address + ":" + std::to_string(ep.port)];
       if (!session) session = std::make_unique<net::HttpSession>();
-      const net::Url url{.host = ep.address, .port = ep.port};
-      auto call = [&](const char* path) {
-        net::HttpCallOptions co;
-        co.deadline = std::chrono::steady_clock::now() + opts_.poll_timeout;
-        co.connect_timeout = opts_.poll_timeout;
-        return session->fetch(url, net::HttpRequest{.path = path}, co, 16u << 20);
-      };
-      bool ready = false, scraped = false;
-      ReplicaLoad load;
-      // A keep-alive connection the server closed meanwhile: libcurl retries on a fresh one.
-      if (auto r = call("/ready"); r.ok()) ready = r->head.status == 200;
-      if (ready) {
-        auto m = call("/metrics");
-        if (m.ok() && m->head.status == 200) {
-          auto parsed = parse_replica_metrics(m->body);
-          if (parsed.ok()) {
-            load = *parsed;
-            scraped = true;
-          }
-        }
-      }
-      std::lock_guard g(mu_);
-      auto it = entries_.find(ep.name);
-      if (it == entries_.end()) continue;
-      Entry& e = it->second;
-      e.state.ready = ready;
-      if (ready) {
-        ++e.ready_streak;
-        if (e.state.ejected && e.ready_streak >= opts_.readmit_after) {
-          e.state.ejected = false;
-          e.consecutive_failures = 0;
-          log::info("gateway: re-admitting endpoint " + ep.name);
-        }
-      } else {
-        e.ready_streak = 0;
-      }
-      if (scraped) {
-        e.state.has_metrics = true;
-        e.state.scraped_at = Clock::now();
-        e.state.waiting = load.waiting;
-        e.state.running = load.running;
-        e.state.kv_usage = load.kv_usage;
-      }
+      work.emplace_back(&ep, session.get());
     }
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < work.size(); ++i)
+      threads.emplace_back([this, w = work[i]] { poll_one(*w.first, *w.second); });
+    if (!work.empty()) poll_one(*work[0].first, *work[0].second);
+    for (auto& t : threads) t.join();
     lock.lock();
     cv_.wait_for(lock, opts_.poll_interval, [this] { return stop_; });
+  }
+}
+
+void EndpointPool::poll_one(const Endpoint& ep, net::HttpSession& session) {
+  const net::Url url{.host = ep.address, .port = ep.port};
+  auto call = [&](const char* path) {
+    net::HttpCallOptions co;
+    co.deadline = std::chrono::steady_clock::now() + opts_.poll_timeout;
+    co.connect_timeout = opts_.poll_timeout;
+    return session.fetch(url, net::HttpRequest{.path = path}, co, 16u << 20);
+  };
+  bool ready = false, scraped = false;
+  ReplicaLoad load;
+  // A keep-alive connection the server closed meanwhile: libcurl retries on a fresh one.
+  if (auto r = call("/ready"); r.ok()) ready = r->head.status == 200;
+  if (ready) {
+    auto m = call("/metrics");
+    if (m.ok() && m->head.status == 200) {
+      auto parsed = parse_replica_metrics(m->body);
+      if (parsed.ok()) {
+        load = *parsed;
+        scraped = true;
+      }
+    }
+  }
+  std::lock_guard g(mu_);
+  auto it = entries_.find(ep.name);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  e.state.ready = ready;
+  if (ready) {
+    ++e.ready_streak;
+    if (e.state.ejected && e.ready_streak >= opts_.readmit_after) {
+      e.state.ejected = false;
+      e.consecutive_failures = 0;
+      log::info("gateway: re-admitting endpoint " + ep.name);
+    }
+  } else {
+    e.ready_streak = 0;
+  }
+  if (scraped) {
+    e.state.has_metrics = true;
+    e.state.scraped_at = Clock::now();
+    e.state.waiting = load.waiting;
+    e.state.running = load.running;
+    e.state.kv_usage = load.kv_usage;
   }
 }
 

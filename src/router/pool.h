@@ -1,6 +1,6 @@
 // EndpointPool: the gateway's live view of its replicas. One poller thread scrapes each
-// endpoint's /ready and /metrics every `poll_interval` (one keep-alive net::HttpSession per
-// endpoint), and the proxy reports each attempt's outcome for passive ejection.
+// endpoint's /ready and /metrics every `poll_interval` (endpoints in parallel, one keep-alive
+// net::HttpSession each), and the proxy reports each attempt's outcome for passive ejection.
 //
 // Health, per endpoint:
 //   ready      the last /ready answered 200 (a 503 while loading or draining, or no answer,
@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/http_client.h"
 #include "router/endpoints.h"
 #include "router/picker.h"
 
@@ -79,6 +80,8 @@ class EndpointPool {
     EndpointCounters counters;
   };
   void poll_loop();
+  // One endpoint's /ready + /metrics, and its state updated (one thread per endpoint a round).
+  void poll_one(const Endpoint& ep, net::HttpSession& session);
 
   PoolOptions opts_;
   mutable std::mutex mu_;

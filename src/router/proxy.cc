@@ -39,7 +39,7 @@ void Proxy::register_routes(http::Server& server) {
     ex->respond(json_response(200, R"({"status":"ok"})"));
   });
   server.route(Method::kGet, "/ready", [this](const http::ExchangePtr& ex) {
-    bool ok = !draining_.load() && pool_.any_ready();
+    bool ok = !draining_.load() && (opts_.gie_pool || pool_.any_ready());
     http::Response r = json_response(ok ? 200 : 503, ok ? R"({"status":"ready"})" : R"({"status":"no ready endpoint"})");
     if (!ok) r.set_header("Retry-After", "1");
     ex->respond(std::move(r));
@@ -108,6 +108,7 @@ void Proxy::fill_state(RouteInputs* in) {
     ++healthy;
     waiting += s.waiting;
   }
+  if (opts_.gie_pool) healthy = 1;  // the InferencePool route: its health is the data plane's
   in->healthy_local = healthy;
   in->waiting_per_replica = healthy > 0 ? waiting / static_cast<double>(healthy) : 0;
   {
@@ -259,7 +260,7 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
     if (!previous.empty()) g.fallback_note = previous + " -> " + g.current_target + " (" + g.last_failure + ")";
     TryResult r = TryResult::kFailed;
     if (t.kind == TargetKind::kLocal) {
-      r = try_local(g);
+      r = opts_.gie_pool ? try_gie(g) : try_local(g);
     } else if (t.kind == TargetKind::kRemote) {
       r = try_remote(g, opts_.rules->remotes.at(t.remote));
     } else {
@@ -323,14 +324,18 @@ void Proxy::handle_models(const http::ExchangePtr& ex) {
         if (--p->workers_ == 0) p->idle_cv_.notify_all();
       }
     } done{this};
+    std::vector<net::Url> urls;
+    if (opts_.gie_pool) urls.push_back(*opts_.gie_pool);
     for (const EndpointState& s : pool_.snapshot()) {
       if (!s.ready || s.ejected) continue;
       Endpoint ep;
-      if (!pool_.lookup(s.name, &ep)) continue;
+      if (pool_.lookup(s.name, &ep)) urls.push_back(net::Url{.host = ep.address, .port = ep.port});
+    }
+    for (const net::Url& url : urls) {
       net::HttpCallOptions co;
       co.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
-      auto r = net::http_fetch(net::Url{.host = ep.address, .port = ep.port}, net::HttpRequest{.path = "/v1/models"}, co,
-                               4u << 20);
+      co.ca_file = opts_.gie_ca_file;
+      auto r = net::http_fetch(url, net::HttpRequest{.path = "/v1/models"}, co, 4u << 20);
       if (!r.ok() || r->head.status != 200) continue;
       ex->respond(json_response(200, r->body));
       return;
@@ -405,6 +410,9 @@ std::string Proxy::metrics_text() const {
       counter("tokenserve_gateway_route_decisions_dropped_total", "Audit rows lost (database away at close, or queue full).",
               opts_.audit->num_dropped());
   }
+  m += "# HELP tokenserve_gateway_shed_total Requests shed by tier at saturation (429 + Retry-After).\n"
+       "# TYPE tokenserve_gateway_shed_total counter\n"
+       "tokenserve_gateway_shed_total{tier=\"batch\"} " + std::to_string(shed_batch_.load()) + "\n";
   m += "# HELP tokenserve_gateway_endpoint_up 1 when the endpoint is ready and not ejected.\n"
        "# TYPE tokenserve_gateway_endpoint_up gauge\n";
   for (const EndpointState& s : pool_.snapshot())

@@ -1,5 +1,9 @@
-// The gateway's data plane (pool = builtin): OpenAI requests in, the chosen upstream's answer
-// out, streamed as it arrives.
+// The gateway's data plane: OpenAI requests in, the chosen upstream's answer out, streamed as
+// it arrives. pool = builtin (below) or pool = gie (gie_pool set: the local target is one
+// InferencePool route; its endpoint picker (EPP) chooses the replica: the gateway sends
+// x-gateway-inference-objective / -fairness-id, sends no destination header, does no failover
+// of its own inside the pool (the data plane retries), and reads the serving endpoint from the
+// response's x-gateway-destination-endpoint-served into served_by / the ledger).
 //
 // Per generation request (POST /v1/completions, /v1/chat/completions), on its own worker thread
 // (io threads never block; at most max_in_flight workers, more get 503 + Retry-After):
@@ -38,9 +42,12 @@
 // response ("rule=<id>; target=<local:r2|remote:big|reject:429|none>; reason=<conditions>"
 // plus "; fallback=<from> -> <to> (<why>)" when a fallback served), governance's x-ratelimit-*.
 // Upstream request headers: x-request-id, x-gateway-inference-objective (tier),
-// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded; with
+// x-gateway-inference-fairness-id (tenant), and (pool = builtin) x-gateway-destination-endpoint:
+// the ranked "ip:port" list from the endpoint attempted on (chain_to: a proxy routes by it). The client's Authorization is not forwarded; with
 // gateway_secret, local replicas get a signed identity instead (gateway/trust.h, serve
 // --trust-gateway).
+// Tier shedding (PickerOptions::shed_batch_waiting): a batch request the picker sheds at
+// saturation gets 429 + Retry-After (code "batch_shed"); interactive requests go on.
 // With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
 // picker's ranking (the decision record then lists those endpoints with score 0).
 //
@@ -55,6 +62,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -91,6 +99,15 @@ struct ProxyOptions {
   // Signs tenant/app/tier headers for replicas running --trust-gateway ("" = not sent).
   std::string gateway_secret;
   std::chrono::seconds ttft_window{60};              // p95 TTFT window for `when` rules
+  int shed_retry_after_s = 1;                        // Retry-After of a shed batch request
+  // pool = gie: the local target is this one URL (an InferencePool route); nothing is picked
+  // here and `pool` is not consulted. Empty = pool = builtin.
+  std::optional<net::Url> gie_pool;
+  std::string gie_ca_file;                           // https gie_pool: CA (PEM); "" = system store
+  // pool = builtin chained to an external proxy (GIE's EPP role for it, e.g. HAProxy set-dst):
+  // each attempt goes to this URL with x-gateway-destination-endpoint = the ranked list from
+  // the attempted endpoint on; the proxy routes to its first entry. Empty = direct.
+  std::optional<net::Url> chain_to;
 };
 
 // What a target attempt ended with.
@@ -124,6 +141,10 @@ class Proxy {
   // Routing inputs from the pool, the TTFT window and the cooldowns.
   void fill_state(RouteInputs* in);
   TryResult try_local(Gen& g);
+  TryResult try_gie(Gen& g);  // proxy_gie.cc
+  // Headers of every local upstream request: x-request-id, content type, GIE's objective and
+  // fairness id, the signed identity when gateway_secret is set.
+  http::HeaderList upstream_headers(const Gen& g) const;
   TryResult try_remote(Gen& g, const RemoteConfig& remote);
   // How one upstream call ended.
   struct Upstream {
@@ -166,6 +187,7 @@ class Proxy {
   std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, code) -> count
   std::map<std::pair<std::string, std::string>, int64_t> attempts_;  // (endpoint, result)
   std::atomic<int64_t> prefix_predicted_chars_{0};
+  std::atomic<int64_t> shed_batch_{0};
   std::map<std::tuple<std::string, std::string, int>, int64_t> routed_;  // (rule, target, code)
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> ttft_;  // local TTFT samples
 };

@@ -169,6 +169,21 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
   return out;
 }
 
+http::HeaderList Proxy::upstream_headers(const Gen& g) const {
+  http::HeaderList h = {{"Content-Type", "application/json"},
+                        {"x-request-id", g.request_id},
+                        {"x-gateway-inference-objective", engine::tier_name(g.tier)},
+                        {"x-gateway-inference-fairness-id", g.tenant}};
+  if (!opts_.gateway_secret.empty()) {  // replicas run with --trust-gateway
+    gateway::TrustedIdentity id{.tenant = g.tenant,
+                                .app = g.admission ? g.admission->key.app : "default",
+                                .tier = engine::tier_name(g.tier),
+                                .request_id = g.request_id};
+    h.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
+  }
+  return h;
+}
+
 TryResult Proxy::try_local(Gen& g) {
   const http::Request& in = g.ex->request();
   // Pick and count the request on the winner in one step, so concurrent picks see each other
@@ -185,7 +200,9 @@ TryResult Proxy::try_local(Gen& g) {
   g.picked = true;
   {
     std::lock_guard lock(pick_mu_);
-    decision = picker_.pick(PickRequest{.model = g.model, .tenant = g.tenant, .prompt = g.prompt}, pool_.snapshot(),
+    decision = picker_.pick(PickRequest{.model = g.model, .tenant = g.tenant, .prompt = g.prompt,
+                                        .batch = g.tier == engine::Tier::kBatch},
+                            pool_.snapshot(),
                             Clock::now());
     if (!decision.ranked.empty()) {
       reserved.p = &pool_;
@@ -228,35 +245,53 @@ TryResult Proxy::try_local(Gen& g) {
     decisions_.push_back(rj.dump());
     while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
   };
+  if (decision.shed && decision.ranked.empty()) {
+    // Batch is sheddable (GIE InferenceObjective priority < 0): at saturation it gets 429 +
+    // Retry-After so the pool's queue serves interactive traffic first.
+    keep_decision();
+    shed_batch_.fetch_add(1);
+    g.outcome = "shed";
+    g.route.reason += "; batch shed (every endpoint waiting >= " +
+                      std::to_string(static_cast<int64_t>(picker_.options().shed_batch_waiting)) + ")";
+    gateway::Headers extra = g.admission ? g.admission->headers : gateway::Headers{};
+    extra.emplace_back("Retry-After", std::to_string(opts_.shed_retry_after_s));
+    respond_error(g, make_error(429, "The local pool is saturated; batch requests are shed first. Retry after " +
+                                         std::to_string(opts_.shed_retry_after_s) + " s.",
+                                "rate_limit_error", "batch_shed"),
+                  extra, g.route_header("none"));
+    settle(g, 429, "error");
+    return TryResult::kAnswered;
+  }
   if (decision.ranked.empty()) {
     keep_decision();
     g.last_failure = "no ready local endpoint";
     return TryResult::kFailed;
   }
 
-  http::HeaderList up_headers = {{"Content-Type", "application/json"},
-                                 {"x-request-id", g.request_id},
-                                 {"x-gateway-inference-objective", engine::tier_name(g.tier)},
-                                 {"x-gateway-inference-fairness-id", g.tenant}};
-  if (!opts_.gateway_secret.empty()) {  // replicas run with --trust-gateway
-    gateway::TrustedIdentity id{.tenant = g.tenant,
-                                .app = g.admission ? g.admission->key.app : "default",
-                                .tier = engine::tier_name(g.tier),
-                                .request_id = g.request_id};
-    up_headers.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
+  const http::HeaderList base_headers = upstream_headers(g);
+  // GIE's EPP header for a chained proxy (HAProxy set-dst): the ranked list from `from` on, so a
+  // retry through the chain names the next endpoint first.
+  std::vector<std::string> ranked_addrs;
+  for (const Candidate& c : decision.ranked) {
+    Endpoint e;
+    auto h = header_endpoints.find(c.name);
+    if (h != header_endpoints.end()) e = h->second;
+    else if (!pool_.lookup(c.name, &e)) continue;
+    ranked_addrs.push_back(e.address + ":" + std::to_string(e.port));
   }
-  {
-    std::string ranked_list;  // GIE's EPP header, for a chained proxy (HAProxy set-dst)
-    for (const Candidate& c : decision.ranked) {
-      Endpoint e;
-      auto h = header_endpoints.find(c.name);
-      if (h != header_endpoints.end()) e = h->second;
-      else if (!pool_.lookup(c.name, &e)) continue;
-      if (!ranked_list.empty()) ranked_list += ",";
-      ranked_list += e.address + ":" + std::to_string(e.port);
+  auto headers_from = [&](const std::string& first) {
+    http::HeaderList hl = base_headers;
+    std::string list;
+    bool on = false;
+    for (const std::string& a : ranked_addrs) {
+      on = on || a == first;
+      if (!on) continue;
+      if (!list.empty()) list += ",";
+      list += a;
     }
-    up_headers.emplace_back("x-gateway-destination-endpoint", ranked_list);
-  }
+    hl.emplace_back("x-gateway-destination-endpoint", list);
+    return hl;
+  };
   const std::string target = g.chat ? "/v1/chat/completions" : "/v1/completions";
   int tries = 0;
   for (const Candidate& cand : decision.ranked) {
@@ -279,8 +314,10 @@ TryResult Proxy::try_local(Gen& g) {
       in_flight.p = &pool_;
       in_flight.n = ep.name;
     }
-    net::Url url{.host = ep.address, .port = ep.port};
-    net::HttpRequest req{.method = "POST", .path = target, .headers = up_headers, .body = in.body};
+    // Direct to the endpoint, or through the chained proxy that routes by the header.
+    const std::string addr = ep.address + ":" + std::to_string(ep.port);
+    net::Url url = opts_.chain_to ? *opts_.chain_to : net::Url{.host = ep.address, .port = ep.port};
+    net::HttpRequest req{.method = "POST", .path = target, .headers = headers_from(addr), .body = in.body};
     net::HttpCallOptions co;
     co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);  // a stream may be long;
     co.idle_timeout = opts_.upstream_timeout;                                  // a silent upstream may not
