@@ -30,7 +30,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-for d in tests/integration tests/browser; do
+for d in tests/integration tests/browser tests/scaleout; do
   [ -f "$d/package.json" ] && (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/k8s renders with `kubectl kustomize` (offline) and keeps the contract SCALEOUT.md §6.3
 # asks for. Structural checks with yq; the schema validation with npm kubernetes-models/ajv
-# (§8 item 10) is not part of this slice. Exit 77 (skip) without kubectl or yq.
+# (§8 item 10) is tests/scaleout/k8s_schemas.test.mjs. Exit 77 (skip) without kubectl or yq.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 command -v kubectl >/dev/null && command -v yq >/dev/null || { echo "skip: kubectl or yq missing"; exit 77; }
