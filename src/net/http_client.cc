@@ -292,6 +292,7 @@ Result<HttpResponseHead> perform(CURL* e, CURLM* m, bool reuse, const Url& url, 
   curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, reuse ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy.c_str());
+  if (opts.direct) curl_easy_setopt(e, CURLOPT_PROXY, "");  // "" = no proxy, whatever the environment says
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list.get());
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);

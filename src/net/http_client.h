@@ -8,7 +8,7 @@
 // stream); HttpSession below reuses connections for pollers. Every call honours a deadline and a cancel flag (checked at least every 50 ms), and
 // delivers the body as it arrives, so a caller can timestamp SSE events. http:// and https://
 // (TLS verified with the system's CA store, or a given CA file). Proxies from the environment (http_proxy,
-// https_proxy) are used except for loopback addresses and no_proxy hosts.
+// https_proxy) are used except for loopback addresses, no_proxy hosts and `direct` calls.
 //
 // Functions are thread-safe (no shared state besides libcurl's one-time global init); the
 // SseParser is not.
@@ -101,6 +101,7 @@ struct HttpCallOptions {
   // store ("" = system store). Verification (chain and host name) is never turned off.
   std::string ca_file;
   CallStage* stage = nullptr;                      // out (optional): how far the call got
+  bool direct = false;  // never through an environment proxy (calls inside a private network)
 };
 
 // Called once with the final response head (1xx interim responses are skipped), then with the

@@ -146,6 +146,7 @@ void EndpointPool::poll_one(const Endpoint& ep, net::HttpSession& session) {
     net::HttpCallOptions co;
     co.deadline = std::chrono::steady_clock::now() + opts_.poll_timeout;
     co.connect_timeout = opts_.poll_timeout;
+    co.direct = true;  // replicas are on the private network, never behind an egress proxy
     return session.fetch(url, net::HttpRequest{.path = path}, co, 16u << 20);
   };
   bool ready = false, scraped = false;

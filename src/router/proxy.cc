@@ -335,6 +335,7 @@ void Proxy::handle_models(const http::ExchangePtr& ex) {
       net::HttpCallOptions co;
       co.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
       co.ca_file = opts_.gie_ca_file;
+      co.direct = true;
       auto r = net::http_fetch(url, net::HttpRequest{.path = "/v1/models"}, co, 4u << 20);
       if (!r.ok() || r->head.status != 200) continue;
       ex->respond(json_response(200, r->body));

@@ -29,6 +29,7 @@ TryResult Proxy::try_gie(Gen& g) {
   co.idle_timeout = opts_.upstream_timeout;
   co.connect_timeout = std::min<std::chrono::milliseconds>(opts_.upstream_timeout, std::chrono::milliseconds(3000));
   co.ca_file = opts_.gie_ca_file;
+  co.direct = true;  // the in-cluster route, never through an egress proxy
   g.served_target = "local:gie";
   Upstream up = call_upstream(
       g, pool, req, co, [](int status) { return status == 502 || status == 503; },

@@ -322,6 +322,7 @@ TryResult Proxy::try_local(Gen& g) {
     co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);  // a stream may be long;
     co.idle_timeout = opts_.upstream_timeout;                                  // a silent upstream may not
     co.connect_timeout = std::min<std::chrono::milliseconds>(opts_.upstream_timeout, std::chrono::milliseconds(3000));
+    co.direct = true;  // local endpoints: never through an egress proxy from the environment
     Upstream up = call_upstream(
         g, url, req, co, [](int status) { return status == 502 || status == 503; },
         [&](const net::HttpResponseHead& head) {
