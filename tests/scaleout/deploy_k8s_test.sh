@@ -43,6 +43,7 @@ rargs="$(sel Deployment tokenserve '.spec.template.spec.containers[0].args | joi
 gargs="$(sel Deployment tokenserve-gateway '.spec.template.spec.containers[0].args | join(" ")')"
 [[ " $rargs " == *" --trust-gateway --gateway-secret-env GATEWAY_SECRET "* && " $rargs " != *" --no-auth "* ]] || fail "replicas must run --trust-gateway"
 [[ " $gargs " == *" --gateway-secret-env GATEWAY_SECRET "* && " $gargs " == *" --rules "* ]] || fail "gateway must sign and load rules"
+[[ " $gargs " == *' --pool gie --pool-url $(POOL_URL) '* ]] || fail "the gateway must forward to the InferencePool route (pool = gie)"
 for d in tokenserve tokenserve-gateway; do
   [[ "$(sel Deployment $d '.spec.template.spec.containers[0].env[] | select(.name == "GATEWAY_SECRET") | .valueFrom.secretKeyRef.key')" == gateway-secret ]] || fail "$d GATEWAY_SECRET"
 done
