@@ -413,6 +413,12 @@ HttpSession::~HttpSession() {
   delete h_;
 }
 
+Result<HttpResponseHead> HttpSession::stream(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                                             const HttpHandlers& handlers) {
+  if (!h_->multi || !h_->easy) return internal_error("libcurl could not create a handle");
+  return perform(h_->easy.get(), h_->multi.get(), true, url, req, opts, handlers);
+}
+
 Result<HttpResult> HttpSession::fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
                                       size_t max_body) {
   if (!h_->multi || !h_->easy) return internal_error("libcurl could not create a handle");

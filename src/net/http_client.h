@@ -128,8 +128,8 @@ struct HttpResult {
 Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
                               size_t max_body = 64u << 20);
 
-// A keep-alive session for repeated small calls to the same servers (the gateway's /ready and
-// /metrics poller): calls reuse a live connection from the session's cache when the server kept
+// A keep-alive session for repeated calls to the same servers (the gateway's /ready and
+// /metrics poller, and its upstream calls through a pool of sessions): calls reuse a live connection from the session's cache when the server kept
 // it open, and otherwise connect afresh. Same semantics and errors as http_stream/http_fetch.
 // Not thread-safe: one thread uses a session at a time.
 class HttpSession {
@@ -141,6 +141,10 @@ class HttpSession {
 
   Result<HttpResult> fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
                            size_t max_body = 64u << 20);
+  // As http_stream, on the session's connections. A transfer stopped early (a handler returned
+  // false, cancel, deadline) closes its connection; it is never handed to a later call.
+  Result<HttpResponseHead> stream(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                                  const HttpHandlers& handlers);
 
  private:
   struct Handles;

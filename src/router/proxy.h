@@ -61,6 +61,8 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -159,7 +161,7 @@ class Proxy {
     std::string detail;        // the client library's message, for kFailed
     net::HttpResult refusal;   // kRefused: head and (bounded) body
   };
-  // One upstream call (libcurl client; http or https). A head whose status is_refusal() is
+  // One upstream call (libcurl client; http or https; on a pooled keep-alive session). A head whose status is_refusal() is
   // collected, not relayed (failover material); any other head commits: commit() records the
   // attempt and returns the upstream headers to relay, and the answer goes to the client as it
   // arrives (SSE chunk by chunk, unbuffered; a failure mid-stream ends it with an SSE error
@@ -175,8 +177,15 @@ class Proxy {
   void handle_models(const http::ExchangePtr& ex);
   void count(const std::string& endpoint, int code);
 
+  // Idle keep-alive sessions per upstream origin (+ CA file): an upstream call takes one (or a
+  // new one) and gives it back after, so calls reuse connections the upstream kept open.
+  std::unique_ptr<net::HttpSession> take_session(const std::string& key);
+  void give_session(const std::string& key, std::unique_ptr<net::HttpSession> s);
+
   EndpointPool& pool_;
   Picker& picker_;
+  std::mutex sessions_mu_;
+  std::map<std::string, std::vector<std::unique_ptr<net::HttpSession>>> idle_sessions_;
   ProxyOptions opts_;
   std::atomic<bool> draining_{false};
   std::mutex pick_mu_;  // pick + count on the winner, atomically

@@ -30,6 +30,26 @@ const char* failure_name(net::CallStage stage, const Status& st) {
 
 }  // namespace
 
+std::unique_ptr<net::HttpSession> Proxy::take_session(const std::string& key) {
+  {
+    std::lock_guard lock(sessions_mu_);
+    auto it = idle_sessions_.find(key);
+    if (it != idle_sessions_.end() && !it->second.empty()) {
+      auto s = std::move(it->second.back());
+      it->second.pop_back();
+      return s;
+    }
+  }
+  return std::make_unique<net::HttpSession>();
+}
+
+void Proxy::give_session(const std::string& key, std::unique_ptr<net::HttpSession> s) {
+  constexpr size_t kIdlePerUpstream = 64;
+  std::lock_guard lock(sessions_mu_);
+  auto& idle = idle_sessions_[key];
+  if (idle.size() < kIdlePerUpstream) idle.push_back(std::move(s));
+}
+
 Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
                                      const std::function<bool(int)>& is_refusal,
                                      const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
@@ -105,7 +125,10 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
     }
     return true;
   };
-  auto r = net::http_stream(url, req, opts, h);
+  const std::string session_key = url.origin() + "|" + opts.ca_file;
+  std::unique_ptr<net::HttpSession> session = take_session(session_key);
+  auto r = session->stream(url, req, opts, h);
+  give_session(session_key, std::move(session));  // an aborted transfer left no connection in it
   const Status st = r.ok() ? Status() : r.status();
   switch (mode) {
     case Mode::kNone:
