@@ -385,5 +385,19 @@ TEST(HttpSession, ReusesItsConnection) {
   EXPECT_EQ(s.connections.load(), 3);  // one-shot calls connect afresh
 }
 
+TEST(HttpSession, AStoppedStreamNeverHandsItsConnectionOn) {
+  KeepAliveServer s;
+  HttpSession session;
+  HttpHandlers stop_early;
+  stop_early.on_body = [](std::string_view) { return false; };  // e.g. the gateway's client left
+  ASSERT_TRUE(session.stream(s.url(), HttpRequest{}, soon(), stop_early).ok());
+  auto r = session.fetch(s.url(), HttpRequest{}, soon());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ(s.connections.load(), 2);  // the stopped transfer's connection was closed, not reused
+  ASSERT_TRUE(session.fetch(s.url(), HttpRequest{}, soon()).ok());
+  EXPECT_EQ(s.connections.load(), 2);  // a completed one is
+}
+
 }  // namespace
 }  // namespace ts::net
