@@ -14,8 +14,9 @@ SUMMARY=$(mktemp)
 scripts/setup.sh
 
 # Test-only packages: a browser for the dashboard test, Node for the openai client tests,
-# PostgreSQL and Redis servers for the gateway tests.
-test_pkgs=(chromium nodejs npm postgresql redis-server redis-tools yq haproxy prometheus)
+# PostgreSQL and Redis servers for the gateway tests; openssl (https remotes) and iproute2
+# (network namespaces) for the scale-out tests.
+test_pkgs=(chromium nodejs npm postgresql redis-server redis-tools yq haproxy prometheus openssl iproute2)
 missing=()
 for p in "${test_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,7 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-for d in tests/integration tests/browser; do
+for d in tests/integration tests/browser tests/scaleout; do
   [ -f "$d/package.json" ] && (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 

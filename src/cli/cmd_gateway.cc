@@ -1,8 +1,9 @@
-// tokenserve gateway --endpoints endpoints.yaml [--host 127.0.0.1 --port 8080 --config FILE
+// tokenserve gateway --endpoints endpoints.yaml | --pool gie --pool-url URL [--pool-ca-file F]
+//                    [--chain-url URL] [--host 127.0.0.1 --port 8080 --config FILE
 //                    --ledger tokenserve.db|postgresql://... --limits redis://host:port --no-auth
 //                    --rules rules.toml --gateway-secret-file F | --gateway-secret-env VAR
 //                    --io-threads N --drain-timeout S --poll-interval-ms N --max-attempts N
-//                    --no-imbalance-guard --log-format text|json]
+//                    --no-imbalance-guard --shed-batch-waiting N --log-format text|json]
 // tokenserve gateway explain --rules rules.toml --request req.json [--chat|--completion]
 //                    [--tenant T --app A --state state.json]
 // tokenserve gateway explain --rules rules.toml --ledger URL --request-id ID
@@ -25,7 +26,10 @@
 // --rules: the hybrid local/remote rules (router/rules.h); each routed request gets an
 // x-tokenserve-route header and a ts_route_decisions row in the ledger database, joined to its
 // ledger row by request id. Remote cooldowns are shared through the --limits Redis.
-// Not in this slice: pool = gie, tier shedding.
+//
+// Upstream requests carry GIE's x-gateway-inference-objective (the admitted tier) and
+// x-gateway-inference-fairness-id (the key's tenant); --shed-batch-waiting sheds batch at
+// saturation (router/picker.h).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -47,6 +51,7 @@
 #include "core/log.h"
 #include "gateway/governor.h"
 #include "http/server.h"
+#include "net/http_client.h"
 #include "router/endpoints.h"
 #include "router/picker.h"
 #include "router/pool.h"
@@ -195,11 +200,20 @@ int cmd_gateway(int argc, char** argv) {
   CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
   int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
-  double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5;
+  double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5, shed_batch_waiting = 0;
   bool no_auth = false, no_guard = false, trust_destination = false;
   std::string rules_path, secret_file, secret_env;
-  app.add_option("--endpoints", endpoints_path, "llm-d file-discovery YAML (endpoints: [{name, address, port, labels}])")
-      ->required();
+  std::string pool_mode = "builtin", pool_url, pool_ca_file;
+  app.add_option("--endpoints", endpoints_path,
+                 "llm-d file-discovery YAML (endpoints: [{name, address, port, labels}]); required with --pool builtin");
+  app.add_option("--pool", pool_mode, "builtin (our picker over --endpoints) or gie (forward to --pool-url, an InferencePool route)")
+      ->check(CLI::IsMember({"builtin", "gie"}));
+  app.add_option("--pool-url", pool_url, "with --pool gie: the InferencePool route's base URL (http:// or https://)");
+  app.add_option("--pool-ca-file", pool_ca_file, "with an https --pool-url: verify it with this CA (PEM)");
+  std::string chain_url;
+  app.add_option("--chain-url", chain_url,
+                 "with --pool builtin: send requests through this proxy (e.g. HAProxy set-dst), naming the picked "
+                 "endpoint first in x-gateway-destination-endpoint");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
@@ -216,6 +230,9 @@ int cmd_gateway(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--imbalance-rel", guard_rel, "guard: and max load > this x min load (default 1.5)")
       ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--shed-batch-waiting", shed_batch_waiting,
+                 "shed batch requests (429 + Retry-After) while every endpoint has >= N waiting (default 0 = never)")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_flag("--no-imbalance-guard", no_guard, "route by prefix even when load is imbalanced (for comparisons)");
   app.add_flag("--trust-destination-header", trust_destination,
                "route by an upstream picker's x-gateway-destination-endpoint list when a request has one");
@@ -228,8 +245,28 @@ int cmd_gateway(int argc, char** argv) {
   if (int rc = parse_or_exit(app, argc, argv); rc >= 0) return rc;
   log::set_format(log_format == "json" ? log::Format::kJson : log::Format::kText);
 
-  auto initial = router::load_endpoints_file(endpoints_path);
-  if (!initial.ok()) return fail("gateway", initial.status().message());
+  std::optional<net::Url> gie_pool, chain_to;
+  if (pool_mode == "gie") {
+    if (!chain_url.empty()) return fail("gateway", "--chain-url is only for --pool builtin", 2);
+    if (pool_url.empty()) return fail("gateway", "--pool gie needs --pool-url (the InferencePool route)", 2);
+    if (!endpoints_path.empty()) return fail("gateway", "--pool gie takes no --endpoints (the pool's endpoint picker chooses)", 2);
+    auto u = net::parse_url(pool_url);
+    if (!u.ok()) return fail("gateway", "--pool-url: " + u.status().message());
+    if (!u->base_path.empty()) return fail("gateway", "--pool-url: give the route's origin (no path): " + pool_url);
+    if (!pool_ca_file.empty() && !std::ifstream(pool_ca_file)) return fail("gateway", "--pool-ca-file: cannot read " + pool_ca_file);
+    gie_pool = *u;
+  } else {
+    if (endpoints_path.empty()) return fail("gateway", "--endpoints FILE is required (or --pool gie --pool-url URL)", 2);
+    if (!pool_url.empty()) return fail("gateway", "--pool-url is only for --pool gie", 2);
+    if (!chain_url.empty()) {
+      auto u = net::parse_url(chain_url);
+      if (!u.ok()) return fail("gateway", "--chain-url: " + u.status().message());
+      if (!u->base_path.empty() || u->tls) return fail("gateway", "--chain-url: give an http:// origin (no path): " + chain_url);
+      chain_to = *u;
+    }
+    auto initial = router::load_endpoints_file(endpoints_path);
+    if (!initial.ok()) return fail("gateway", initial.status().message());
+  }
   std::optional<router::RuleSet> rules;
   if (!rules_path.empty()) {
     auto r = router::load_rules(rules_path);
@@ -278,13 +315,16 @@ int cmd_gateway(int argc, char** argv) {
   po.imbalance_guard = !no_guard;
   po.guard_abs = guard_abs;
   po.guard_rel = guard_rel;
+  po.shed_batch_waiting = shed_batch_waiting;
   po.stale_after = std::chrono::milliseconds(3 * poll_ms + 100);  // 3 intervals + one slow scrape
   router::Picker picker(po);
   router::EndpointPool pool(router::PoolOptions{.poll_interval = std::chrono::milliseconds(poll_ms)});
   router::EndpointsWatcher watcher(endpoints_path);
-  (void)watcher.poll();
-  pool.set_endpoints(watcher.endpoints());
-  pool.start();
+  if (!gie_pool) {
+    (void)watcher.poll();
+    pool.set_endpoints(watcher.endpoints());
+    pool.start();
+  }
 
   router::Proxy proxy(pool, picker,
                       router::ProxyOptions{.max_attempts = max_attempts, .governor = gov->get(), .require_auth = !no_auth,
@@ -292,7 +332,10 @@ int cmd_gateway(int argc, char** argv) {
                                           .rules = rules ? &*rules : nullptr,
                                           .cooldowns = cooldowns->get(),
                                           .audit = &audit,
-                                          .gateway_secret = gateway_secret});
+                                          .gateway_secret = gateway_secret,
+                                          .gie_pool = gie_pool,
+                                          .gie_ca_file = pool_ca_file,
+                                          .chain_to = chain_to});
   http::ServerOptions ho;
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);
@@ -301,14 +344,18 @@ int cmd_gateway(int argc, char** argv) {
   http::Server http(ho);
   proxy.register_routes(http);
   if (Status st = http.start(); !st.ok()) return fail("gateway", st.message());
-  log::info("gateway on http://" + host + ":" + std::to_string(http.port()) + " routing to " +
-            std::to_string(watcher.endpoints().size()) + " endpoints from " + endpoints_path);
+  if (gie_pool)
+    log::info("gateway on http://" + host + ":" + std::to_string(http.port()) + " routing to the InferencePool route " +
+              gie_pool->origin() + " (pool = gie)");
+  else
+    log::info("gateway on http://" + host + ":" + std::to_string(http.port()) + " routing to " +
+              std::to_string(watcher.endpoints().size()) + " endpoints from " + endpoints_path);
 
   // Discovery watch: the file is small; a stat every 500 ms meets "within 2 s".
   std::atomic<bool> stop_watch{false};
   std::thread watch([&] {
     std::vector<router::Endpoint> before = watcher.endpoints();
-    while (!stop_watch.load()) {
+    while (!stop_watch.load() && !gie_pool) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       auto p = watcher.poll();
       if (!p.error.ok()) log::warn("gateway: " + p.error.message());

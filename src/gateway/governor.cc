@@ -222,6 +222,14 @@ bool Governor::identify(AdmitContext& c, AdmitResult& out) {
       ++num_refused_auth_;
       return false;
     }
+    // The same signed header set once only, inside its validity window (trust.h ReplayGuard).
+    if (!replay_guard_.first_use(id->signature, id->signed_at_ms + kGatewayMaxSkewMs, to_unix_ms(c.now))) {
+      out.status = Status(StatusCode::kUnauthenticated, "gateway identity refused (--trust-gateway): request " +
+                                                           id->request_id + " replays a signature already used");
+      out.error_code = "replayed_gateway_signature";
+      ++num_refused_auth_;
+      return false;
+    }
     if (id->tier != engine::tier_name(c.req.tier)) {
       out.status = Status(StatusCode::kPermissionDenied, "the gateway signed tier '" + id->tier +
                                                              "' but the request asks for '" +

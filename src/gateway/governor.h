@@ -30,7 +30,9 @@
 // With trust_gateway_secret (serve --trust-gateway), the Authorization header must carry the
 // gateway's signed identity (trust.h) instead of an API key: tenant/app come from it, the
 // request's tier must be the signed one (403 otherwise), anything else is 401
-// "invalid_gateway_signature"; limits and quotas of the config then apply per replica.
+// "invalid_gateway_signature" (or "replayed_gateway_signature": a signed header set is accepted
+// once per replica inside its validity window); limits and quotas of the config then apply per
+// replica.
 //
 // Ledger back-pressure: while the ledger writer's spool is full (the database has been away
 // for long), admit() refuses with 503 + Retry-After (code "ledger_unavailable"), counted and
@@ -69,6 +71,7 @@
 #include "gateway/ledger_writer.h"
 #include "gateway/limit_store.h"
 #include "gateway/quota_journal.h"
+#include "gateway/trust.h"
 
 namespace ts::gateway {
 
@@ -257,6 +260,9 @@ class Governor {
   // it (its row is in the ledger sum, its charge skipped or dropped) or wholly after it (its
   // charge reaches the seeded counter). See seed_quota().
   std::shared_mutex seed_mu_;
+  // --trust-gateway: signatures already used inside their validity window (trust.h).
+  static constexpr int64_t kGatewayMaxSkewMs = 300'000;  // verify_gateway_authorization's default
+  ReplayGuard replay_guard_;
   std::mutex replay_mu_;
   std::condition_variable replay_cv_;
   bool replay_stop_ = false;

@@ -1,5 +1,6 @@
 #include "gateway/trust.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <map>
@@ -122,7 +123,38 @@ Result<TrustedIdentity> verify_gateway_authorization(std::string_view secret, st
   for (size_t i = 0; i < want.size(); ++i)  // constant time in the signature's length
     diff |= static_cast<unsigned char>(want[i]) ^ static_cast<unsigned char>(i < got.size() ? got[i] : 0);
   if (diff != 0) return refuse("the signature does not match");
+  id.signed_at_ms = t;
+  id.signature = want;
   return id;
+}
+
+ReplayGuard::ReplayGuard(size_t max_entries) : max_entries_(std::max<size_t>(1, max_entries)) {}
+
+bool ReplayGuard::first_use(const std::string& nonce, int64_t expires_unix_ms, int64_t now_unix_ms) {
+  std::lock_guard lock(mu_);
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_unix_ms) {  // out of the window
+    seen_.erase(by_expiry_.begin()->second);
+    by_expiry_.erase(by_expiry_.begin());
+  }
+  if (seen_.count(nonce)) return false;
+  while (seen_.size() >= max_entries_) {  // full: forget the entries closest to expiry first
+    seen_.erase(by_expiry_.begin()->second);
+    by_expiry_.erase(by_expiry_.begin());
+    ++num_forgotten_;
+  }
+  seen_.insert(nonce);
+  by_expiry_.emplace(expires_unix_ms, nonce);
+  return true;
+}
+
+size_t ReplayGuard::size() const {
+  std::lock_guard lock(mu_);
+  return seen_.size();
+}
+
+int64_t ReplayGuard::num_forgotten() const {
+  std::lock_guard lock(mu_);
+  return num_forgotten_;
 }
 
 }  // namespace ts::gateway

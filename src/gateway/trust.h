@@ -8,18 +8,23 @@
 //   sig = HMAC-SHA256(secret, "v1\n" tenant "\n" app "\n" tier "\n" rid "\n" ts)
 //
 // Values are percent-encoded ('%', ';', '=', ',', space and control bytes). The timestamp must
-// be within max_skew of the replica's clock; the request id makes each signature unique. (A
-// replay of the same header within the skew is not detected: the replica keeps no nonce store.
-// The network between gateway and replicas is assumed private; the signature keeps its other
-// clients from claiming a tenant.)
+// be within max_skew of the replica's clock; the request id makes each signature unique.
+// Replays inside the skew window: a ReplayGuard (below) remembers each accepted signature until
+// its timestamp leaves the window, so the same signed header set is accepted once per replica
+// (serve --trust-gateway refuses a second use with 401 "replayed_gateway_signature"). A replay
+// sent to a different replica than the original is not caught (each replica keeps its own set;
+// the network between gateway and replicas is assumed private).
 //
-// Pure functions; thread-safe.
+// Functions are pure and thread-safe; ReplayGuard is thread-safe.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <map>
+#include <mutex>
 #include <string_view>
+#include <unordered_set>
 
 #include "core/status.h"
 
@@ -30,6 +35,8 @@ struct TrustedIdentity {
   std::string app;
   std::string tier;        // "interactive" | "batch"
   std::string request_id;  // as signed
+  int64_t signed_at_ms = 0;  // verify: the signed timestamp (unix ms)
+  std::string signature;     // verify: the signature (hex), unique per signed header set
 };
 
 // HMAC-SHA256 of `message` under `key`, lower-case hex.
@@ -44,5 +51,26 @@ std::string gateway_authorization(std::string_view secret, const TrustedIdentity
 Result<TrustedIdentity> verify_gateway_authorization(std::string_view secret, std::string_view authorization,
                                                      int64_t now_unix_ms,
                                                      std::chrono::milliseconds max_skew = std::chrono::seconds(300));
+
+// Seen-set of nonces (signatures) with expiry, for replay protection inside the skew window.
+// Memory: one entry per accepted request within the window, at most max_entries; when full, the
+// entries closest to expiry are forgotten first (counted: num_forgotten), which weakens
+// protection for those only.
+class ReplayGuard {
+ public:
+  explicit ReplayGuard(size_t max_entries = size_t{1} << 20);
+  // True the first time `nonce` is seen (it is then remembered until expires_unix_ms); false
+  // for a replay. Entries whose expiry is <= now are dropped first.
+  bool first_use(const std::string& nonce, int64_t expires_unix_ms, int64_t now_unix_ms);
+  size_t size() const;
+  int64_t num_forgotten() const;
+
+ private:
+  const size_t max_entries_;
+  mutable std::mutex mu_;
+  std::unordered_set<std::string> seen_;
+  std::multimap<int64_t, std::string> by_expiry_;
+  int64_t num_forgotten_ = 0;
+};
 
 }  // namespace ts::gateway

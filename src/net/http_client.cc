@@ -31,6 +31,7 @@ struct Call {
   bool head_delivered = false;  // on_head called for the final response
   bool stopped = false;         // a handler returned false
   size_t body_bytes = 0;
+  std::chrono::steady_clock::time_point last_byte;  // last response byte (or the call's start)
 
   bool deliver_head() {
     head_delivered = true;
@@ -42,6 +43,7 @@ struct Call {
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   Call& c = *static_cast<Call*>(user);
   const size_t len = size * n;
+  c.last_byte = std::chrono::steady_clock::now();
   if (c.head_delivered) return len;  // trailers after a chunked body
   std::string_view line(data, len);
   if (line.substr(0, 5) == "HTTP/") {
@@ -69,6 +71,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 size_t on_write(char* data, size_t size, size_t n, void* user) {
   Call& c = *static_cast<Call*>(user);
   const size_t len = size * n;
+  c.last_byte = std::chrono::steady_clock::now();
   if (!c.head_delivered && !c.deliver_head()) return 0;
   c.body_bytes += len;
   if (len > 0 && c.handlers->on_body && !c.handlers->on_body(std::string_view(data, len))) {
@@ -216,22 +219,55 @@ std::string HttpResponseHead::header(std::string_view name) const {
   return "";
 }
 
-Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
-                                     const HttpCallOptions& opts, const HttpHandlers& handlers) {
+const char* call_stage_name(CallStage s) {
+  switch (s) {
+    case CallStage::kConnecting: return "connecting";
+    case CallStage::kSending: return "sending";
+    case CallStage::kAwaitingHead: return "awaiting_head";
+    case CallStage::kReadingBody: return "reading_body";
+  }
+  return "?";
+}
+
+namespace {
+
+// Where a call that ended with `rc` stood.
+CallStage stage_of(CURL* e, CURLcode rc, const Call& call, bool tls) {
+  if (call.head_delivered) return CallStage::kReadingBody;
+  if (rc == CURLE_SEND_ERROR) return CallStage::kSending;
+  curl_off_t connected = 0, app_connected = 0, pretransfer = 0;
+  curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connected);
+  curl_easy_getinfo(e, CURLINFO_APPCONNECT_TIME_T, &app_connected);
+  curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &pretransfer);
+  if (connected <= 0 || (tls && app_connected <= 0) || pretransfer <= 0) return CallStage::kConnecting;
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+      return CallStage::kConnecting;
+    default:
+      return CallStage::kAwaitingHead;
+  }
+}
+
+// One request on `e` (added to `m` for the call). reuse = keep-alive through m's connection
+// cache; otherwise a fresh connection, closed after.
+Result<HttpResponseHead> perform(CURL* e, CURLM* m, bool reuse, const Url& url, const HttpRequest& req,
+                                 const HttpCallOptions& opts, const HttpHandlers& handlers) {
   using Clock = std::chrono::steady_clock;
-  curl_init();
+  if (opts.stage) *opts.stage = CallStage::kConnecting;
   if (opts.cancel && opts.cancel->load(std::memory_order_relaxed)) return Status(StatusCode::kCancelled, "cancelled");
   auto left_ms = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(opts.deadline - Clock::now()).count();
   };
   if (Clock::now() >= opts.deadline) return Status(StatusCode::kDeadlineExceeded, "deadline exceeded (" + url.origin() + ")");
 
-  std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
-  std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
-  if (!easy || !multi) return internal_error("libcurl could not create a handle");
-  CURL* e = easy.get();
   Call call;
   call.handlers = &handlers;
+  call.last_byte = Clock::now();
   char errbuf[CURL_ERROR_SIZE] = {};
   const std::string target = url.origin() + url.base_path + req.path;
   const std::string no_proxy = no_proxy_list();
@@ -242,28 +278,34 @@ Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
     raw = curl_slist_append(raw, (k + ": " + v).c_str());
     has_type = has_type || iequals(k, "content-type");
   }
-  raw = curl_slist_append(raw, "Connection: close");
+  if (!reuse) raw = curl_slist_append(raw, "Connection: close");
   raw = curl_slist_append(raw, "Expect:");  // no 100-continue round trip for large bodies
   if (!has_type) raw = curl_slist_append(raw, "Content-Type:");  // no default form type
   std::unique_ptr<curl_slist, SlistDeleter> header_list(raw);
 
+  curl_easy_reset(e);  // a session's handle: options from its last call go; its connections stay
   curl_easy_setopt(e, CURLOPT_URL, target.c_str());
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
-  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+  curl_easy_setopt(e, CURLOPT_FORBID_REUSE, reuse ? 0L : 1L);
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, reuse ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy.c_str());
+  if (opts.direct) curl_easy_setopt(e, CURLOPT_PROXY, "");  // "" = no proxy, whatever the environment says
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list.get());
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &call);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &call);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!opts.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, opts.ca_file.c_str());
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout.count()));
   // The loop below enforces the deadline exactly; libcurl's own timeout is only a backstop a
   // second later (its clock could otherwise fire a hair before ours says the deadline passed).
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left_ms()) + 1000));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(std::clamp<int64_t>(left_ms(), 1, int64_t{1} << 40) + 1000));
   if (req.method == "GET") {
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   } else if (req.method == "HEAD") {
@@ -275,7 +317,6 @@ Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
   }
 
-  CURLM* m = multi.get();
   if (curl_multi_add_handle(m, e) != CURLM_OK) return internal_error("libcurl could not start the transfer");
   Status stop_reason;
   for (;;) {
@@ -290,17 +331,31 @@ Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
       stop_reason = Status(StatusCode::kCancelled, "cancelled");
       break;
     }
-    if (Clock::now() >= opts.deadline) {
+    const auto now = Clock::now();
+    if (now >= opts.deadline) {
       stop_reason = Status(StatusCode::kDeadlineExceeded, "deadline exceeded (" + url.origin() + ")");
       break;
     }
-    curl_multi_poll(m, nullptr, 0, static_cast<int>(std::clamp<int64_t>(left_ms() + 1, 1, 50)), nullptr);
+    int64_t wait = std::clamp<int64_t>(left_ms() + 1, 1, 50);
+    if (opts.idle_timeout.count() > 0) {
+      auto idle_left = std::chrono::duration_cast<std::chrono::milliseconds>(call.last_byte + opts.idle_timeout - now).count();
+      if (idle_left <= 0) {
+        stop_reason = Status(StatusCode::kDeadlineExceeded,
+                             "no response byte for " + std::to_string(opts.idle_timeout.count()) + " ms (" + url.origin() + ")");
+        break;
+      }
+      wait = std::min<int64_t>(wait, idle_left + 1);
+    }
+    curl_multi_poll(m, nullptr, 0, static_cast<int>(wait), nullptr);
   }
   CURLcode rc = CURLE_OK;
   int queued = 0;
   while (CURLMsg* msg = curl_multi_info_read(m, &queued))
     if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  if (opts.stage) *opts.stage = stage_of(e, rc, call, url.tls);
   curl_multi_remove_handle(m, e);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, nullptr);  // errbuf and the header list die here
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
 
   if (call.stopped) return call.head;  // a handler asked to stop: not an error
   if (!stop_reason.ok()) return stop_reason;
@@ -312,8 +367,7 @@ Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
   return call.head;
 }
 
-Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
-                              size_t max_body) {
+Result<HttpResult> collect(const std::function<Result<HttpResponseHead>(const HttpHandlers&)>& run, size_t max_body) {
   HttpResult out;
   bool too_big = false;
   HttpHandlers h;
@@ -325,11 +379,56 @@ Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const Http
     out.body.append(b);
     return true;
   };
-  auto head = http_stream(url, req, opts, h);
+  auto head = run(h);
   if (!head.ok()) return head.status();
   if (too_big) return Status(StatusCode::kDataLoss, "response body over " + std::to_string(max_body) + " bytes");
   out.head = std::move(*head);
   return out;
+}
+
+}  // namespace
+
+Result<HttpResponseHead> http_stream(const Url& url, const HttpRequest& req,
+                                     const HttpCallOptions& opts, const HttpHandlers& handlers) {
+  curl_init();
+  std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
+  std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
+  if (!easy || !multi) return internal_error("libcurl could not create a handle");
+  return perform(easy.get(), multi.get(), /*reuse=*/false, url, req, opts, handlers);
+}
+
+struct HttpSession::Handles {
+  std::unique_ptr<CURLM, MultiDeleter> multi;  // owns the connection cache
+  std::unique_ptr<CURL, EasyDeleter> easy;
+};
+
+HttpSession::HttpSession() : h_(new Handles) {
+  curl_init();
+  h_->multi.reset(curl_multi_init());
+  h_->easy.reset(curl_easy_init());
+}
+
+HttpSession::~HttpSession() {
+  h_->easy.reset();  // before the multi handle that holds its connections
+  delete h_;
+}
+
+Result<HttpResponseHead> HttpSession::stream(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                                             const HttpHandlers& handlers) {
+  if (!h_->multi || !h_->easy) return internal_error("libcurl could not create a handle");
+  return perform(h_->easy.get(), h_->multi.get(), true, url, req, opts, handlers);
+}
+
+Result<HttpResult> HttpSession::fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                                      size_t max_body) {
+  if (!h_->multi || !h_->easy) return internal_error("libcurl could not create a handle");
+  return collect([&](const HttpHandlers& h) { return perform(h_->easy.get(), h_->multi.get(), true, url, req, opts, h); },
+                 max_body);
+}
+
+Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                              size_t max_body) {
+  return collect([&](const HttpHandlers& h) { return http_stream(url, req, opts, h); }, max_body);
 }
 
 }  // namespace ts::net

@@ -5,10 +5,10 @@
 //
 // One request per call on a fresh connection (no reuse: a load generator measures connection
 // setup like a new client would, and a gateway upstream call never inherits a half-read
-// stream). Every call honours a deadline and a cancel flag (checked at least every 50 ms), and
+// stream); HttpSession below reuses connections for pollers. Every call honours a deadline and a cancel flag (checked at least every 50 ms), and
 // delivers the body as it arrives, so a caller can timestamp SSE events. http:// and https://
-// (TLS verified with the system's CA store). Proxies from the environment (http_proxy,
-// https_proxy) are used except for loopback addresses and no_proxy hosts.
+// (TLS verified with the system's CA store, or a given CA file). Proxies from the environment (http_proxy,
+// https_proxy) are used except for loopback addresses, no_proxy hosts and `direct` calls.
 //
 // Functions are thread-safe (no shared state besides libcurl's one-time global init); the
 // SseParser is not.
@@ -79,9 +79,29 @@ struct HttpResponseHead {
   std::string header(std::string_view name) const;
 };
 
+// How far a call got (for a caller that fails over: a failure at kConnecting or kSending
+// means the server never saw a whole request).
+enum class CallStage {
+  kConnecting,    // resolving, TCP connect, TLS handshake (and certificate verification)
+  kSending,       // the request is being written
+  kAwaitingHead,  // the request was sent; no final response head yet
+  kReadingBody,   // the head was delivered to on_head
+};
+const char* call_stage_name(CallStage s);  // "connecting" | "sending" | "awaiting_head" | "reading_body"
+
 struct HttpCallOptions {
   std::chrono::steady_clock::time_point deadline;  // whole call, connect to last byte
   const std::atomic<bool>* cancel = nullptr;       // checked every <= 50 ms; stops the call
+  // 0 = none. Else: no response byte for this long (from the start, or since the last byte)
+  // ends the call with kDeadlineExceeded: a long stream may outlive any fixed deadline while a
+  // silent upstream may not.
+  std::chrono::milliseconds idle_timeout{0};
+  std::chrono::milliseconds connect_timeout{0};    // 0 = bounded by deadline / idle_timeout only
+  // https: PEM file of the CA certificate(s) to verify the server with, instead of the system
+  // store ("" = system store). Verification (chain and host name) is never turned off.
+  std::string ca_file;
+  CallStage* stage = nullptr;                      // out (optional): how far the call got
+  bool direct = false;  // never through an environment proxy (calls inside a private network)
 };
 
 // Called once with the final response head (1xx interim responses are skipped), then with the
@@ -107,6 +127,29 @@ struct HttpResult {
 // http_stream collecting the whole body (bounded by max_body bytes; more is kDataLoss).
 Result<HttpResult> http_fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
                               size_t max_body = 64u << 20);
+
+// A keep-alive session for repeated calls to the same servers (the gateway's /ready and
+// /metrics poller, and its upstream calls through a pool of sessions): calls reuse a live connection from the session's cache when the server kept
+// it open, and otherwise connect afresh. Same semantics and errors as http_stream/http_fetch.
+// Not thread-safe: one thread uses a session at a time.
+class HttpSession {
+ public:
+  HttpSession();
+  ~HttpSession();
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+
+  Result<HttpResult> fetch(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                           size_t max_body = 64u << 20);
+  // As http_stream, on the session's connections. A transfer stopped early (a handler returned
+  // false, cancel, deadline) closes its connection; it is never handed to a later call.
+  Result<HttpResponseHead> stream(const Url& url, const HttpRequest& req, const HttpCallOptions& opts,
+                                  const HttpHandlers& handlers);
+
+ private:
+  struct Handles;
+  Handles* h_;
+};
 
 // libcurl's process-wide initialisation, done once (thread-safe); every user of libcurl in the
 // project calls it before its first handle.

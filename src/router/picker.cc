@@ -1,8 +1,17 @@
 #include "router/picker.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ts::router {
+
+namespace {
+std::string fmt_num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+}  // namespace
 
 nlohmann::json Decision::to_json() const {
   nlohmann::json r = nlohmann::json::array();
@@ -12,6 +21,7 @@ nlohmann::json Decision::to_json() const {
   return {{"ranked", r},
           {"filtered_out", filtered_out},
           {"guard_applied", guard_applied},
+          {"shed", shed},
           {"prompt_blocks", prompt_blocks},
           {"took_us", std::chrono::duration_cast<std::chrono::microseconds>(took).count()}};
 }
@@ -61,7 +71,7 @@ Decision Picker::pick(const PickRequest& req, const std::vector<EndpointState>& 
   }
 
   std::lock_guard lock(mu_);
-  double max_waiting = 0, min_load = 0, max_load = 0;
+  double max_waiting = 0, min_load = 0, max_load = 0, min_waiting = 0;
   bool any_fresh = false;
   std::vector<Candidate> cands;
   for (const EndpointState* e : eligible) {
@@ -79,12 +89,23 @@ Decision Picker::pick(const PickRequest& req, const std::vector<EndpointState>& 
     c.prefix = d.prompt_blocks > 0 ? static_cast<double>(c.prefix_blocks) / static_cast<double>(d.prompt_blocks) : 0;
     if (!c.stale) {
       max_waiting = std::max(max_waiting, waiting);
-      if (!any_fresh) min_load = max_load = c.load;
+      if (!any_fresh) {
+        min_load = max_load = c.load;
+        min_waiting = waiting;
+      }
+      min_waiting = std::min(min_waiting, waiting);
       min_load = std::min(min_load, c.load);
       max_load = std::max(max_load, c.load);
       any_fresh = true;
     }
     cands.push_back(c);
+  }
+  d.min_waiting = min_waiting;
+  if (req.batch && opts_.shed_batch_waiting > 0 && any_fresh && min_waiting >= opts_.shed_batch_waiting) {
+    d.shed = true;
+    d.filtered_out.push_back("batch shed: every endpoint has waiting >= " + fmt_num(opts_.shed_batch_waiting));
+    d.took = Clock::now() - t0;
+    return d;
   }
   d.guard_applied = opts_.imbalance_guard && any_fresh && max_load - min_load > opts_.guard_abs &&
                     max_load > opts_.guard_rel * min_load;

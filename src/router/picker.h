@@ -13,6 +13,10 @@
 //  Imbalance guard (SGLang): with load = waiting + running, if max - min > guard_abs and
 //  max > guard_rel * min, the prefix score is ignored and the least-loaded endpoint wins.
 //  Ties: random (seeded rng), so equal endpoints share load.
+//  Tier shedding (GIE's InferenceObjective priority: batch is sheddable): with
+//  shed_batch_waiting > 0, a batch request is shed (Decision::shed, nothing ranked) when every
+//  eligible endpoint with fresh metrics has waiting >= shed_batch_waiting (the pool is
+//  saturated); interactive requests are never shed. Without fresh metrics nothing is shed.
 //  waiting and running are max(scraped, the gateway's own in-flight view), because a scrape
 //  lags the requests the gateway has just sent.
 //
@@ -57,12 +61,14 @@ struct PickerOptions {
   std::chrono::milliseconds stale_after{150};  // 3 scrape intervals of 50 ms
   PrefixIndexOptions prefix;
   uint64_t seed = 0;              // 0 = random_device
+  double shed_batch_waiting = 0;  // > 0: shed batch when every fresh endpoint waits >= this
 };
 
 struct PickRequest {
   std::string model;
   std::string tenant;
   std::string prompt;             // rendered prompt (see render_chat_prompt)
+  bool batch = false;             // tier batch: sheddable at saturation
 };
 
 // One endpoint's line in the decision record.
@@ -79,12 +85,14 @@ struct Decision {
   std::vector<Candidate> ranked;          // best first; empty = no eligible endpoint
   std::vector<std::string> filtered_out;  // "name: reason"
   bool guard_applied = false;
+  bool shed = false;                      // a batch request shed at saturation (ranked empty)
+  double min_waiting = 0;                 // least waiting among fresh candidates
   int64_t prompt_blocks = 0;
   std::vector<uint64_t> block_hashes;     // for record()
   std::chrono::nanoseconds took{0};
 
   // {"ranked":[{name,score,prefix,queue,kv,load,stale,prefix_blocks}], "filtered_out":[...],
-  //  "guard_applied", "prompt_blocks", "took_us"}
+  //  "guard_applied", "shed", "prompt_blocks", "took_us"}
   nlohmann::json to_json() const;
 };
 

@@ -1,7 +1,7 @@
 #include "router/pool.h"
 
 #include "core/log.h"
-#include "http/client.h"
+#include "net/http_client.h"
 #include "router/replica_scrape.h"
 
 namespace ts::router {
@@ -110,67 +110,80 @@ bool EndpointPool::any_ready() const {
 }
 
 void EndpointPool::poll_loop() {
-  std::map<std::string, std::unique_ptr<http::Client>> clients;
+  // One keep-alive session per endpoint (address changes get a new one).
+  std::map<std::string, std::unique_ptr<net::HttpSession>> sessions;
   std::unique_lock lock(mu_);
   while (!stop_) {
     std::vector<Endpoint> eps;
     for (const auto& [name, e] : entries_) eps.push_back(e.ep);
     lock.unlock();
-    for (const Endpoint& ep : eps) {
-      auto& c = clients[ep.name + "@" + ep.address + ":" + std::to_string(ep.port)];
-      if (!c) c = std::make_unique<http::Client>();
-      c->set_timeout(opts_.poll_timeout);
-      bool ready = false, scraped = false;
-      ReplicaLoad load;
-      for (int pass = 0; pass < 2 && !ready; ++pass) {  // a stale keep-alive connection: reconnect once
-        if (!c->connected() && !c->connect(ep.address, ep.port).ok()) break;
-        auto r = c->request("GET", "/ready");
-        if (!r.ok()) {
-          c->close();
-          continue;
-        }
-        ready = r->status == 200;
-        if (http::iequals(r->header("connection"), "close")) c->close();
-        break;
-      }
-      if (ready) {
-        if (c->connected() || c->connect(ep.address, ep.port).ok()) {
-          auto m = c->request("GET", "/metrics");
-          if (m.ok() && m->status == 200) {
-            auto parsed = parse_replica_metrics(m->body);
-            if (parsed.ok()) {
-              load = *parsed;
-              scraped = true;
-            }
-          }
-          if (!m.ok() || http::iequals(m->header("connection"), "close")) c->close();
-        }
-      }
-      std::lock_guard g(mu_);
-      auto it = entries_.find(ep.name);
-      if (it == entries_.end()) continue;
-      Entry& e = it->second;
-      e.state.ready = ready;
-      if (ready) {
-        ++e.ready_streak;
-        if (e.state.ejected && e.ready_streak >= opts_.readmit_after) {
-          e.state.ejected = false;
-          e.consecutive_failures = 0;
-          log::info("gateway: re-admitting endpoint " + ep.name);
-        }
-      } else {
-        e.ready_streak = 0;
-      }
-      if (scraped) {
-        e.state.has_metrics = true;
-        e.state.scraped_at = Clock::now();
-        e.state.waiting = load.waiting;
-        e.state.running = load.running;
-        e.state.kv_usage = load.kv_usage;
-      }
+    for (auto it = sessions.begin(); it != sessions.end();) {  // endpoints that left
+      bool kept = false;
+      for (const Endpoint& ep : eps) kept = kept || it->first == ep.name + "@" + ep.address + ":" + std::to_string(ep.port);
+      it = kept ? std::next(it) : sessions.erase(it);
     }
+    // Endpoints are polled in parallel: a slow one (busy, or black-holing) must not delay the
+    // others' scrapes until the picker thinks their metrics are stale.
+    std::vector<std::pair<const Endpoint*, net::HttpSession*>> work;
+    for (const Endpoint& ep : eps) {
+      auto& session = sessions[ep.name + "@" + ep.address + ":" + std::to_string(ep.port)];
+      if (!session) session = std::make_unique<net::HttpSession>();
+      work.emplace_back(&ep, session.get());
+    }
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < work.size(); ++i)
+      threads.emplace_back([this, w = work[i]] { poll_one(*w.first, *w.second); });
+    if (!work.empty()) poll_one(*work[0].first, *work[0].second);
+    for (auto& t : threads) t.join();
     lock.lock();
     cv_.wait_for(lock, opts_.poll_interval, [this] { return stop_; });
+  }
+}
+
+void EndpointPool::poll_one(const Endpoint& ep, net::HttpSession& session) {
+  const net::Url url{.host = ep.address, .port = ep.port};
+  auto call = [&](const char* path) {
+    net::HttpCallOptions co;
+    co.deadline = std::chrono::steady_clock::now() + opts_.poll_timeout;
+    co.connect_timeout = opts_.poll_timeout;
+    co.direct = true;  // replicas are on the private network, never behind an egress proxy
+    return session.fetch(url, net::HttpRequest{.path = path}, co, 16u << 20);
+  };
+  bool ready = false, scraped = false;
+  ReplicaLoad load;
+  // A keep-alive connection the server closed meanwhile: libcurl retries on a fresh one.
+  if (auto r = call("/ready"); r.ok()) ready = r->head.status == 200;
+  if (ready) {
+    auto m = call("/metrics");
+    if (m.ok() && m->head.status == 200) {
+      auto parsed = parse_replica_metrics(m->body);
+      if (parsed.ok()) {
+        load = *parsed;
+        scraped = true;
+      }
+    }
+  }
+  std::lock_guard g(mu_);
+  auto it = entries_.find(ep.name);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  e.state.ready = ready;
+  if (ready) {
+    ++e.ready_streak;
+    if (e.state.ejected && e.ready_streak >= opts_.readmit_after) {
+      e.state.ejected = false;
+      e.consecutive_failures = 0;
+      log::info("gateway: re-admitting endpoint " + ep.name);
+    }
+  } else {
+    e.ready_streak = 0;
+  }
+  if (scraped) {
+    e.state.has_metrics = true;
+    e.state.scraped_at = Clock::now();
+    e.state.waiting = load.waiting;
+    e.state.running = load.running;
+    e.state.kv_usage = load.kv_usage;
   }
 }
 

@@ -1,6 +1,6 @@
 // EndpointPool: the gateway's live view of its replicas. One poller thread scrapes each
-// endpoint's /ready and /metrics every `poll_interval` (one keep-alive connection per endpoint,
-// the shared http::Client), and the proxy reports each attempt's outcome for passive ejection.
+// endpoint's /ready and /metrics every `poll_interval` (endpoints in parallel, one keep-alive
+// net::HttpSession each), and the proxy reports each attempt's outcome for passive ejection.
 //
 // Health, per endpoint:
 //   ready      the last /ready answered 200 (a 503 while loading or draining, or no answer,
@@ -12,9 +12,9 @@
 // set_endpoints() replaces the list (discovery file changed): endpoints that stay keep their
 // state; new ones start not ready until their first poll.
 //
-// Thread-safe: every method may be called from any thread. Caveat: http::Client::connect has no
-// timeout of its own, so an address that black-holes SYNs (not loopback, which refuses at once)
-// delays one poll round; the read timeout bounds everything after connect.
+// Thread-safe: every method may be called from any thread. Each poll call is bounded by
+// poll_timeout (connect included), so an address that black-holes SYNs delays a round by at most
+// that.
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/http_client.h"
 #include "router/endpoints.h"
 #include "router/picker.h"
 
@@ -35,7 +36,7 @@ namespace ts::router {
 
 struct PoolOptions {
   std::chrono::milliseconds poll_interval{50};
-  std::chrono::milliseconds poll_timeout{500};  // per /ready or /metrics wait
+  std::chrono::milliseconds poll_timeout{500};  // per /ready or /metrics call
   int eject_after = 3;    // consecutive failed proxy attempts
   int readmit_after = 2;  // consecutive successful /ready polls
 };
@@ -79,6 +80,8 @@ class EndpointPool {
     EndpointCounters counters;
   };
   void poll_loop();
+  // One endpoint's /ready + /metrics, and its state updated (one thread per endpoint a round).
+  void poll_one(const Endpoint& ep, net::HttpSession& session);
 
   PoolOptions opts_;
   mutable std::mutex mu_;

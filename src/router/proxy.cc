@@ -10,7 +10,6 @@
 
 #include "api/error.h"
 #include "core/log.h"
-#include "http/client.h"
 #include "gateway/circuit_breaker.h"
 #include "gateway/route_decisions.h"
 #include "obs/request_log.h"
@@ -40,7 +39,7 @@ void Proxy::register_routes(http::Server& server) {
     ex->respond(json_response(200, R"({"status":"ok"})"));
   });
   server.route(Method::kGet, "/ready", [this](const http::ExchangePtr& ex) {
-    bool ok = !draining_.load() && pool_.any_ready();
+    bool ok = !draining_.load() && (opts_.gie_pool || pool_.any_ready());
     http::Response r = json_response(ok ? 200 : 503, ok ? R"({"status":"ready"})" : R"({"status":"no ready endpoint"})");
     if (!ok) r.set_header("Retry-After", "1");
     ex->respond(std::move(r));
@@ -109,6 +108,7 @@ void Proxy::fill_state(RouteInputs* in) {
     ++healthy;
     waiting += s.waiting;
   }
+  if (opts_.gie_pool) healthy = 1;  // the InferencePool route: its health is the data plane's
   in->healthy_local = healthy;
   in->waiting_per_replica = healthy > 0 ? waiting / static_cast<double>(healthy) : 0;
   {
@@ -192,6 +192,7 @@ void Proxy::audit(Gen& g) {
 void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id) {
   Gen g;
   g.ex = ex;
+  ex->on_cancel([c = g.cancel] { c->store(true); });
   g.chat = chat;
   g.request_id = std::move(request_id);
   g.start = std::chrono::steady_clock::now();
@@ -259,7 +260,7 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
     if (!previous.empty()) g.fallback_note = previous + " -> " + g.current_target + " (" + g.last_failure + ")";
     TryResult r = TryResult::kFailed;
     if (t.kind == TargetKind::kLocal) {
-      r = try_local(g);
+      r = opts_.gie_pool ? try_gie(g) : try_local(g);
     } else if (t.kind == TargetKind::kRemote) {
       r = try_remote(g, opts_.rules->remotes.at(t.remote));
     } else {
@@ -276,18 +277,18 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
   }
 
   // Every target failed before the first byte.
-  if (g.last_refusal && (g.last_refusal->status == 401 || g.last_refusal->status == 403)) {
+  if (g.last_refusal && (g.last_refusal->head.status == 401 || g.last_refusal->head.status == 403)) {
     g.last_refusal.reset();  // a remote refusing the gateway's key must not read as the client's 401
     g.last_failure += " (the remote refused the gateway's API key)";
   }
   if (g.last_refusal) {
     http::Response r;
-    r.status = g.last_refusal->status;
-    r.content_type = std::string(g.last_refusal->header("content-type"));
+    r.status = g.last_refusal->head.status;
+    r.content_type = g.last_refusal->head.header("content-type");
     if (r.content_type.empty()) r.content_type = "application/json";
     r.body = std::move(g.last_refusal->body);
-    std::string_view ra = g.last_refusal->header("retry-after");
-    r.set_header("Retry-After", ra.empty() ? "1" : std::string(ra));
+    std::string ra = g.last_refusal->head.header("retry-after");
+    r.set_header("Retry-After", ra.empty() ? "1" : ra);
     r.set_header("x-request-id", g.request_id);
     r.set_header("x-gateway-destination-endpoint-served", g.last_refusal_from);
     r.set_header("x-tokenserve-route", g.route_header("none"));
@@ -323,15 +324,20 @@ void Proxy::handle_models(const http::ExchangePtr& ex) {
         if (--p->workers_ == 0) p->idle_cv_.notify_all();
       }
     } done{this};
+    std::vector<net::Url> urls;
+    if (opts_.gie_pool) urls.push_back(*opts_.gie_pool);
     for (const EndpointState& s : pool_.snapshot()) {
       if (!s.ready || s.ejected) continue;
       Endpoint ep;
-      if (!pool_.lookup(s.name, &ep)) continue;
-      http::Client c;
-      c.set_timeout(std::chrono::milliseconds(5000));
-      if (!c.connect(ep.address, ep.port).ok()) continue;
-      auto r = c.request("GET", "/v1/models");
-      if (!r.ok() || r->status != 200) continue;
+      if (pool_.lookup(s.name, &ep)) urls.push_back(net::Url{.host = ep.address, .port = ep.port});
+    }
+    for (const net::Url& url : urls) {
+      net::HttpCallOptions co;
+      co.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(5000);
+      co.ca_file = opts_.gie_ca_file;
+      co.direct = true;
+      auto r = net::http_fetch(url, net::HttpRequest{.path = "/v1/models"}, co, 4u << 20);
+      if (!r.ok() || r->head.status != 200) continue;
       ex->respond(json_response(200, r->body));
       return;
     }
@@ -405,6 +411,9 @@ std::string Proxy::metrics_text() const {
       counter("tokenserve_gateway_route_decisions_dropped_total", "Audit rows lost (database away at close, or queue full).",
               opts_.audit->num_dropped());
   }
+  m += "# HELP tokenserve_gateway_shed_total Requests shed by tier at saturation (429 + Retry-After).\n"
+       "# TYPE tokenserve_gateway_shed_total counter\n"
+       "tokenserve_gateway_shed_total{tier=\"batch\"} " + std::to_string(shed_batch_.load()) + "\n";
   m += "# HELP tokenserve_gateway_endpoint_up 1 when the endpoint is ready and not ejected.\n"
        "# TYPE tokenserve_gateway_endpoint_up gauge\n";
   for (const EndpointState& s : pool_.snapshot())

@@ -1,5 +1,9 @@
-// The gateway's data plane (pool = builtin): OpenAI requests in, the chosen upstream's answer
-// out, streamed as it arrives.
+// The gateway's data plane: OpenAI requests in, the chosen upstream's answer out, streamed as
+// it arrives. pool = builtin (below) or pool = gie (gie_pool set: the local target is one
+// InferencePool route; its endpoint picker (EPP) chooses the replica: the gateway sends
+// x-gateway-inference-objective / -fairness-id, sends no destination header, does no failover
+// of its own inside the pool (the data plane retries), and reads the serving endpoint from the
+// response's x-gateway-destination-endpoint-served into served_by / the ledger).
 //
 // Per generation request (POST /v1/completions, /v1/chat/completions), on its own worker thread
 // (io threads never block; at most max_in_flight workers, more get 503 + Retry-After):
@@ -38,9 +42,12 @@
 // response ("rule=<id>; target=<local:r2|remote:big|reject:429|none>; reason=<conditions>"
 // plus "; fallback=<from> -> <to> (<why>)" when a fallback served), governance's x-ratelimit-*.
 // Upstream request headers: x-request-id, x-gateway-inference-objective (tier),
-// x-gateway-inference-fairness-id (tenant). The client's Authorization is not forwarded; with
+// x-gateway-inference-fairness-id (tenant), and (pool = builtin) x-gateway-destination-endpoint:
+// the ranked "ip:port" list from the endpoint attempted on (chain_to: a proxy routes by it). The client's Authorization is not forwarded; with
 // gateway_secret, local replicas get a signed identity instead (gateway/trust.h, serve
 // --trust-gateway).
+// Tier shedding (PickerOptions::shed_batch_waiting): a batch request the picker sheds at
+// saturation gets 429 + Retry-After (code "batch_shed"); interactive requests go on.
 // With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
 // picker's ranking (the decision record then lists those endpoints with score 0).
 //
@@ -52,14 +59,18 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "api/error.h"
 #include "gateway/governor.h"
-#include "http/client.h"
+#include "net/http_client.h"
 #include "http/server.h"
 #include "router/picker.h"
 #include "router/pool.h"
@@ -76,7 +87,7 @@ struct ProxyOptions {
   int max_attempts = 3;
   int max_in_flight = 512;
   int64_t default_max_tokens = 256;                  // admission estimate when absent
-  std::chrono::milliseconds upstream_timeout{120'000};  // per socket wait
+  std::chrono::milliseconds upstream_timeout{120'000};  // longest upstream silence (no byte)
   size_t max_decisions = 256;                        // decision records kept for /router/decisions
   gateway::Governor* governor = nullptr;             // null = no governance (tests)
   bool require_auth = false;
@@ -90,6 +101,15 @@ struct ProxyOptions {
   // Signs tenant/app/tier headers for replicas running --trust-gateway ("" = not sent).
   std::string gateway_secret;
   std::chrono::seconds ttft_window{60};              // p95 TTFT window for `when` rules
+  int shed_retry_after_s = 1;                        // Retry-After of a shed batch request
+  // pool = gie: the local target is this one URL (an InferencePool route); nothing is picked
+  // here and `pool` is not consulted. Empty = pool = builtin.
+  std::optional<net::Url> gie_pool;
+  std::string gie_ca_file;                           // https gie_pool: CA (PEM); "" = system store
+  // pool = builtin chained to an external proxy (GIE's EPP role for it, e.g. HAProxy set-dst):
+  // each attempt goes to this URL with x-gateway-destination-endpoint = the ranked list from
+  // the attempted endpoint on; the proxy routes to its first entry. Empty = direct.
+  std::optional<net::Url> chain_to;
 };
 
 // What a target attempt ended with.
@@ -123,10 +143,33 @@ class Proxy {
   // Routing inputs from the pool, the TTFT window and the cooldowns.
   void fill_state(RouteInputs* in);
   TryResult try_local(Gen& g);
+  TryResult try_gie(Gen& g);  // proxy_gie.cc
+  // Headers of every local upstream request: x-request-id, content type, GIE's objective and
+  // fairness id, the signed identity when gateway_secret is set.
+  http::HeaderList upstream_headers(const Gen& g) const;
   TryResult try_remote(Gen& g, const RemoteConfig& remote);
-  // Relays an upstream response whose head was read; the client is answered on return.
-  void relay(Gen& g, http::Client& client, http::ClientResponse& head, http::HeaderList out_headers,
-             const std::string& label);
+  // How one upstream call ended.
+  struct Upstream {
+    enum class End {
+      kFailed,     // no response head (failure: connect_error | send_error | reset_before_head | timeout)
+      kRefused,    // is_refusal(status): nothing reached the client; refusal holds the answer
+      kAnswered,   // the client got the upstream's answer (whole, streamed, or cut by an SSE error)
+      kCancelled,  // the client left before a head came
+    };
+    End end = End::kFailed;
+    std::string failure;       // attempt result for kFailed / kRefused ("503", "429", ...)
+    std::string detail;        // the client library's message, for kFailed
+    net::HttpResult refusal;   // kRefused: head and (bounded) body
+  };
+  // One upstream call (libcurl client; http or https; on a pooled keep-alive session). A head whose status is_refusal() is
+  // collected, not relayed (failover material); any other head commits: commit() records the
+  // attempt and returns the upstream headers to relay, and the answer goes to the client as it
+  // arrives (SSE chunk by chunk, unbuffered; a failure mid-stream ends it with an SSE error
+  // event). The client is answered and settled on kAnswered.
+  Upstream call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
+                         const std::function<bool(int)>& is_refusal,
+                         const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
+                         const std::string& label);
   void settle(Gen& g, int status, const char* finish);
   void respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route);
   void audit(Gen& g);
@@ -134,8 +177,15 @@ class Proxy {
   void handle_models(const http::ExchangePtr& ex);
   void count(const std::string& endpoint, int code);
 
+  // Idle keep-alive sessions per upstream origin (+ CA file): an upstream call takes one (or a
+  // new one) and gives it back after, so calls reuse connections the upstream kept open.
+  std::unique_ptr<net::HttpSession> take_session(const std::string& key);
+  void give_session(const std::string& key, std::unique_ptr<net::HttpSession> s);
+
   EndpointPool& pool_;
   Picker& picker_;
+  std::mutex sessions_mu_;
+  std::map<std::string, std::vector<std::unique_ptr<net::HttpSession>>> idle_sessions_;
   ProxyOptions opts_;
   std::atomic<bool> draining_{false};
   std::mutex pick_mu_;  // pick + count on the winner, atomically
@@ -146,6 +196,7 @@ class Proxy {
   std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, code) -> count
   std::map<std::pair<std::string, std::string>, int64_t> attempts_;  // (endpoint, result)
   std::atomic<int64_t> prefix_predicted_chars_{0};
+  std::atomic<int64_t> shed_batch_{0};
   std::map<std::tuple<std::string, std::string, int>, int64_t> routed_;  // (rule, target, code)
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> ttft_;  // local TTFT samples
 };

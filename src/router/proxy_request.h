@@ -3,14 +3,16 @@
 // one worker thread owns it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "gateway/governor.h"
-#include "http/client.h"
+#include "net/http_client.h"
 #include "http/server.h"
 #include "router/picker.h"
 #include "router/proxy.h"
@@ -79,6 +81,8 @@ inline bool is_relayed_header(std::string_view name) {
 
 struct Proxy::Gen {
   http::ExchangePtr ex;
+  // Set when the client disconnects (Exchange::on_cancel): upstream calls stop within 50 ms.
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   bool chat = false;
   std::string request_id;
   std::chrono::steady_clock::time_point start;
@@ -104,7 +108,7 @@ struct Proxy::Gen {
   std::string served_by;       // endpoint name or "remote:<name>"
   std::string served_target;   // "local:r1" | "remote:big"
   // A 502/503/429 head from the last target, passed through when every target fails.
-  std::optional<http::ClientResponse> last_refusal;
+  std::optional<net::HttpResult> last_refusal;
   std::string last_refusal_from;
   std::string outcome = "error";
   int status = 0;              // what the client got

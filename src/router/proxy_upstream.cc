@@ -1,5 +1,6 @@
 // The proxy's targets: the local pool (picker + failover down the ranked list) and named
 // remotes, and the relay of an upstream's answer to the client (see proxy.h).
+#include <cctype>
 #include <cstdlib>
 
 #include "core/log.h"
@@ -16,73 +17,194 @@ int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// Where a call that produced no response head stopped, as an attempt result.
+const char* failure_name(net::CallStage stage, const Status& st) {
+  if (st.code() == StatusCode::kDeadlineExceeded && stage != net::CallStage::kConnecting) return "timeout";
+  switch (stage) {
+    case net::CallStage::kConnecting: return "connect_error";
+    case net::CallStage::kSending: return "send_error";
+    default: return "reset_before_head";
+  }
+}
+
 }  // namespace
 
-void Proxy::relay(Gen& g, http::Client& client, http::ClientResponse& head, http::HeaderList out_headers,
-                  const std::string& label) {
-  const bool local = g.served_target.starts_with("local:");
-  if (g.admission)
-    for (const auto& h : g.admission->headers) out_headers.push_back(h);
-  out_headers.emplace_back("x-request-id", g.request_id);
-  out_headers.emplace_back("x-tokenserve-route", g.route_header(g.served_target));
-  std::string content_type(head.header("content-type"));
-  if (content_type.empty()) content_type = "application/json";
-  if (!head.chunked) {
-    if (Status st = client.read_body(&head); !st.ok()) {
-      g.outcome = "error";
-      respond_error(g, make_error(502, "The upstream " + label + " failed while answering: " + st.message(), "server_error",
-                                  "upstream_error"), {}, g.route_header(g.served_target));
-      settle(g, 502, "error");
-      return;
+std::unique_ptr<net::HttpSession> Proxy::take_session(const std::string& key) {
+  {
+    std::lock_guard lock(sessions_mu_);
+    auto it = idle_sessions_.find(key);
+    if (it != idle_sessions_.end() && !it->second.empty()) {
+      auto s = std::move(it->second.back());
+      it->second.pop_back();
+      return s;
     }
-    json rj = json::parse(head.body, nullptr, false);
-    if (rj.is_object()) read_usage(rj, &g.rec, &g.have_usage);
-    http::Response r;
-    r.status = head.status;
-    r.content_type = content_type;
-    r.headers = std::move(out_headers);
-    r.body = std::move(head.body);
-    count(label, r.status);
-    g.status = r.status;
-    g.outcome = head.status < 400 ? "ok" : "error";
-    g.ex->respond(std::move(r));
-    settle(g, head.status, head.status < 400 ? "stop" : "error");
-    return;
   }
-  g.ex->start_stream(head.status, content_type, std::move(out_headers));
-  g.status = head.status;
-  bool first = true;
-  while (true) {
-    auto chunk = client.read_chunk();
-    if (!chunk.ok()) {
-      api::ApiError e = make_error(502, "The upstream " + label + " failed mid-stream: " + chunk.status().message(),
-                                   "server_error", "upstream_error");
-      g.ex->write("data: " + e.to_json() + "\n\n");
+  return std::make_unique<net::HttpSession>();
+}
+
+void Proxy::give_session(const std::string& key, std::unique_ptr<net::HttpSession> s) {
+  constexpr size_t kIdlePerUpstream = 64;
+  std::lock_guard lock(sessions_mu_);
+  auto& idle = idle_sessions_[key];
+  if (idle.size() < kIdlePerUpstream) idle.push_back(std::move(s));
+}
+
+Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
+                                     const std::function<bool(int)>& is_refusal,
+                                     const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
+                                     const std::string& label) {
+  enum class Mode { kNone, kRefusing, kBuffering, kStreaming } mode = Mode::kNone;
+  const bool local = !label.starts_with("remote:");  // local TTFTs feed the `when` rules' p95
+  Upstream out;
+  net::HttpResponseHead head;
+  http::HeaderList out_headers;
+  std::string content_type, body;
+  bool first = true, client_gone = false, too_big = false;
+  net::SseParser sse;
+  net::CallStage stage = net::CallStage::kConnecting;
+  opts.stage = &stage;
+  opts.cancel = g.cancel.get();
+  net::HttpHandlers h;
+  h.on_head = [&](const net::HttpResponseHead& hd) {
+    head = hd;
+    if (is_refusal(hd.status)) {
+      mode = Mode::kRefusing;
+      return true;
+    }
+    out_headers = commit(hd);  // the attempt is the answer now: no failover after this byte
+    if (g.admission)
+      for (const auto& x : g.admission->headers) out_headers.push_back(x);
+    out_headers.emplace_back("x-request-id", g.request_id);
+    out_headers.emplace_back("x-tokenserve-route", g.route_header(g.served_target));
+    content_type = hd.header("content-type");
+    if (content_type.empty()) content_type = "application/json";
+    std::string te = hd.header("transfer-encoding");
+    for (char& c : te) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (te.find("chunked") != std::string::npos || content_type.starts_with("text/event-stream")) {
+      g.ex->start_stream(hd.status, content_type, std::move(out_headers));
+      g.status = hd.status;
+      mode = Mode::kStreaming;
+    } else {
+      mode = Mode::kBuffering;
+    }
+    return true;
+  };
+  h.on_body = [&](std::string_view d) {
+    switch (mode) {
+      case Mode::kNone:
+        return true;
+      case Mode::kRefusing:  // an error body, kept (bounded) to pass through if every target fails
+        if (body.size() < (64u << 10)) body.append(d.substr(0, (64u << 10) - body.size()));
+        return true;
+      case Mode::kBuffering:
+        if (body.size() + d.size() > (64u << 20)) {
+          too_big = true;
+          return false;
+        }
+        body.append(d);
+        return true;
+      case Mode::kStreaming:
+        if (first) {
+          g.rec.ttft_ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g.start).count();
+          if (local) add_ttft(g.rec.ttft_ms);
+          first = false;
+        }
+        // Usage rides in the last data event; the parser reassembles events split across reads.
+        sse.feed(d, [&](const net::SseEvent& ev) {
+          if (ev.data.find("\"usage\"") == std::string::npos) return;
+          json j = json::parse(ev.data, nullptr, false);
+          if (j.is_object()) read_usage(j, &g.rec, &g.have_usage);
+        });
+        if (!g.ex->write(std::string(d))) {  // the client went away: dropping the call cancels upstream
+          client_gone = true;
+          return false;
+        }
+        return true;
+    }
+    return true;
+  };
+  const std::string session_key = url.origin() + "|" + opts.ca_file;
+  std::unique_ptr<net::HttpSession> session = take_session(session_key);
+  auto r = session->stream(url, req, opts, h);
+  give_session(session_key, std::move(session));  // an aborted transfer left no connection in it
+  const Status st = r.ok() ? Status() : r.status();
+  switch (mode) {
+    case Mode::kNone:
+      out.end = st.code() == StatusCode::kCancelled ? Upstream::End::kCancelled : Upstream::End::kFailed;
+      out.failure = st.code() == StatusCode::kCancelled ? "cancelled" : failure_name(stage, st);
+      out.detail = st.message();
+      return out;
+    case Mode::kRefusing:
+      out.end = Upstream::End::kRefused;
+      out.failure = std::to_string(head.status);
+      out.refusal = net::HttpResult{.head = std::move(head), .body = std::move(body)};
+      return out;
+    case Mode::kBuffering: {
+      out.end = Upstream::End::kAnswered;
+      if (!st.ok() || too_big) {
+        g.outcome = st.code() == StatusCode::kCancelled ? "cancelled" : "error";
+        std::string why = too_big ? std::string("response body over 64 MiB") : st.message();
+        respond_error(g, make_error(502, "The upstream " + label + " failed while answering: " + why, "server_error",
+                                    "upstream_error"), {}, g.route_header(g.served_target));
+        settle(g, g.outcome == "cancelled" ? 499 : 502, g.outcome == "cancelled" ? "cancelled" : "error");
+        return out;
+      }
+      json rj = json::parse(body, nullptr, false);
+      if (rj.is_object()) read_usage(rj, &g.rec, &g.have_usage);
+      http::Response resp;
+      resp.status = head.status;
+      resp.content_type = content_type;
+      resp.headers = std::move(out_headers);
+      resp.body = std::move(body);
+      count(label, resp.status);
+      g.status = resp.status;
+      g.outcome = head.status < 400 ? "ok" : "error";
+      g.ex->respond(std::move(resp));
+      settle(g, head.status, head.status < 400 ? "stop" : "error");
+      return out;
+    }
+    case Mode::kStreaming:
+      out.end = Upstream::End::kAnswered;
+      if (client_gone || st.code() == StatusCode::kCancelled) {
+        count(label, 499);
+        g.outcome = "partial";
+        settle(g, head.status, "cancelled");
+        return out;
+      }
+      if (!st.ok()) {
+        api::ApiError e = make_error(502, "The upstream " + label + " failed mid-stream: " + st.message(), "server_error",
+                                     "upstream_error");
+        g.ex->write("data: " + e.to_json() + "\n\n");
+        g.ex->finish();
+        count(label, 502);
+        g.outcome = "partial";
+        settle(g, 502, "error");
+        return out;
+      }
       g.ex->finish();
-      count(label, 502);
-      g.outcome = "partial";
-      settle(g, 502, "error");
-      return;
-    }
-    if (chunk->empty()) break;
-    if (first) {
-      g.rec.ttft_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g.start).count();
-      if (local) add_ttft(g.rec.ttft_ms);
-      first = false;
-    }
-    scan_sse_usage(*chunk, &g.rec, &g.have_usage);
-    if (!g.ex->write(std::move(chunk).value())) {  // the client went away: dropping the connection cancels upstream
-      count(label, 499);
-      g.outcome = "partial";
-      settle(g, head.status, "cancelled");
-      return;
-    }
+      count(label, head.status);
+      g.outcome = head.status < 400 ? "ok" : "error";
+      settle(g, head.status, "stop");
+      return out;
   }
-  g.ex->finish();
-  count(label, head.status);
-  g.outcome = head.status < 400 ? "ok" : "error";
-  settle(g, head.status, "stop");
+  return out;
+}
+
+http::HeaderList Proxy::upstream_headers(const Gen& g) const {
+  http::HeaderList h = {{"Content-Type", "application/json"},
+                        {"x-request-id", g.request_id},
+                        {"x-gateway-inference-objective", engine::tier_name(g.tier)},
+                        {"x-gateway-inference-fairness-id", g.tenant}};
+  if (!opts_.gateway_secret.empty()) {  // replicas run with --trust-gateway
+    gateway::TrustedIdentity id{.tenant = g.tenant,
+                                .app = g.admission ? g.admission->key.app : "default",
+                                .tier = engine::tier_name(g.tier),
+                                .request_id = g.request_id};
+    h.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
+  }
+  return h;
 }
 
 TryResult Proxy::try_local(Gen& g) {
@@ -101,7 +223,9 @@ TryResult Proxy::try_local(Gen& g) {
   g.picked = true;
   {
     std::lock_guard lock(pick_mu_);
-    decision = picker_.pick(PickRequest{.model = g.model, .tenant = g.tenant, .prompt = g.prompt}, pool_.snapshot(),
+    decision = picker_.pick(PickRequest{.model = g.model, .tenant = g.tenant, .prompt = g.prompt,
+                                        .batch = g.tier == engine::Tier::kBatch},
+                            pool_.snapshot(),
                             Clock::now());
     if (!decision.ranked.empty()) {
       reserved.p = &pool_;
@@ -144,35 +268,53 @@ TryResult Proxy::try_local(Gen& g) {
     decisions_.push_back(rj.dump());
     while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
   };
+  if (decision.shed && decision.ranked.empty()) {
+    // Batch is sheddable (GIE InferenceObjective priority < 0): at saturation it gets 429 +
+    // Retry-After so the pool's queue serves interactive traffic first.
+    keep_decision();
+    shed_batch_.fetch_add(1);
+    g.outcome = "shed";
+    g.route.reason += "; batch shed (every endpoint waiting >= " +
+                      std::to_string(static_cast<int64_t>(picker_.options().shed_batch_waiting)) + ")";
+    gateway::Headers extra = g.admission ? g.admission->headers : gateway::Headers{};
+    extra.emplace_back("Retry-After", std::to_string(opts_.shed_retry_after_s));
+    respond_error(g, make_error(429, "The local pool is saturated; batch requests are shed first. Retry after " +
+                                         std::to_string(opts_.shed_retry_after_s) + " s.",
+                                "rate_limit_error", "batch_shed"),
+                  extra, g.route_header("none"));
+    settle(g, 429, "error");
+    return TryResult::kAnswered;
+  }
   if (decision.ranked.empty()) {
     keep_decision();
     g.last_failure = "no ready local endpoint";
     return TryResult::kFailed;
   }
 
-  http::HeaderList up_headers = {{"Content-Type", "application/json"},
-                                 {"x-request-id", g.request_id},
-                                 {"x-gateway-inference-objective", engine::tier_name(g.tier)},
-                                 {"x-gateway-inference-fairness-id", g.tenant}};
-  if (!opts_.gateway_secret.empty()) {  // replicas run with --trust-gateway
-    gateway::TrustedIdentity id{.tenant = g.tenant,
-                                .app = g.admission ? g.admission->key.app : "default",
-                                .tier = engine::tier_name(g.tier),
-                                .request_id = g.request_id};
-    up_headers.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
+  const http::HeaderList base_headers = upstream_headers(g);
+  // GIE's EPP header for a chained proxy (HAProxy set-dst): the ranked list from `from` on, so a
+  // retry through the chain names the next endpoint first.
+  std::vector<std::string> ranked_addrs;
+  for (const Candidate& c : decision.ranked) {
+    Endpoint e;
+    auto h = header_endpoints.find(c.name);
+    if (h != header_endpoints.end()) e = h->second;
+    else if (!pool_.lookup(c.name, &e)) continue;
+    ranked_addrs.push_back(e.address + ":" + std::to_string(e.port));
   }
-  {
-    std::string ranked_list;  // GIE's EPP header, for a chained proxy (HAProxy set-dst)
-    for (const Candidate& c : decision.ranked) {
-      Endpoint e;
-      auto h = header_endpoints.find(c.name);
-      if (h != header_endpoints.end()) e = h->second;
-      else if (!pool_.lookup(c.name, &e)) continue;
-      if (!ranked_list.empty()) ranked_list += ",";
-      ranked_list += e.address + ":" + std::to_string(e.port);
+  auto headers_from = [&](const std::string& first) {
+    http::HeaderList hl = base_headers;
+    std::string list;
+    bool on = false;
+    for (const std::string& a : ranked_addrs) {
+      on = on || a == first;
+      if (!on) continue;
+      if (!list.empty()) list += ",";
+      list += a;
     }
-    up_headers.emplace_back("x-gateway-destination-endpoint", ranked_list);
-  }
+    hl.emplace_back("x-gateway-destination-endpoint", list);
+    return hl;
+  };
   const std::string target = g.chat ? "/v1/chat/completions" : "/v1/completions";
   int tries = 0;
   for (const Candidate& cand : decision.ranked) {
@@ -188,12 +330,6 @@ TryResult Proxy::try_local(Gen& g) {
       std::lock_guard lock(mu_);
       ++attempts_[{ep.name, result}];
     };
-    http::Client client;
-    client.set_timeout(opts_.upstream_timeout);
-    if (!client.connect(ep.address, ep.port).ok()) {
-      record_attempt("connect_error", false);
-      continue;
-    }
     InFlight in_flight;  // failover targets are counted while tried
     if (ep.name != reserved.n) {
       picker_.record(ep.name, decision);
@@ -201,37 +337,49 @@ TryResult Proxy::try_local(Gen& g) {
       in_flight.p = &pool_;
       in_flight.n = ep.name;
     }
-    if (!client.send_request("POST", target, in.body, up_headers).ok()) {
-      record_attempt("send_error", false);
-      continue;
+    // Direct to the endpoint, or through the chained proxy that routes by the header.
+    const std::string addr = ep.address + ":" + std::to_string(ep.port);
+    net::Url url = opts_.chain_to ? *opts_.chain_to : net::Url{.host = ep.address, .port = ep.port};
+    net::HttpRequest req{.method = "POST", .path = target, .headers = headers_from(addr), .body = in.body};
+    net::HttpCallOptions co;
+    co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);  // a stream may be long;
+    co.idle_timeout = opts_.upstream_timeout;                                  // a silent upstream may not
+    co.connect_timeout = std::min<std::chrono::milliseconds>(opts_.upstream_timeout, std::chrono::milliseconds(3000));
+    co.direct = true;  // local endpoints: never through an egress proxy from the environment
+    Upstream up = call_upstream(
+        g, url, req, co, [](int status) { return status == 502 || status == 503; },
+        [&](const net::HttpResponseHead& head) {
+          // Committed to this endpoint from here on: no failover after the first byte.
+          record_attempt("ok", true);
+          served_by = ep.name;
+          g.served_by = ep.name;
+          g.served_target = "local:" + ep.name;
+          prefix_predicted_chars_.fetch_add(cand.prefix_blocks *
+                                            static_cast<int64_t>(picker_.options().prefix.block_chars));
+          http::HeaderList out_headers;
+          for (const auto& [k, v] : head.headers)
+            if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
+          out_headers.emplace_back("x-gateway-destination-endpoint-served", ep.address + ":" + std::to_string(ep.port));
+          if (decision.guard_applied && g.route.rule_id == "builtin") g.route.reason = "imbalance-guard";
+          keep_decision();
+          return out_headers;
+        },
+        ep.name);
+    if (up.end == Upstream::End::kAnswered) return TryResult::kAnswered;
+    if (up.end == Upstream::End::kCancelled) {  // the client left before an answer: nobody to fail over for
+      g.attempts.push_back({{"target", "local:" + ep.name}, {"endpoint", ep.name}, {"result", "cancelled"}});
+      keep_decision();
+      g.outcome = "cancelled";
+      settle(g, 499, "cancelled");
+      return TryResult::kAnswered;
     }
-    auto head = client.read_head();
-    if (!head.ok()) {
-      record_attempt("reset_before_head", false);
-      continue;
+    record_attempt(up.failure.c_str(), false);
+    if (up.end == Upstream::End::kRefused) {
+      g.last_refusal = std::move(up.refusal);
+      g.last_refusal_from = ep.name;
+    } else {
+      g.attempts.back()["detail"] = up.detail;
     }
-    if (head->status == 502 || head->status == 503) {
-      record_attempt(head->status == 503 ? "503" : "502", false);
-      if (client.read_body(&*head).ok()) {
-        g.last_refusal = std::move(*head);
-        g.last_refusal_from = ep.name;
-      }
-      continue;
-    }
-    // Committed to this endpoint from here on: no failover after the first byte.
-    record_attempt("ok", true);
-    served_by = ep.name;
-    g.served_by = ep.name;
-    g.served_target = "local:" + ep.name;
-    prefix_predicted_chars_.fetch_add(cand.prefix_blocks * static_cast<int64_t>(picker_.options().prefix.block_chars));
-    http::HeaderList out_headers;
-    for (const auto& [k, v] : head->headers)
-      if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
-    out_headers.emplace_back("x-gateway-destination-endpoint-served", ep.address + ":" + std::to_string(ep.port));
-    if (decision.guard_applied && g.route.rule_id == "builtin") g.route.reason = "imbalance-guard";
-    keep_decision();
-    relay(g, client, *head, std::move(out_headers), ep.name);
-    return TryResult::kAnswered;
   }
   keep_decision();
   if (tries == 0) g.last_failure = "no reachable local endpoint";
@@ -267,57 +415,56 @@ TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
   }
   http::HeaderList headers = {{"Content-Type", "application/json"}, {"x-request-id", g.request_id}};
   if (!remote.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + remote.api_key);
-  http::Client client;
-  client.set_timeout(remote.timeout);
-  if (!client.connect(remote.host, remote.port).ok()) {
-    failed("connect_error");
+  const std::string path = g.chat ? "/chat/completions" : "/completions";
+  net::HttpRequest req{.method = "POST", .path = path, .headers = headers, .body = body.dump()};
+  net::HttpCallOptions co;
+  co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
+  co.idle_timeout = remote.timeout;
+  co.connect_timeout = std::min<std::chrono::milliseconds>(remote.timeout, std::chrono::milliseconds(10'000));
+  co.ca_file = remote.ca_file;
+  Upstream up = call_upstream(
+      g, remote.url, req, co,
+      // 429 and 5xx: the remote is busy or broken; 401/403: it refused the gateway's own key (a
+      // configuration problem, never the client's). Other 4xx are the client's and relayed.
+      [](int status) { return status == 429 || status >= 500 || status == 401 || status == 403; },
+      [&](const net::HttpResponseHead& head) {
+        record_attempt("ok", true);
+        if (opts_.cooldowns) opts_.cooldowns->record_success(remote.name);
+        g.served_by = label;
+        g.served_target = label;
+        http::HeaderList out_headers;
+        for (const auto& [k, v] : head.headers)
+          if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
+        return out_headers;
+      },
+      label);
+  if (up.end == Upstream::End::kAnswered) return TryResult::kAnswered;
+  if (up.end == Upstream::End::kCancelled) {
+    g.attempts.push_back({{"target", label}, {"result", "cancelled"}});
+    g.outcome = "cancelled";
+    settle(g, 499, "cancelled");
+    return TryResult::kAnswered;
+  }
+  if (up.end == Upstream::End::kFailed) {
+    failed(up.failure);
+    g.attempts.back()["detail"] = up.detail;
     return TryResult::kFailed;
   }
-  const std::string path = remote.base_path + (g.chat ? "/chat/completions" : "/completions");
-  if (!client.send_request("POST", path, body.dump(), headers).ok()) {
-    failed("send_error");
-    return TryResult::kFailed;
+  const int status = up.refusal.head.status;
+  std::optional<Millis> retry_after;
+  if (status == 429) {
+    std::string ra = up.refusal.head.header("retry-after");
+    char* end = nullptr;
+    double secs = std::strtod(ra.c_str(), &end);
+    if (!ra.empty() && *end == '\0' && secs > 0) retry_after = Millis(static_cast<int64_t>(secs * 1000));
+    else retry_after = remote.cooldown;
   }
-  auto head = client.read_head();
-  if (!head.ok()) {
-    failed("reset_before_head");
-    return TryResult::kFailed;
-  }
-  if (head->status == 429 || head->status >= 500) {
-    std::optional<Millis> retry_after;
-    if (head->status == 429) {
-      std::string ra(head->header("retry-after"));
-      char* end = nullptr;
-      double secs = std::strtod(ra.c_str(), &end);
-      if (!ra.empty() && *end == '\0' && secs > 0) retry_after = Millis(static_cast<int64_t>(secs * 1000));
-      else retry_after = remote.cooldown;
-    }
-    failed(std::to_string(head->status), retry_after);
-    if (client.read_body(&*head).ok()) {
-      g.last_refusal = std::move(*head);
-      g.last_refusal_from = label;
-    }
-    return TryResult::kFailed;
-  }
-  if (head->status == 401 || head->status == 403) {
-    // The remote refused the gateway's own key: a configuration problem, not the client's.
-    log::warn("remote " + remote.name + " answered " + std::to_string(head->status) + " to the gateway's API key");
-    failed(std::to_string(head->status));
-    if (client.read_body(&*head).ok()) {
-      g.last_refusal = std::move(*head);
-      g.last_refusal_from = label;
-    }
-    return TryResult::kFailed;
-  }
-  record_attempt("ok", true);
-  if (opts_.cooldowns) opts_.cooldowns->record_success(remote.name);
-  g.served_by = label;
-  g.served_target = label;
-  http::HeaderList out_headers;
-  for (const auto& [k, v] : head->headers)
-    if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
-  relay(g, client, *head, std::move(out_headers), label);
-  return TryResult::kAnswered;
+  if (status == 401 || status == 403)
+    log::warn("remote " + remote.name + " answered " + std::to_string(status) + " to the gateway's API key");
+  failed(up.failure, retry_after);
+  g.last_refusal = std::move(up.refusal);
+  g.last_refusal_from = label;
+  return TryResult::kFailed;
 }
 
 }  // namespace ts::router

@@ -71,31 +71,24 @@ class Parser {
     if (!t) return error(n.source(), where + " must be a table");
     TS_RETURN_IF_ERROR(only_keys(*t, where, {"base_url", "api_key_env", "api_key_file", "models",
                                              "cooldown_after_failures", "cooldown_s", "timeout_ms",
-                                             "budget_tokens_per_day"}));
+                                             "budget_tokens_per_day", "ca_file"}));
     RemoteConfig r;
     r.name = rname;
     const toml::node* url = t->get("base_url");
     if (!url) return error(n.source(), where + ".base_url is required");
     TS_ASSIGN_OR_RETURN(r.base_url, str(*url, where + ".base_url"));
-    std::string rest;
-    if (r.base_url.starts_with("https://"))
-      return error(url->source(), where + ".base_url: https:// is not supported by the gateway's HTTP client yet; "
-                                          "reach the provider through a local TLS-originating proxy (http://)");
-    if (!r.base_url.starts_with("http://")) return error(url->source(), where + ".base_url must start with http://");
-    rest = r.base_url.substr(7);
-    size_t slash = rest.find('/');
-    std::string hostport = rest.substr(0, slash);
-    r.base_path = slash == std::string::npos ? "" : rest.substr(slash);
-    while (!r.base_path.empty() && r.base_path.back() == '/') r.base_path.pop_back();
-    size_t colon = hostport.rfind(':');
-    r.host = hostport.substr(0, colon);
-    if (colon != std::string::npos) {
-      char* end = nullptr;
-      long p = std::strtol(hostport.c_str() + colon + 1, &end, 10);
-      if (*end != '\0' || p <= 0 || p > 65535) return error(url->source(), where + ".base_url has a bad port");
-      r.port = static_cast<uint16_t>(p);
+    auto parsed = net::parse_url(r.base_url);
+    if (!parsed.ok()) return error(url->source(), where + ".base_url: " + parsed.status().message());
+    r.url = *parsed;
+    r.host = r.url.host;
+    r.port = r.url.port;
+    r.base_path = r.url.base_path;
+    if (const toml::node* ca = t->get("ca_file")) {
+      TS_ASSIGN_OR_RETURN(r.ca_file, str(*ca, where + ".ca_file"));
+      if (!r.url.tls) return error(ca->source(), where + ".ca_file is only for https:// remotes");
+      std::ifstream f(r.ca_file);
+      if (!f) return error(ca->source(), where + ".ca_file: cannot read " + r.ca_file);
     }
-    if (r.host.empty()) return error(url->source(), where + ".base_url has no host");
     const toml::node* env = t->get("api_key_env");
     const toml::node* file = t->get("api_key_file");
     if (env && file) return error(env->source(), where + ": give api_key_env or api_key_file, not both");

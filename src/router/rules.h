@@ -4,12 +4,13 @@
 // explicit `fallback` list. Remotes are named OpenAI-compatible upstreams.
 //
 //   [remotes.big]
-//   base_url = "http://10.0.0.9:8000/v1"  # plain HTTP only (put TLS in a sidecar; see below)
+//   base_url = "https://api.example.com/v1"  # http:// or https:// (TLS verified: chain + host name)
+//   ca_file = "/etc/ssl/private-ca.pem"   # https: verify with this CA (PEM) instead of the system store
 //   api_key_env = "BIG_API_KEY"           # or api_key_file = "/run/secrets/big" (first line)
 //   models = { "small" = "large-70b" }    # model mapping; unmapped names are sent as they are
 //   cooldown_after_failures = 3           # consecutive failures before a cooldown
 //   cooldown_s = 30                       # cooldown length (a 429's Retry-After wins)
-//   timeout_ms = 60000                    # per socket wait
+//   timeout_ms = 60000                    # longest silence (no response byte) before the call fails
 //   budget_tokens_per_day = 2000000       # remote tokens (prompt + completion, from its usage)
 //                                         # per UTC day, shared via Redis like cooldowns; once
 //                                         # spent the remote is skipped like a cooling one
@@ -30,8 +31,8 @@
 //
 // A rule with neither match nor when matches everything. All conditions of a rule must hold.
 // Validation is complete at load; errors name the file and line ("rules.toml:7: ..."), and an
-// unknown key, a remote a rule names but nobody defines, an https:// base_url (no TLS client
-// here yet) or a missing api key env variable / file are errors.
+// unknown key, a remote a rule names but nobody defines, a base_url that is not http(s)://, an
+// unreadable ca_file or a missing api key env variable / file are errors.
 //
 // evaluate() is a pure function of the rule set and a RouteInputs snapshot, so `tokenserve
 // gateway explain` and the live gateway reach the same decision for the same inputs.
@@ -50,15 +51,18 @@
 
 #include "core/status.h"
 #include "engine/request.h"
+#include "net/http_client.h"
 
 namespace ts::router {
 
 struct RemoteConfig {
   std::string name;
   std::string base_url;                        // as written
-  std::string host;                            // parsed from base_url
-  uint16_t port = 80;
-  std::string base_path;                       // "/v1" (no trailing slash)
+  net::Url url;                                // parsed from base_url
+  std::string host;                            // url.host
+  uint16_t port = 80;                          // url.port
+  std::string base_path;                       // url.base_path: "/v1" (no trailing slash)
+  std::string ca_file;                         // https: CA (PEM) to verify with; "" = system store
   std::string api_key;                         // resolved at load; "" = none (never logged)
   std::map<std::string, std::string> models;   // client model -> remote model
   int cooldown_after_failures = 3;

@@ -14,7 +14,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 bool is_failed_request(const LedgerRequest& r) { return r.http_status >= 400 || r.finish_reason == "error"; }
-bool is_flagged_request(const LedgerRequest& r) { return is_failed_request(r) || r.finish_reason == "length"; }
+bool is_flagged_request(const LedgerRequest& r) {
+  return is_failed_request(r) || r.finish_reason == "length" || !r.judgement.empty();
+}
 
 namespace {
 
@@ -23,6 +25,7 @@ json metadata(const LedgerRequest& r) {
             {"model", r.model}, {"http_status", r.http_status}, {"finish_reason", r.finish_reason},
             {"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens}};
   if (!r.prompt_id.empty()) j["prompt"] = {{"id", r.prompt_id}, {"version", r.prompt_version}};
+  if (!r.judgement.empty()) j["judgement"] = r.judgement;
   return j;
 }
 
@@ -139,8 +142,8 @@ Result<SuiteExport> export_failed_requests(const std::vector<LedgerRequest>& req
     return fail("cannot write " + (tmp / "PENDING.ndjson").string());
   const std::string readme =
       "# ledger-failures\n\n" + std::to_string(out.cases + out.metadata_only) +
-      " requests exported from the usage ledger: failed (HTTP status >= 400 or finish_reason \"error\") or "
-      "flagged (finish_reason \"length\").\n\n"
+      " requests exported from the usage ledger: failed (HTTP status >= 400 or finish_reason \"error\"), "
+      "flagged (finish_reason \"length\") or judged (e.g. a route judged wrong: see \"judgement\").\n\n"
       "- cases.jsonl: " + std::to_string(out.cases) +
       " runnable cases, rebuilt from bodies logged for tenants that opted into `log_bodies`. The ledger does "
       "not know the right answer: each case's scorer is a floor (json_schema from the request's "

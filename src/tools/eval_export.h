@@ -2,7 +2,8 @@
 // into an eval suite layer, DIR/ledger-failures/.
 //
 // Failed: HTTP status >= 400 or finish_reason "error". Flagged: finish_reason "length" (the
-// answer was cut at max_tokens). For a request whose tenant/app opted into body logging
+// answer was cut at max_tokens), or judged by a person (LedgerRequest::judgement: e.g. a route
+// later judged wrong, `usage --export-suite --flag-request ID`). For a request whose tenant/app opted into body logging
 // (gateway/config.h log_bodies) the ledger holds its body and output, and it becomes a runnable
 // case in cases.jsonl, in the format `tokenserve eval` reads (eval_suite.h):
 //   {"id": request_id, "messages" | "prompt": ..., "max_tokens"?, "temperature"?, "stop"?,
@@ -38,11 +39,15 @@ struct LedgerRequest {
   int64_t prompt_version = 0;
   std::string request_body;  // JSON body when body logging was on, else ""
   std::string output_text;   // the output then, else ""
+  // A person's verdict on a request that succeeded but should not have gone where it did, e.g.
+  // "route judged wrong: rule long-prompt -> remote:big" ("" = none). Judged requests are
+  // exported like failed ones, with this in their metadata ("judgement").
+  std::string judgement;
 };
 
 // True for a failed request: an error status (>= 400) or finish_reason "error".
 bool is_failed_request(const LedgerRequest& r);
-// True for a failed request or one cut at max_tokens (finish_reason "length").
+// True for a failed request, one cut at max_tokens (finish_reason "length"), or a judged one.
 bool is_flagged_request(const LedgerRequest& r);
 
 struct SuiteExport {

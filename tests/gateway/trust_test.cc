@@ -45,5 +45,42 @@ TEST(Trust, SignedIdentityVerifiesAndForgeriesAreRefused) {
   refused("TokenserveGateway v1;t=%zz", "percent-encoding");
 }
 
+TEST(Trust, VerifyReportsTheSignatureAndTimestampForReplayChecks) {
+  const int64_t now = 1'767'225'600'000;
+  TrustedIdentity id{.tenant = "acme", .app = "chat", .tier = "interactive", .request_id = "req-9"};
+  auto a = verify_gateway_authorization("k", gateway_authorization("k", id, now), now);
+  auto b = verify_gateway_authorization("k", gateway_authorization("k", id, now + 1), now);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->signed_at_ms, now);
+  EXPECT_EQ(a->signature.size(), 64u);
+  EXPECT_NE(a->signature, b->signature);  // same request id, another timestamp: another nonce
+}
+
+TEST(ReplayGuard, SecondUseInsideTheWindowIsRefusedAndEntriesExpire) {
+  ReplayGuard g;
+  EXPECT_TRUE(g.first_use("sig-a", /*expires=*/1'000, /*now=*/0));
+  EXPECT_FALSE(g.first_use("sig-a", 1'000, 10));
+  EXPECT_FALSE(g.first_use("sig-a", 1'000, 999));
+  EXPECT_TRUE(g.first_use("sig-b", 2'000, 999));
+  EXPECT_EQ(g.size(), 2u);
+  // Past its expiry the entry is gone (verify refuses such a timestamp by skew anyway).
+  EXPECT_TRUE(g.first_use("sig-c", 3'000, 1'000));
+  EXPECT_EQ(g.size(), 2u);  // sig-a dropped
+  EXPECT_TRUE(g.first_use("sig-a", 4'000, 1'500));
+}
+
+TEST(ReplayGuard, BoundedMemoryForgetsTheEntriesClosestToExpiry) {
+  ReplayGuard g(3);
+  EXPECT_TRUE(g.first_use("a", 100, 0));
+  EXPECT_TRUE(g.first_use("b", 300, 0));
+  EXPECT_TRUE(g.first_use("c", 200, 0));
+  EXPECT_TRUE(g.first_use("d", 400, 0));  // full: "a" (expiring first) is forgotten
+  EXPECT_EQ(g.size(), 3u);
+  EXPECT_EQ(g.num_forgotten(), 1);
+  EXPECT_FALSE(g.first_use("b", 300, 0));
+  EXPECT_FALSE(g.first_use("c", 200, 0));
+  EXPECT_FALSE(g.first_use("d", 400, 0));
+}
+
 }  // namespace
 }  // namespace ts::gateway

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "http/client.h"
+#include "support/wire_client.h"
 
 namespace ts::http {
 namespace {

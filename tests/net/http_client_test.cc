@@ -245,3 +245,159 @@ TEST(HttpClient, InterimResponsesAreSkippedAndHandlersCanStop) {
 
 }  // namespace
 }  // namespace ts::net
+
+namespace ts::net {
+namespace {
+
+TEST(HttpClient, StageSaysHowFarAFailedCallGot) {
+  CallStage stage = CallStage::kReadingBody;
+  auto opts = soon();
+  opts.stage = &stage;
+  auto r = http_fetch(Url{"127.0.0.1", 1, ""}, HttpRequest{}, opts);  // refused: nothing reached a server
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(stage, CallStage::kConnecting) << call_stage_name(stage);
+
+  SilentServer s;  // connected and sent, no head
+  opts.deadline = std::chrono::steady_clock::now() + 200ms;
+  r = http_fetch(s.url(), HttpRequest{}, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stage, CallStage::kAwaitingHead) << call_stage_name(stage);
+
+  OneShotServer cut("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", 100);  // head, then the body is cut
+  opts.deadline = std::chrono::steady_clock::now() + 10s;
+  r = http_fetch(cut.url(), HttpRequest{}, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(stage, CallStage::kReadingBody) << call_stage_name(stage);
+}
+
+TEST(HttpClient, IdleTimeoutEndsASilentCallButNotABusyOne) {
+  SilentServer s;
+  auto t0 = std::chrono::steady_clock::now();
+  HttpCallOptions opts{.deadline = t0 + 10s};
+  opts.idle_timeout = 150ms;
+  auto r = http_fetch(s.url(), HttpRequest{}, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("no response byte for 150 ms"), std::string::npos) << r.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+
+  // A steady trickle keeps the call alive even when the whole call outlasts the idle timeout.
+  std::string body(400, 'x');
+  OneShotServer slow("HTTP/1.1 200 OK\r\nContent-Length: 400\r\n\r\n" + body, 2);  // ~200 pieces, 1 ms apart
+  opts.deadline = std::chrono::steady_clock::now() + 10s;
+  opts.idle_timeout = 100ms;
+  auto t1 = std::chrono::steady_clock::now();
+  r = http_fetch(slow.url(), HttpRequest{}, opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->body, body);
+  EXPECT_GT(std::chrono::steady_clock::now() - t1, 100ms);  // longer than the idle timeout in all
+}
+
+TEST(HttpClient, TlsToAPlainServerFailsWhileConnecting) {
+  // A plain-HTTP server that answers the TLS ClientHello with an HTTP error and closes.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_TRUE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 && ::listen(fd, 4) == 0 &&
+              ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  std::thread server([fd] {
+    int c = ::accept(fd, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[512];
+    (void)::recv(c, buf, sizeof(buf), 0);
+    const std::string resp = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+    ::close(c);
+  });
+  Url u{"127.0.0.1", ntohs(a.sin_port), ""};
+  u.tls = true;
+  CallStage stage = CallStage::kReadingBody;
+  auto opts = soon();
+  opts.stage = &stage;
+  auto r = http_fetch(u, HttpRequest{}, opts);
+  server.join();
+  ::close(fd);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().to_string();
+  EXPECT_EQ(stage, CallStage::kConnecting) << call_stage_name(stage);
+}
+
+// Answers keep-alive requests on each accepted connection; counts connections.
+class KeepAliveServer {
+ public:
+  KeepAliveServer() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_TRUE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0 && ::listen(fd_, 4) == 0 &&
+                ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        ++connections;
+        std::string buf;
+        char tmp[4096];
+        for (;;) {
+          size_t end;
+          while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+            ssize_t n = ::recv(c, tmp, sizeof(tmp), 0);
+            if (n <= 0) break;
+            buf.append(tmp, static_cast<size_t>(n));
+          }
+          if (end == std::string::npos) break;
+          buf.erase(0, end + 4);
+          const std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+          ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~KeepAliveServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  Url url() const { return Url{"127.0.0.1", port_, ""}; }
+  std::atomic<int> connections{0};
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+TEST(HttpSession, ReusesItsConnection) {
+  KeepAliveServer s;
+  {
+    HttpSession session;
+    for (int i = 0; i < 5; ++i) {
+      auto r = session.fetch(s.url(), HttpRequest{.path = "/ready"}, soon());
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->body, "ok");
+    }
+  }
+  EXPECT_EQ(s.connections.load(), 1);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(http_fetch(s.url(), HttpRequest{}, soon()).ok());
+  EXPECT_EQ(s.connections.load(), 3);  // one-shot calls connect afresh
+}
+
+TEST(HttpSession, AStoppedStreamNeverHandsItsConnectionOn) {
+  KeepAliveServer s;
+  HttpSession session;
+  HttpHandlers stop_early;
+  stop_early.on_body = [](std::string_view) { return false; };  // e.g. the gateway's client left
+  ASSERT_TRUE(session.stream(s.url(), HttpRequest{}, soon(), stop_early).ok());
+  auto r = session.fetch(s.url(), HttpRequest{}, soon());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ(s.connections.load(), 2);  // the stopped transfer's connection was closed, not reused
+  ASSERT_TRUE(session.fetch(s.url(), HttpRequest{}, soon()).ok());
+  EXPECT_EQ(s.connections.load(), 2);  // a completed one is
+}
+
+}  // namespace
+}  // namespace ts::net

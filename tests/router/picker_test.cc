@@ -158,5 +158,36 @@ TEST(RenderChatPrompt, LaterTurnsExtendEarlierOnes) {
   EXPECT_EQ(render_chat_prompt(nlohmann::json("x")), "");
 }
 
+TEST(Picker, BatchIsShedOnlyWhenEveryFreshEndpointIsSaturated) {
+  auto now = Clock::now();
+  Picker p({.seed = 3, .shed_batch_waiting = 4});
+  auto eps = pool(2, now);
+  eps[0].waiting = 5;
+  eps[1].waiting = 3;  // one endpoint still has room: nothing is shed
+  PickRequest batch{.model = "m", .tenant = "t", .prompt = "x", .batch = true};
+  PickRequest interactive{.model = "m", .tenant = "t", .prompt = "x"};
+  Decision d = p.pick(batch, eps, now);
+  EXPECT_FALSE(d.shed);
+  ASSERT_EQ(d.ranked.size(), 2u);
+  EXPECT_EQ(d.ranked[0].name, "r2");
+
+  eps[1].in_flight = 4;  // the gateway's own view: 4 outstanding, none running yet -> waiting 4
+  d = p.pick(batch, eps, now);
+  EXPECT_TRUE(d.shed);
+  EXPECT_TRUE(d.ranked.empty());
+  EXPECT_NE(d.to_json().dump().find("batch shed"), std::string::npos);
+  d = p.pick(interactive, eps, now);  // interactive is never shed
+  EXPECT_FALSE(d.shed);
+  EXPECT_EQ(d.ranked.size(), 2u);
+
+  // Stale metrics say nothing about saturation: not shed.
+  auto later = now + 10s;
+  d = p.pick(batch, eps, later);
+  EXPECT_FALSE(d.shed);
+  // Off by default.
+  Picker off({.seed = 3});
+  EXPECT_FALSE(off.pick(batch, eps, now).shed);
+}
+
 }  // namespace
 }  // namespace ts::router

@@ -1,6 +1,7 @@
 #include "router/rules.h"
 
 #include <cstdlib>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -186,7 +187,9 @@ TEST(Rules, BadFilesAreRefusedWithFileAndLine) {
   expect_error("[[rules]]\nid = \"a\"\naction = \"local\"\n[[rules]]\nid = \"a\"\naction = \"local\"\n", "duplicate rule id");
   expect_error("[[rules]]\nid = \"a\"\naction = \"local\"\nmatch = { colour = \"red\" }\n", "unknown key 'colour'");
   expect_error("[[rules]]\nid = \"a\"\naction = \"reject:200\"\n", "reject:<400..599>");
-  expect_error("[remotes.x]\nbase_url = \"https://api.example.com/v1\"\n", "https:// is not supported");
+  expect_error("[remotes.x]\nbase_url = \"ftp://api.example.com/v1\"\n", "must start with http:// or https://");
+  expect_error("[remotes.x]\nbase_url = \"http://h:1/v1\"\nca_file = \"/x.pem\"\n", "only for https://");
+  expect_error("[remotes.x]\nbase_url = \"https://h/v1\"\nca_file = \"/nonexistent/ca.pem\"\n", "cannot read /nonexistent/ca.pem");
   expect_error("[remotes.x]\nbase_url = \"http://h:1/v1\"\napi_key_env = \"TS_RULES_TEST_UNSET\"\n", "TS_RULES_TEST_UNSET is not set");
   expect_error("[[rules]]\nid = \"a\"\n", "action is required");
   expect_error("[[rules]]\nid = \"has space\"\naction = \"local\"\n", "without spaces");
@@ -201,6 +204,19 @@ TEST(Rules, ApiKeyComesFromTheEnvironment) {
   EXPECT_EQ(r->remotes.at("x").api_key, "sk-remote-123");
   EXPECT_EQ(r->remotes.at("x").port, 81);
   EXPECT_EQ(r->remotes.at("x").base_path, "");
+}
+
+TEST(Rules, HttpsRemoteWithItsCa) {
+  const std::string ca = ::testing::TempDir() + "/rules_test_ca.pem";
+  std::ofstream(ca) << "-----BEGIN CERTIFICATE-----\n";  // read at load; parsed by the TLS client
+  auto r = parse_rules("[remotes.x]\nbase_url = \"https://api.example.com/v1/\"\nca_file = \"" + ca + "\"\n", "r.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const RemoteConfig& x = r->remotes.at("x");
+  EXPECT_TRUE(x.url.tls);
+  EXPECT_EQ(x.port, 443);
+  EXPECT_EQ(x.host, "api.example.com");
+  EXPECT_EQ(x.base_path, "/v1");
+  EXPECT_EQ(x.ca_file, ca);
 }
 
 TEST(Cooldown, LocalTrackerTripsOnceAndExpires) {

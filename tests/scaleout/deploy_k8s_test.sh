@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/k8s renders with `kubectl kustomize` (offline) and keeps the contract SCALEOUT.md §6.3
 # asks for. Structural checks with yq; the schema validation with npm kubernetes-models/ajv
-# (§8 item 10) is not part of this slice. Exit 77 (skip) without kubectl or yq.
+# (§8 item 10) is tests/scaleout/k8s_schemas.test.mjs. Exit 77 (skip) without kubectl or yq.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 command -v kubectl >/dev/null && command -v yq >/dev/null || { echo "skip: kubectl or yq missing"; exit 77; }
@@ -43,6 +43,7 @@ rargs="$(sel Deployment tokenserve '.spec.template.spec.containers[0].args | joi
 gargs="$(sel Deployment tokenserve-gateway '.spec.template.spec.containers[0].args | join(" ")')"
 [[ " $rargs " == *" --trust-gateway --gateway-secret-env GATEWAY_SECRET "* && " $rargs " != *" --no-auth "* ]] || fail "replicas must run --trust-gateway"
 [[ " $gargs " == *" --gateway-secret-env GATEWAY_SECRET "* && " $gargs " == *" --rules "* ]] || fail "gateway must sign and load rules"
+[[ " $gargs " == *' --pool gie --pool-url $(POOL_URL) '* ]] || fail "the gateway must forward to the InferencePool route (pool = gie)"
 for d in tokenserve tokenserve-gateway; do
   [[ "$(sel Deployment $d '.spec.template.spec.containers[0].env[] | select(.name == "GATEWAY_SECRET") | .valueFrom.secretKeyRef.key')" == gateway-secret ]] || fail "$d GATEWAY_SECRET"
 done

@@ -280,6 +280,22 @@ test('ledger and route_decisions: one row each per request, joined by request id
   assert.equal(changed.same_decision, false);
   assert.equal(changed.rule_id, 'default');
   assert.equal(changed.recorded.rule_id, 'busy');
+  // A route judged wrong later (here: the busy one, sent remote) goes into an eval suite with its
+  // route decision, beside the ledger's failures (usage --export-suite --flag-request).
+  const suite = path.join(tmp, 'judged-suite');
+  const out = execFileSync(bin, ['usage', '--ledger', gw.ledger, '--export-suite', suite, '--flag-request', busy.request_id,
+    '--flag-reason', 'route judged wrong: should have stayed local']).toString();
+  assert.match(out, /wrote \d+ runnable cases .* and \d+ metadata-only records/);
+  const pending = fs.readFileSync(path.join(suite, 'ledger-failures/PENDING.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const judged = pending.find((x) => x.request_id === busy.request_id);
+  assert.ok(judged, 'the judged request is exported');
+  assert.equal(judged.judgement, `route judged wrong: should have stayed local: rule busy (rules ${busy.ruleset_version}) ` +
+    `sent it to remote:big (${busy.reason})`);
+  assert.ok(pending.every((x) => x.judgement || x.http_status >= 400 || ['error', 'length'].includes(x.finish_reason)));
+  let noId = null;
+  try { execFileSync(bin, ['usage', '--ledger', gw.ledger, '--export-suite', path.join(tmp, 'x-suite'), '--flag-request', 'req-nope'], { stdio: 'pipe' }); } catch (e) { noId = e; }
+  assert.equal(noId.status, 1);
+  assert.match(noId.stderr.toString(), /--flag-request req-nope: no such request/);
   // A bad rules file is one line and exit 1.
   fs.writeFileSync(path.join(tmp, 'bad.toml'), '[[rules]]\nid = "x"\naction = "remote:ghost"\n');
   let err = null;

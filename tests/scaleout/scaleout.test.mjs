@@ -76,6 +76,10 @@ test('replica drain: in-flight stream finishes, new requests 503 + Retry-After, 
   assert.doesNotMatch(text, /"error"/);
   const { code } = await r.exited;
   assert.equal(code, 0);
+  // No ledger row lost: the stream that finished during the drain is in the ledger, whole.
+  const totals = ledgerTotals(path.join(tmp, `drainer-${r.port}.db`));
+  assert.equal(totals.completion_tokens, 1000, JSON.stringify(totals));
+  assert.ok(totals.requests >= 1, JSON.stringify(totals));
 });
 
 test('replica /ready is 503 while the model loads, then 200', { skip, timeout: 60000 }, async () => {

@@ -88,6 +88,26 @@ test('direct to the replica: unsigned, API-key, forged, late and tier-mismatched
   assert.match(JSON.parse(tier.body).error.message, /signed tier 'interactive'/);
 });
 
+test('direct to the replica: a replayed signed header set is refused inside its validity window', { skip, timeout: 30000 }, async () => {
+  const call = (authorization) => completion(rep.url, { prompt: 'Hi', max_tokens: 2 }, { authorization });
+  const captured = sign();
+  const first = await call(captured);
+  assert.equal(first.status, 200, first.body);
+  for (let k = 0; k < 2; k++) {
+    const again = await call(captured);
+    assert.equal(again.status, 401, again.body);
+    const e = JSON.parse(again.body).error;
+    assert.equal(e.code, 'replayed_gateway_signature');
+    assert.match(e.message, /replays a signature already used/);
+  }
+  // Concurrent replays of one fresh header: exactly one is served.
+  const fresh = sign();
+  const burst = await Promise.all(Array.from({ length: 4 }, () => call(fresh)));
+  assert.deepEqual(burst.map((r) => r.status).sort(), [200, 401, 401, 401], burst.map((r) => r.body).join('\n'));
+  // Each gateway request signs anew: distinct headers keep working.
+  for (let k = 0; k < 3; k++) assert.equal((await call(sign())).status, 200);
+});
+
 test('bad --trust-gateway flags are one line and exit 1', { skip, timeout: 30000 }, async () => {
   for (const args of [['--trust-gateway'], ['--trust-gateway', '--no-auth', '--gateway-secret-file', secretFile],
     ['--gateway-secret-file', secretFile], ['--trust-gateway', '--gateway-secret-env', 'TS_TRUST_TEST_UNSET']]) {

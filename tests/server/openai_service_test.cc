@@ -22,7 +22,7 @@
 #include "gateway/governor.h"
 #include "gateway/sha256.h"
 #include "obs/server_metrics.h"
-#include "http/client.h"
+#include "support/wire_client.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
-#include "http/client.h"
+#include "support/wire_client.h"
 #include "server/openai_service.h"
 #include "server/scripted_backend.h"
 #include "test_util.h"

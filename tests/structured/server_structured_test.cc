@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "http/client.h"
+#include "support/wire_client.h"
 #include "http/server.h"
 #include "model/model.h"
 #include "schema_check.h"

@@ -1,4 +1,4 @@
-#include "http/client.h"
+#include "support/wire_client.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

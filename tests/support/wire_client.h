@@ -1,5 +1,7 @@
-// A small blocking HTTP/1.1 client over a POSIX socket, for tests and tools (not for the
-// server's hot path). One connection per Client; keep-alive by reusing it. Understands
+// Test-only: a small blocking HTTP/1.1 client over a POSIX socket, for wire-level tests of the
+// server (malformed or partial requests, pipelining, keep-alive, slow readers, reading a chunked
+// body chunk by chunk). The product's one outbound HTTP client is src/net/http_client.h (libcurl:
+// gateway, bench, eval, pull); this one is never linked into tokenserve. One connection per Client; keep-alive by reusing it. Understands
 // Content-Length, chunked and read-until-close bodies, and can read a chunked body one chunk at
 // a time (SSE). Not thread-safe.
 #pragma once

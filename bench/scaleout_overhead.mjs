@@ -1,0 +1,127 @@
+#!/usr/bin/env node
+// Gateway overhead (SCALEOUT.md §8 item 14; a benchmark, not a test). On loopback at
+// concurrency C, the same requests straight to an upstream and through `tokenserve gateway`
+// (built-in picker, --no-auth, SQLite ledger: the whole per-request path), interleaved in
+// blocks so machine noise hits both alike. Two upstreams:
+//   replica  a real `tokenserve serve` (stories-shaped synth model), 1-token completions
+//   static   a minimal node HTTP server in its own process answering a fixed 1-token
+//            completion at once (the engine's own variance removed: what is left is the
+//            gateway), and an SSE stream whose first event is sent at once and the rest
+//            SSE_GAP_MS later
+// Reports per upstream: latency p50/p99 direct and via the gateway and their difference (the
+// "added" figures; targets p50 < 1 ms, p99 < 5 ms), and for streams the time to the first SSE
+// byte direct vs via the gateway (target delta < 2 ms; the gap after the first event shows the
+// event was not held back).
+//
+// Usage: TOKENSERVE_SHARED=/work/shared node bench/scaleout_overhead.mjs
+// Env: TOKENSERVE_BIN (default build/tokenserve), CONCURRENCY (8), REQUESTS (400 per path and
+//      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica").
+// Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
+// killed on exit.
+import path from 'node:path';
+import os from 'node:os';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+process.env.TOKENSERVE_BIN ||= path.join(here, '../build/tokenserve');
+const H = await import('../tests/scaleout/harness.mjs');
+if (!H.haveShared) { console.error('scaleout_overhead: shared models not found (set TOKENSERVE_SHARED)'); process.exit(77); }
+const C = Number(process.env.CONCURRENCY || 8), REQ = Number(process.env.REQUESTS || 400), BLOCK = Number(process.env.BLOCK || 50);
+const GAP = Number(process.env.SSE_GAP_MS || 30);
+const UPSTREAMS = (process.env.UPSTREAMS || 'static replica').split(/\s+/).filter(Boolean);
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
+const kids = [];
+process.on('exit', () => { for (const k of kids) if (k.exitCode === null) k.kill('SIGKILL'); });
+
+// The static upstream, in its own node process (so the load generator's event loop is not its).
+const staticServer = `
+const http = require('node:http');
+const one = JSON.stringify({ id: 'cmpl-static', object: 'text_completion', model: 'synth',
+  choices: [{ index: 0, text: ' a', finish_reason: 'length' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+const ev = (o) => 'data: ' + JSON.stringify(o) + '\\n\\n';
+const s = http.createServer((req, res) => {
+  if (req.url === '/ready' || req.url === '/health') { res.writeHead(200, { 'content-type': 'application/json' }); return res.end('{"status":"ready"}'); }
+  if (req.url === '/metrics') {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    return res.end('tokenserve:num_requests_waiting 0\\ntokenserve:num_requests_running 0\\ntokenserve:kv_cache_usage_perc 0\\n');
+  }
+  let body = '';
+  req.on('data', (d) => { body += d; });
+  req.on('end', () => {
+    const stream = JSON.parse(body || '{}').stream;
+    if (!stream) { res.writeHead(200, { 'content-type': 'application/json', 'x-tokenserve-served-by': 'static' }); return res.end(one); }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'x-tokenserve-served-by': 'static' });
+    res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: ' a', finish_reason: null }] }));
+    setTimeout(() => { res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: '', finish_reason: 'length' }] })); res.end('data: [DONE]\\n\\n'); }, ${GAP});
+  });
+});
+s.keepAliveTimeout = 60000;
+s.listen(Number(process.argv[1]), '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + process.argv[1]));
+`;
+
+async function startStatic() {
+  const port = await H.freePort();
+  const p = spawn(process.execPath, ['-e', staticServer, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  kids.push(p);
+  await new Promise((resolve) => p.stdout.once('data', resolve));
+  return { name: 'static', port, url: `http://127.0.0.1:${port}`, stop: async () => p.kill('SIGKILL') };
+}
+
+async function one(url, stream) {
+  const t0 = performance.now();
+  const r = await fetch(`${url}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: H.modelName, prompt: 'Once upon a time', max_tokens: 1, temperature: 0, stream }),
+    signal: AbortSignal.timeout(30000),
+  });
+  let first = NaN;
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    if (Number.isNaN(first) && text.includes('data: ')) first = performance.now() - t0;
+  }
+  return { status: r.status, total: performance.now() - t0, first };
+}
+
+async function measure(up, gwUrl, stream) {
+  const direct = [], via = [];
+  const deadline = Date.now() + 120000;
+  for (let done = 0; done < REQ && Date.now() < deadline; done += BLOCK) {
+    for (const [url, out] of [[up.url, direct], [gwUrl, via]]) {
+      const res = await H.pool(BLOCK, C, () => one(url, stream));
+      for (const x of res) if (x.status === 200) out.push(stream ? x.first : x.total);
+    }
+  }
+  return { direct, via };
+}
+
+console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
+console.log('| upstream | request | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
+console.log('|---|---|---|---|---|---|---|---|---|');
+for (const u of UPSTREAMS) {
+  const up = u === 'static' ? await startStatic() : await H.startReplica('ovh');
+  const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
+  H.writeEndpoints(ef, [up]);
+  const gw = await H.startGateway(ef);
+  try {
+    for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
+    await measure(up, gw.url, false);  // warm-up round (not reported) ... then the figures:
+    for (const stream of [false, true]) {
+      const { direct, via } = await measure(up, gw.url, stream);
+      const f = (x) => x.toFixed(2);
+      const d50 = pct(direct, 0.5), v50 = pct(via, 0.5), d99 = pct(direct, 0.99), v99 = pct(via, 0.99);
+      console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
+                  `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${direct.length}/${via.length} |`);
+    }
+  } finally {
+    await gw.stop();
+    await up.stop('SIGKILL');
+  }
+}
+console.log('(ms; "added" = via gateway - direct at the same percentile)');
+H.stopAll();
