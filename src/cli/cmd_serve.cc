@@ -277,8 +277,12 @@ int cmd_serve(int argc, char** argv) {
          .weight_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path, ec)),
          .kv_bytes_per_token = static_cast<int64_t>(
              model::KvStorage::bytes_per_block(cfg, eo.kv_type, eo.block_size) / static_cast<size_t>(eo.block_size)),
-         .kv_bytes_per_seq = static_cast<int64_t>(
-             kv_fp.bytes_for_tokens(max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx)),
+         // Sliding-window layers hold only their window (peak: a full prefill chunk in flight).
+         .kv_bytes_per_seq =
+             kv_fp.num_swa_groups > 0
+                 ? kv_fp.peak_blocks(max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx, max_batch_tokens) *
+                       static_cast<int64_t>(kv_fp.group_block_bytes)
+                 : 0,
          .max_seqs = max_seqs,
          .max_model_len = max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx});
     if (!budget.ok()) return fail("serve", "cannot size the KV cache: " + budget.status().message());

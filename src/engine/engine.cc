@@ -122,8 +122,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
     log::info("engine: max_model_len capped from " + std::to_string(e->max_model_len_) + " to " +
               std::to_string(pool_tokens) + " tokens: the KV cache (" + std::to_string(num_blocks) +
               " blocks of " + std::to_string(opts.block_size) +
-              (num_groups > 1 ? " tokens in " + std::to_string(num_groups) + " KV groups" : std::string(" tokens")) +
-              " tokens) holds no longer sequence; raise --kv-cache-memory for the full context");
+              (num_groups > 1 ? " tokens shared by " + std::to_string(num_groups) + " KV groups" : std::string(" tokens")) +
+              ") holds no longer sequence; raise --kv-cache-memory for the full context");
     e->max_model_len_ = static_cast<int32_t>(pool_tokens);
     e->kv_capped_ = true;
   }
@@ -143,9 +143,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   if (opts.spec.mode == SpecMode::kDraft) {
     // As many blocks as the target's pool, so drafting never runs short before the target does;
     // this memory comes on top of the KV budget (the draft's blocks are smaller).
-    TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, num_blocks));
+    // With window-only KV the target's tokens are bounded by its full-attention groups' blocks.
+    const int32_t draft_blocks =
+        footprint.num_full_groups > 1 ? (num_blocks + footprint.num_full_groups - 1) / footprint.num_full_groups : num_blocks;
+    TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, draft_blocks));
     log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
-              std::to_string(num_blocks) + " blocks, on top of the KV budget)");
+              std::to_string(draft_blocks) + " blocks, on top of the KV budget)");
   }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;
@@ -154,8 +157,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
             " tokens (" + model::kv_type_name(opts.kv_type) + ", " +
             std::to_string(im.kv.total_bytes() >> 20) + " MiB" +
             (num_groups > 1 ? "; " + std::to_string(num_groups) + " KV groups of " +
-                                  std::to_string(im.kv.layout().layers_per_group) + " layers, sliding-window layers hold " +
-                                  std::to_string(footprint.swa_blocks_cap()) + " blocks of their window; " +
+                                  std::to_string(im.kv.layout().layers_per_group) + " layers, a sliding-window group holds at most " +
+                                  std::to_string(footprint.swa_blocks_cap()) + " blocks of its window; " +
                                   std::to_string(footprint.full_bytes_per_token()) + " B/token + " +
                                   std::to_string(footprint.swa_bytes_cap()) +
                                   " B window per sequence"

@@ -130,12 +130,15 @@ uint64_t KvFootprint::bytes_for_tokens(int64_t n_tokens) const {
   return static_cast<uint64_t>(blocks_for_tokens(n_tokens)) * group_block_bytes;
 }
 
+int64_t KvFootprint::peak_blocks(int64_t n_tokens, int32_t chunk_tokens) const {
+  const int64_t n = std::max<int64_t>(1, n_tokens);
+  const int64_t nb = ceil_div(n, block_size);
+  const int64_t swa = std::min(nb, swa_blocks_during(window, block_size, std::clamp<int64_t>(chunk_tokens, 1, n)));
+  return int64_t{num_full_groups} * nb + int64_t{num_swa_groups} * swa;
+}
+
 int64_t KvFootprint::max_tokens_for_blocks(int64_t num_blocks, int32_t chunk_tokens) const {
-  auto fits = [&](int64_t n) {
-    const int64_t nb = ceil_div(n, block_size);
-    const int64_t swa = std::min(nb, swa_blocks_during(window, block_size, std::clamp<int64_t>(chunk_tokens, 1, n)));
-    return int64_t{num_full_groups} * nb + int64_t{num_swa_groups} * swa <= num_blocks;
-  };
+  auto fits = [&](int64_t n) { return peak_blocks(n, chunk_tokens) <= num_blocks; };
   if (num_blocks <= 0 || !fits(1)) return 0;
   // Without full-attention groups a sequence's blocks stop growing: cap the search.
   int64_t lo = 1, hi = num_full_groups > 0 ? num_blocks * block_size : (int64_t{1} << 40);

@@ -73,6 +73,9 @@ struct KvFootprint {
   // full groups x ceil(n / bs) + swa groups x min(ceil(n / bs), swa_blocks_cap()).
   int64_t blocks_for_tokens(int64_t n_tokens) const;
   uint64_t bytes_for_tokens(int64_t n_tokens) const;
+  // Blocks (over all groups) one sequence of n_tokens needs at its peak, while its last prefill
+  // chunk of up to `chunk_tokens` is in flight.
+  int64_t peak_blocks(int64_t n_tokens, int32_t chunk_tokens) const;
   // The longest sequence whose blocks fit in num_blocks, while a prefill chunk of up to
   // `chunk_tokens` is in flight (a sliding-window group holds the chunk and the window behind
   // it during that step). 0 when not even one token fits.
