@@ -29,8 +29,9 @@ void KvCacheManager::ensure_tables(Sequence& seq) const {
 int32_t KvCacheManager::num_held_blocks(const Sequence& seq) const {
   if (num_groups() == 1) return static_cast<int32_t>(seq.block_table.size());
   int32_t n = 0;
-  for (int32_t g = 0; g < num_groups() && (g == 0 || g - 1 < static_cast<int32_t>(seq.more_block_tables.size())); ++g) {
-    for (int32_t b : table(seq, g)) n += b != kNoBlock ? 1 : 0;
+  for (int32_t b : seq.block_table) n += b != kNoBlock ? 1 : 0;
+  for (const auto& t : seq.more_block_tables) {  // absent until the sequence first gets blocks
+    for (int32_t b : t) n += b != kNoBlock ? 1 : 0;
   }
   return n;
 }
