@@ -241,6 +241,28 @@ TEST_P(TinyGemmaWindowOnly, LogitsEqualFullStorageAndWindowGroupsStayBounded) {
   EXPECT_EQ(fp.blocks_for_tokens(n), win->held(0) + (L.num_groups() - 1) * fp.swa_blocks_cap());
 }
 
+// 20 layers: 3 global (5, 11, 17) and 17 sliding-window layers make groups of 3 layers, the last
+// window group padded (2 layers in 3 slots): slots, padding and several layers per table.
+TEST(TinyGemmaWindowOnlyGroups, SeveralLayersPerGroupWithPadding) {
+  const testing::TinySpec spec{.arch = "gemma3", .layers = 20, .head_dim = 16, .window = 6};
+  auto m = Model::load(testing::write_tiny(spec, ::ts::testing::temp_dir() + "/gemma3-l20.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const KvLayout L = KvLayout::windowed((*m)->config());
+  ASSERT_EQ(L.layers_per_group, 3);
+  ASSERT_EQ(L.num_groups(), 1 + 6);
+  EXPECT_EQ(L.group_layers.back(), 2);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 19; ++i) prompt.push_back(3 + (i * 53) % 290);
+  for (KvType type : {KvType::kF16, KvType::kQ8_0}) {
+    WindowRunner* win = nullptr;
+    std::unique_ptr<WindowRunner> keep;
+    run_both(**m, type, 4, prompt, 6, 24, {}, &win, keep);
+    ASSERT_NE(win, nullptr);
+    EXPECT_GT(win->num_released, 0);
+    for (int32_t g = 1; g < L.num_groups(); ++g) EXPECT_LE(win->held(g), 3) << g;  // (6 - 1) / 4 + 1 + 1
+  }
+}
+
 std::vector<tensor::Isa> host_isas() {
   std::vector<tensor::Isa> v;
   for (int i = 0; i <= static_cast<int>(tensor::detected_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
