@@ -235,6 +235,8 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
   s.n_head_kv_ = cfg.n_head_kv;
   s.head_dim_ = cfg.head_dim;
   const size_t slots = static_cast<size_t>(layout.layers_per_group);
+  s.identity_slots_ = true;
+  for (int32_t l = 0; l < cfg.n_layer; ++l) s.identity_slots_ &= layout.slot_of_layer[static_cast<size_t>(l)] == l;
   s.layout_ = std::move(layout);
   s.head_page_bytes_ = static_cast<size_t>(block_size) * cfg.head_dim * kv_elem_bytes(type);
   s.block_bytes_ = static_cast<size_t>(cfg.n_head_kv) * s.head_page_bytes_;
@@ -252,7 +254,8 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
 }
 
 uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) {
-  const size_t slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
+  const size_t slot = identity_slots_ ? static_cast<size_t>(layer)
+                                      : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((slot * 2 + (is_v ? 1 : 0)) * num_blocks_ + block);
   return data_.data() + idx * block_bytes_ + head * head_page_bytes_;
 }
@@ -260,7 +263,8 @@ const uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int3
   return const_cast<KvStorage*>(this)->page_ptr(layer, is_v, block, head);
 }
 float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) {
-  const size_t sl = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
+  const size_t sl = identity_slots_ ? static_cast<size_t>(layer)
+                                    : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((((sl * 2 + (is_v ? 1 : 0)) * num_blocks_ + block) * n_head_kv_ + head) *
                 block_size_) + slot;
   return reinterpret_cast<float*>(data_.data() + scale_offset_) + idx;

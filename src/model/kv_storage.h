@@ -138,6 +138,7 @@ class KvStorage {
   KvType type_ = KvType::kF16;
   int32_t block_size_ = 0, num_blocks_ = 0, n_layer_ = 0, n_head_kv_ = 0, head_dim_ = 0;
   KvLayout layout_;
+  bool identity_slots_ = true;   // slot = layer (the full layout): page_ptr skips the lookup
   size_t head_page_bytes_ = 0;   // block_size * head_dim * elem bytes
   size_t block_bytes_ = 0;       // per layer per K/V: n_head_kv * head_page_bytes_
   size_t scale_offset_ = 0;      // where q8_0 scales start
