@@ -34,7 +34,9 @@ struct EngineOptions {
   int32_t block_size = 16;           // tokens per KV block
   size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget; `serve` sizes it from the machine
                                               // (engine/kv_budget.h) unless --kv-cache-memory
-  int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests)
+  int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests);
+                                     // the blocks are shared by every KV group (a window-only
+                                     // layout's block holds fewer layers: model::KvLayout)
   model::KvType kv_type = model::KvType::kF16;  // KV element type
   int32_t max_seqs = 64;             // running sequences at most (--max-seqs)
   int32_t max_batch_tokens = 512;    // tokens per step at most (--max-batch-tokens); >= max_seqs is sensible
