@@ -67,8 +67,11 @@ int cmd_generate(int argc, char** argv) {
   engine::EngineOptions eo;
   eo.kv_type = *kvt;
   eo.num_threads = threads;
-  eo.num_kv_blocks = static_cast<int32_t>((need + eo.block_size - 1) / eo.block_size) + 1;
   eo.max_batch_tokens = std::max<int32_t>(512, static_cast<int32_t>(ids.size()));
+  // One sequence's peak over every KV group (sliding-window layers hold only their window).
+  eo.num_kv_blocks = static_cast<int32_t>(
+      model::kv_footprint(model::KvLayout::windowed(model.config()), model.config(), eo.kv_type, eo.block_size)
+          .peak_blocks(need, eo.max_batch_tokens) + 1);
   if (app.count("--seed")) eo.seed = seed;
   std::unique_ptr<model::Model> draft_model;  // --speculative draft; outlives the engine
   if (Status st = spec_flags.apply(eo, draft_model); !st.ok()) return fail("generate", st.message(), 2);

@@ -56,17 +56,25 @@ int cmd_info(int argc, char** argv) {
                 static_cast<unsigned long long>(fp.resident), static_cast<unsigned long long>(fp.active_per_token),
                 c.n_expert > 0 ? " (router + shared weights + experts used)" : "");
     if (c.num_swa_layers() > 0) {
-      std::printf("sliding window:  %d tokens on %d of %d layers (rope base %g); KV stores every position, masked "
-                  "at attention (window-only storage would hold %llu B for a %d-token context instead of %llu)\n",
-                  c.sliding_window, c.num_swa_layers(), c.n_layer, c.rope_base_swa,
-                  static_cast<unsigned long long>(model::window_only_kv_bytes(c, model::KvType::kF16, c.n_ctx_train)),
-                  c.n_ctx_train,
+      // The engine's layout (16-token blocks): sliding-window layers keep only their window.
+      const model::KvLayout layout = model::KvLayout::windowed(c);
+      const model::KvFootprint fp = model::kv_footprint(layout, c, model::KvType::kF16, 16);
+      std::printf("sliding window:  %d tokens on %d of %d layers (rope base %g); the KV cache keeps only the window "
+                  "for them (%d KV groups of %d layers)\n",
+                  c.sliding_window, c.num_swa_layers(), c.n_layer, c.rope_base_swa, layout.num_groups(),
+                  layout.layers_per_group);
+      std::printf("KV per sequence: %llu B/token (f16, full-attention layers) + at most %llu B of window; "
+                  "a %d-token context holds %llu B (every position in every layer: %llu)\n",
+                  static_cast<unsigned long long>(fp.full_bytes_per_token()),
+                  static_cast<unsigned long long>(fp.swa_bytes_cap()), c.n_ctx_train,
+                  static_cast<unsigned long long>(fp.bytes_for_tokens(c.n_ctx_train)),
                   static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF16) * c.n_ctx_train));
     }
-    std::printf("KV bytes/token:  %llu (f16), %llu (q8_0), %llu (f32)\n",
+    std::printf("KV bytes/token:  %llu (f16), %llu (q8_0), %llu (f32)%s\n",
                 static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF16)),
                 static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kQ8_0)),
-                static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF32)));
+                static_cast<unsigned long long>(model::kv_bytes_per_token(c, model::KvType::kF32)),
+                c.num_swa_layers() > 0 ? " while a sequence is shorter than the window" : "");
   } else {
     std::printf("architecture:    (not a runnable model: %s)\n", cfg.status().message().c_str());
   }

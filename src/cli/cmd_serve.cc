@@ -252,8 +252,17 @@ int cmd_serve(int argc, char** argv) {
   }
   engine::EngineOptions eo;
   eo.kv_type = *kvt;
+  const model::KvFootprint kv_fp = model::kv_footprint(model::KvLayout::windowed((*model)->config()),
+                                                       (*model)->config(), eo.kv_type, eo.block_size);
   log::info(std::string("kv cache type: ") + model::kv_type_name(eo.kv_type) + " (" +
-            std::to_string(model::kv_bytes_per_token((*model)->config(), eo.kv_type)) + " bytes per token)");
+            std::to_string(model::kv_bytes_per_token((*model)->config(), eo.kv_type)) + " bytes per token" +
+            (kv_fp.num_swa_groups > 0
+                 ? "; sliding-window layers keep only their window: " + std::to_string(kv_fp.full_bytes_per_token()) +
+                       " bytes per token + at most " +
+                       std::to_string(kv_fp.swa_bytes_cap()) +
+                       " bytes of window per sequence"
+                 : std::string()) +
+            ")");
   if (kv_bytes) {
     eo.kv_cache_bytes = static_cast<size_t>(*kv_bytes);
     log::info("kv cache budget: " + engine::format_bytes(static_cast<int64_t>(*kv_bytes)) + " (--kv-cache-memory)");
@@ -268,6 +277,12 @@ int cmd_serve(int argc, char** argv) {
          .weight_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path, ec)),
          .kv_bytes_per_token = static_cast<int64_t>(
              model::KvStorage::bytes_per_block(cfg, eo.kv_type, eo.block_size) / static_cast<size_t>(eo.block_size)),
+         // Sliding-window layers hold only their window (peak: a full prefill chunk in flight).
+         .kv_bytes_per_seq =
+             kv_fp.num_swa_groups > 0
+                 ? kv_fp.peak_blocks(max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx, max_batch_tokens) *
+                       static_cast<int64_t>(kv_fp.group_block_bytes)
+                 : 0,
          .max_seqs = max_seqs,
          .max_model_len = max_model_len > 0 ? std::min<int64_t>(ctx, max_model_len) : ctx});
     if (!budget.ok()) return fail("serve", "cannot size the KV cache: " + budget.status().message());

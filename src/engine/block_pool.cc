@@ -52,13 +52,17 @@ int32_t BlockPool::allocate() {
   return b;
 }
 
+uint64_t BlockPool::group_key(uint64_t hash, int32_t group) {
+  return group == 0 ? hash : mix(hash ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(group)));
+}
+
 int32_t BlockPool::find(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
-                        std::string_view ns) const {
+                        std::string_view ns, int32_t group) const {
   if (!caching_) return -1;
-  auto [lo, hi] = map_.equal_range(hash);
+  auto [lo, hi] = map_.equal_range(group_key(hash, group));
   for (auto it = lo; it != hi; ++it) {
     const Block& blk = blocks_[it->second];
-    if (blk.parent == parent && blk.ns == ns &&
+    if (blk.parent == parent && blk.group == group && blk.ns == ns &&
         std::equal(blk.tokens.begin(), blk.tokens.end(), tokens.begin(), tokens.end())) {
       return it->second;
     }
@@ -87,18 +91,20 @@ void BlockPool::release(int32_t block) {
 }
 
 bool BlockPool::register_full(int32_t block, uint64_t hash, uint64_t parent,
-                              std::span<const int32_t> tokens, std::string_view ns) {
+                              std::span<const int32_t> tokens, std::string_view ns, int32_t group) {
   if (!caching_) return false;
   Block& blk = blocks_[block];
   TS_CHECK(blk.ref_count > 0, "register_full of an unreferenced block");
-  if (blk.registered) return blk.hash == hash;
-  if (find(hash, parent, tokens, ns) >= 0) return false;
+  const uint64_t key = group_key(hash, group);
+  if (blk.registered) return blk.hash == key;
+  if (find(hash, parent, tokens, ns, group) >= 0) return false;
   blk.registered = true;
-  blk.hash = hash;
+  blk.hash = key;
+  blk.group = group;
   blk.parent = parent;
   blk.tokens.assign(tokens.begin(), tokens.end());
   blk.ns.assign(ns);
-  map_.emplace(hash, block);
+  map_.emplace(key, block);
   return true;
 }
 

@@ -6,9 +6,11 @@
 //   cached-free  ref_count == 0 but holds a registered full block; kept in LRU order and evicted
 //                (forgotten) only when a fresh block is needed and no uncached free block is left
 //   free         ref_count == 0, no content worth keeping
-// The key of a cached block is hash(parent hash, block tokens, namespace). Lookups compare the
-// stored tokens, parent hash and namespace too, so a hash collision can never return a block
-// with different content.
+// The key of a cached block is hash(parent hash, block tokens, namespace) and its KV group
+// (model::KvLayout: a hybrid model's full-attention and sliding-window layers keep separate
+// blocks for the same tokens; group 0 is the only group of other models). Lookups compare the
+// stored tokens, parent hash, namespace and group too, so a hash collision can never return a
+// block with different content.
 //
 // Not thread-safe: used by the engine thread only.
 #pragma once
@@ -47,9 +49,10 @@ class BlockPool {
   // recently released cached block (its hash is forgotten). Returns -1 when every block is used.
   int32_t allocate();
 
-  // The cached block holding (parent, tokens, ns) with hash `hash`, or -1. No side effects.
+  // The cached block of KV group `group` holding (parent, tokens, ns) with hash `hash`, or -1.
+  // No side effects.
   int32_t find(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens,
-               std::string_view ns) const;
+               std::string_view ns, int32_t group = 0) const;
 
   // Adds a reference; a cached-free block leaves the LRU and becomes used.
   void acquire(int32_t block);
@@ -61,7 +64,7 @@ class BlockPool {
   // If another block already holds that key, nothing changes and false is returned (the caller
   // keeps its private copy). Returns true when registered.
   bool register_full(int32_t block, uint64_t hash, uint64_t parent,
-                     std::span<const int32_t> tokens, std::string_view ns);
+                     std::span<const int32_t> tokens, std::string_view ns, int32_t group = 0);
 
   int32_t ref_count(int32_t block) const { return blocks_[block].ref_count; }
   bool is_cached(int32_t block) const { return blocks_[block].registered; }
@@ -72,13 +75,15 @@ class BlockPool {
   struct Block {
     int32_t ref_count = 0;
     bool registered = false;
-    uint64_t hash = 0;
+    uint64_t hash = 0;               // map key: the chained hash mixed with the group
     uint64_t parent = 0;
+    int32_t group = 0;
     std::vector<int32_t> tokens;     // content of a registered block (collision check)
     std::string ns;
     std::list<int32_t>::iterator lru_it;  // valid while cached-free
   };
   void unregister(int32_t block);
+  static uint64_t group_key(uint64_t hash, int32_t group);
 
   bool caching_;
   std::vector<Block> blocks_;

@@ -93,28 +93,37 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
       return invalid_argument("tier limits: kv_share must be in (0, 1], max_running and max_queued positive");
     }
   }
+  // Sliding-window layers keep only their window (KvLayout::windowed; one group, today's
+  // layout, for models without them) unless the full-storage reference layout is asked for.
+  model::KvLayout layout = opts.kv_window_only ? model::KvLayout::windowed(cfg) : model::KvLayout::full(cfg);
+  const model::KvFootprint footprint = model::kv_footprint(layout, cfg, opts.kv_type, opts.block_size);
   int32_t num_blocks = opts.num_kv_blocks;
   if (num_blocks <= 0) {
-    num_blocks = model::KvStorage::blocks_for_budget(cfg, opts.kv_type, opts.block_size, opts.kv_cache_bytes);
+    num_blocks = model::KvStorage::blocks_for_budget(cfg, opts.kv_type, opts.block_size, opts.kv_cache_bytes, layout);
   }
   if (num_blocks <= 0) {
     return resource_exhausted("KV cache budget of " + std::to_string(opts.kv_cache_bytes) +
                               " bytes holds no block of " + std::to_string(opts.block_size) + " tokens");
   }
   TS_RETURN_IF_ERROR(validate_spec_options(opts.spec, model));
-  TS_ASSIGN_OR_RETURN(auto storage, model::KvStorage::create(cfg, opts.kv_type, opts.block_size, num_blocks));
+  const int32_t num_groups = layout.num_groups();
+  TS_ASSIGN_OR_RETURN(auto storage,
+                      model::KvStorage::create(cfg, opts.kv_type, opts.block_size, num_blocks, std::move(layout)));
 
   std::unique_ptr<Engine> e(new Engine(model, opts));
   e->max_model_len_ = cfg.n_ctx_train > 0 ? cfg.n_ctx_train : (1 << 20);
   if (opts.max_model_len > 0) e->max_model_len_ = std::min(e->max_model_len_, opts.max_model_len);
   // One sequence must always fit the pool alone: then admission never reserves up front (blocks
   // are allocated as a sequence grows) and a shortage is solved by preemption, never refusal.
-  const int64_t pool_tokens = static_cast<int64_t>(num_blocks) * opts.block_size;
+  // With sliding-window groups a sequence's blocks grow only in the full-attention groups (a
+  // prefill chunk of up to max_batch_tokens holds its window too while it runs).
+  const int64_t pool_tokens = footprint.max_tokens_for_blocks(num_blocks, opts.max_batch_tokens);
   if (e->max_model_len_ > pool_tokens) {
     log::info("engine: max_model_len capped from " + std::to_string(e->max_model_len_) + " to " +
               std::to_string(pool_tokens) + " tokens: the KV cache (" + std::to_string(num_blocks) +
               " blocks of " + std::to_string(opts.block_size) +
-              " tokens) holds no longer sequence; raise --kv-cache-memory for the full context");
+              (num_groups > 1 ? " tokens shared by " + std::to_string(num_groups) + " KV groups" : std::string(" tokens")) +
+              ") holds no longer sequence; raise --kv-cache-memory for the full context");
     e->max_model_len_ = static_cast<int32_t>(pool_tokens);
     e->kv_capped_ = true;
   }
@@ -134,16 +143,27 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   if (opts.spec.mode == SpecMode::kDraft) {
     // As many blocks as the target's pool, so drafting never runs short before the target does;
     // this memory comes on top of the KV budget (the draft's blocks are smaller).
-    TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, num_blocks));
+    // With window-only KV the target's tokens are bounded by its full-attention groups' blocks.
+    const int32_t draft_blocks =
+        footprint.num_full_groups > 1 ? (num_blocks + footprint.num_full_groups - 1) / footprint.num_full_groups : num_blocks;
+    TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, draft_blocks));
     log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
-              std::to_string(num_blocks) + " blocks, on top of the KV budget)");
+              std::to_string(draft_blocks) + " blocks, on top of the KV budget)");
   }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;
   im.stats.block_size = opts.block_size;
   log::info("engine: " + std::to_string(num_blocks) + " KV blocks of " + std::to_string(opts.block_size) +
             " tokens (" + model::kv_type_name(opts.kv_type) + ", " +
-            std::to_string(im.kv.total_bytes() >> 20) + " MiB), max_seqs " + std::to_string(opts.max_seqs) +
+            std::to_string(im.kv.total_bytes() >> 20) + " MiB" +
+            (num_groups > 1 ? "; " + std::to_string(num_groups) + " KV groups of " +
+                                  std::to_string(im.kv.layout().layers_per_group) + " layers, a sliding-window group holds at most " +
+                                  std::to_string(footprint.swa_blocks_cap()) + " blocks of its window; " +
+                                  std::to_string(footprint.full_bytes_per_token()) + " B/token + " +
+                                  std::to_string(footprint.swa_bytes_cap()) +
+                                  " B window per sequence"
+                              : std::string()) +
+            "), max_seqs " + std::to_string(opts.max_seqs) +
             ", max_batch_tokens " + std::to_string(opts.max_batch_tokens) + ", max_model_len " +
             std::to_string(e->max_model_len_));
   if (opts.start_thread) e->thread_ = std::thread([eng = e.get()] { eng->loop(); });
@@ -587,6 +607,13 @@ bool Engine::Impl::step() {
   // One forward over the flattened tokens of every scheduled sequence.
   batch_tokens.clear();
   slices.clear();
+  group_tables.clear();
+  const int32_t num_groups = kvm.num_groups();
+  if (num_groups > 1) {  // every group's table, before any span into group_tables is taken
+    for (const ScheduledSeq& sc : out.scheduled) {
+      for (int32_t g = 0; g < num_groups; ++g) group_tables.emplace_back(KvCacheManager::table(*sc.seq, g));
+    }
+  }
   int32_t num_rows = 0;
   for (const ScheduledSeq& sc : out.scheduled) {
     Sequence& q = *sc.seq;
@@ -598,7 +625,11 @@ bool Engine::Impl::step() {
     slices.push_back({.num_tokens = sc.num_tokens,
                       .start_pos = start,
                       .block_table = std::span<const int32_t>(q.block_table),
-                      .num_logits = rows});
+                      .num_logits = rows,
+                      .group_tables = num_groups > 1 ? std::span<const std::span<const int32_t>>(group_tables).subspan(
+                                                           slices.size() * static_cast<size_t>(num_groups),
+                                                           static_cast<size_t>(num_groups))
+                                                     : std::span<const std::span<const int32_t>>()});
     num_rows += rows;
     prefill += std::max(0, std::min(start + sc.num_tokens, q.num_prompt_tokens) - start);
   }

@@ -34,12 +34,17 @@ struct EngineOptions {
   int32_t block_size = 16;           // tokens per KV block
   size_t kv_cache_bytes = size_t{256} << 20;  // KV memory budget; `serve` sizes it from the machine
                                               // (engine/kv_budget.h) unless --kv-cache-memory
-  int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests)
+  int32_t num_kv_blocks = 0;         // > 0: exact block count, overrides kv_cache_bytes (tests);
+                                     // the blocks are shared by every KV group (a window-only
+                                     // layout's block holds fewer layers: model::KvLayout)
   model::KvType kv_type = model::KvType::kF16;  // KV element type
   int32_t max_seqs = 64;             // running sequences at most (--max-seqs)
   int32_t max_batch_tokens = 512;    // tokens per step at most (--max-batch-tokens); >= max_seqs is sensible
   int32_t max_model_len = 0;         // prompt + completion limit; 0 = the model's context length
   bool enable_prefix_cache = true;   // reuse cached full blocks across requests
+  bool kv_window_only = true;        // sliding-window layers (gemma3) keep only their window
+                                     // (model::KvLayout::windowed); false: every position stored
+                                     // and masked at attention (the reference layout)
   TierOptions interactive{.max_running = 256, .kv_share = 1.0f, .priority = 1,
                           .latency_target = std::chrono::milliseconds(500), .max_queued = 1024};
   TierOptions batch{.max_running = 256, .kv_share = 0.9f, .priority = 0,
@@ -86,7 +91,8 @@ class Engine {
  public:
   // Sizes the KV pool (num_kv_blocks or kv_cache_bytes), allocates it, and starts the loop
   // thread when opts.start_thread. max_model_len is the model's context (or opts.max_model_len
-  // if smaller), capped to the tokens the pool holds (num_blocks * block_size) with one log line. `model` must outlive the engine, and only one engine may
+  // if smaller), capped to the tokens the pool holds for one sequence (num_blocks * block_size,
+  // or more with window-only sliding-window groups: model::KvFootprint) with one log line. `model` must outlive the engine, and only one engine may
   // drive a Model at a time (Model::forward uses per-model scratch).
   // With opts.spec.mode != kOff the options are checked by validate_spec_options (the draft
   // model's vocabulary must match) and a draft model gets its own KV pool of as many blocks.

@@ -74,7 +74,7 @@ struct Engine::Impl {
       : pool(threads),
         kv(std::move(kv_storage)),
         blocks(num_blocks, o.enable_prefix_cache),
-        kvm(blocks, o.block_size),
+        kvm(blocks, o.block_size, kv.layout().group_window),
         sched(so, kvm),
         sampler(n_vocab),
         waker(std::make_shared<detail::Waker>()) {}
@@ -90,6 +90,7 @@ struct Engine::Impl {
   std::vector<float> logits;                      // [max_seqs][n_vocab]
   std::vector<int32_t> batch_tokens;              // flattened step tokens
   std::vector<model::SeqSlice> slices;            // one per scheduled sequence
+  std::vector<std::span<const int32_t>> group_tables;  // [scheduled][KV groups] (window-only KV)
 
   std::list<std::unique_ptr<ReqState>> active;    // engine thread only
   std::unordered_map<const Sequence*, SeqState*> by_seq;

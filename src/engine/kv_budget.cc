@@ -23,7 +23,7 @@ std::string format_bytes(int64_t bytes) {
 }
 
 Result<KvBudget> default_kv_budget(const KvBudgetInputs& in) {
-  if (in.kv_bytes_per_token <= 0 || in.max_seqs <= 0 || in.max_model_len <= 0) {
+  if (in.kv_bytes_per_token <= 0 || in.kv_bytes_per_seq < 0 || in.max_seqs <= 0 || in.max_model_len <= 0) {
     return invalid_argument("KV budget: per-token bytes, max_seqs and max_model_len must be positive");
   }
   if (!(in.utilization > 0.0 && in.utilization <= 1.0)) {
@@ -32,9 +32,10 @@ Result<KvBudget> default_kv_budget(const KvBudgetInputs& in) {
   const int64_t left = std::max<int64_t>(0, in.mem_available_bytes - std::max<int64_t>(0, in.weight_bytes));
   const double share = std::floor(in.utilization * static_cast<double>(left));
   // Tokens the engine can ever hold at once; saturate instead of overflowing.
-  const double useful = static_cast<double>(in.max_seqs) * static_cast<double>(in.max_model_len) *
-                        static_cast<double>(in.kv_bytes_per_token);
-  const double one_seq = static_cast<double>(in.max_model_len) * static_cast<double>(in.kv_bytes_per_token);
+  const double one_seq = in.kv_bytes_per_seq > 0
+                            ? static_cast<double>(in.kv_bytes_per_seq)
+                            : static_cast<double>(in.max_model_len) * static_cast<double>(in.kv_bytes_per_token);
+  const double useful = static_cast<double>(in.max_seqs) * one_seq;
   const double ceiling = std::max(static_cast<double>(in.ceiling_bytes), one_seq);
   const double cap = std::min({useful, ceiling, static_cast<double>(std::numeric_limits<int64_t>::max() / 2)});
   KvBudget out;

@@ -19,6 +19,10 @@ struct KvBudgetInputs {
   int64_t mem_available_bytes = 0;  // MemAvailable before the model was loaded
   int64_t weight_bytes = 0;         // the model file: resident once its pages are touched
   int64_t kv_bytes_per_token = 0;   // KV bytes one token takes over all layers (> 0)
+  int64_t kv_bytes_per_seq = 0;     // KV bytes one sequence of max_model_len tokens holds
+                                    // (model::KvFootprint::bytes_for_tokens: less than
+                                    // max_model_len x kv_bytes_per_token when sliding-window
+                                    // layers keep only their window); 0 = that product
   int64_t max_seqs = 0;             // running sequences at most
   int64_t max_model_len = 0;        // tokens per sequence at most (the model's context)
   double utilization = 0.9;         // share of the memory left after the weights, (0, 1]
@@ -33,8 +37,8 @@ struct KvBudget {
                                     // "0.9 x (MemAvailable 20.1 GiB - weights 0.5 GiB) = 17.6 GiB"
 };
 
-// budget = min(utilization * max(0, mem_available - weights), max_seqs * max_model_len * per-token,
-//              max(ceiling_bytes, max_model_len * per-token)).
+// budget = min(utilization * max(0, mem_available - weights), max_seqs * per-seq,
+//              max(ceiling_bytes, per-seq)), per-seq = kv_bytes_per_seq or max_model_len * per-token.
 // Error kInvalidArgument for non-positive per-token bytes, sequence counts or lengths, or a
 // utilization outside (0, 1].
 Result<KvBudget> default_kv_budget(const KvBudgetInputs& in);

@@ -78,7 +78,7 @@ bool Scheduler::has_work() const {
 int32_t Scheduler::tier_blocks(Tier t) const {
   int32_t n = 0;
   for (const Sequence* s : running_) {
-    if (s->tier == t) n += static_cast<int32_t>(s->block_table.size());
+    if (s->tier == t) n += kv_.num_held_blocks(*s);
   }
   return n;
 }
@@ -147,8 +147,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, Sc
   const int32_t total = kv_.pool().num_blocks();
   const int32_t limit = std::max<int32_t>(1, static_cast<int32_t>(std::floor(to.kv_share * total)));
   const int32_t held = tier_blocks(t);
-  if (held > 0 && held + static_cast<int32_t>(seq->block_table.size()) +
-                          kv_.num_blocks_needed(*seq, n) > limit) {
+  if (held > 0 && held + kv_.num_held_blocks(*seq) + kv_.num_blocks_needed(*seq, n) > limit) {
     kv_.free(*seq);
     seq->num_cached_tokens = 0;
     return false;

@@ -26,6 +26,10 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;     // prompt length
   int32_t num_computed_tokens = 0;   // leading tokens whose KV is in block_table
   std::vector<int32_t> block_table;  // KV blocks covering [0, num_computed_tokens + scheduled)
+                                     // (KV group 0: the only group of most models)
+  std::vector<std::vector<int32_t>> more_block_tables;  // groups 1.. of a window-only KV cache
+                                     // (model::KvLayout), same length as block_table; a
+                                     // sliding-window group's released blocks are kNoBlock (-1)
   std::vector<uint64_t> block_hashes;  // chained hashes of leading full blocks (memo)
   int32_t num_registered_blocks = 0; // leading blocks already offered to the prefix cache
   int32_t num_cached_tokens = 0;     // tokens found in the prefix cache at the last admission

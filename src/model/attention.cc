@@ -154,7 +154,8 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     // Convert the tile once: K as [hd][16] lanes, V row-major.
     if (bs % kKeyTile == 0 && c.kv.type() != KvType::kF32) {
       // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
-      // past n hold other positions' finite values; their scores are never used).
+      // past n hold other positions' finite values; their scores are never used). That block
+      // holds lo_first or a later position, so it is never a released (window-only) block.
       const int32_t block = s.block_table[k0 / bs], slot0 = k0 % bs;
       const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, it.kv_head);
       const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, it.kv_head);
@@ -170,6 +171,13 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     } else {
       for (int32_t i = 0; i < n; ++i) {
         const int32_t pos = k0 + i;
+        if (pos < lo_first) {
+          // Before every query's window: never scored, and its block may already be released
+          // (window-only KV leaves a hole in the table there).
+          for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = 0.f;
+          std::fill(vt + static_cast<size_t>(i) * hd, vt + static_cast<size_t>(i + 1) * hd, 0.f);
+          continue;
+        }
         const int32_t block = s.block_table[pos / bs], slot = pos % bs;
         read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
         for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];

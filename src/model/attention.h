@@ -46,6 +46,10 @@ struct AttentionScratch {
   std::vector<float> partials;  // per partial slot: m [rows], s [rows], acc [rows][head_dim]
 };
 
+// Block tables: each SeqSlice's block_table (the caller passes the layer's KV group's tables).
+// With a window, blocks wholly before the window of the slice's first query may be
+// KvLayout::kNoBlock: neither function reads or writes them.
+//
 // Stores the new tokens' K and V ([T][n_head_kv*head_dim], rows in batch order) into each
 // sequence's blocks at positions start_pos.. of `layer`, converting to the storage type.
 void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,

@@ -28,6 +28,8 @@ struct Model::Scratch {
   std::vector<float> logit_in;                             // [num logits][n_embd]
   AttentionScratch attn_scratch;
   MoeScratch moe;
+  // Window-only KV (several KV groups): the batch's slices with each group's block table.
+  std::vector<std::vector<SeqSlice>> group_seqs;
   // The normed hidden states h, quantized once for the matrices that read them (Q/K/V; gate/up).
   tensor::PreparedActivations h_prep;
 };
@@ -96,19 +98,32 @@ Result<int64_t> check_batch(const ForwardBatch& batch, const KvStorage& kv, cons
   if (kv.n_layer() != c.n_layer || kv.n_head_kv() != c.n_head_kv || kv.head_dim() != c.head_dim) {
     return invalid_argument("KV storage shape does not match the model");
   }
+  const KvLayout& layout = kv.layout();
   int64_t counted = 0, num_logits = 0;
   for (const SeqSlice& s : batch.seqs) {
     if (s.num_tokens <= 0 || s.start_pos < 0 || s.num_logits < 0 || s.num_logits > s.num_tokens) {
       return invalid_argument("bad sequence slice in forward batch");
     }
-    int64_t end = int64_t{s.start_pos} + s.num_tokens;
-    if (end > static_cast<int64_t>(s.block_table.size()) * kv.block_size()) {
-      return invalid_argument("positions up to " + std::to_string(end) + " exceed the sequence's " +
-                              std::to_string(s.block_table.size()) + " KV blocks");
+    if (!s.group_tables.empty() && static_cast<int32_t>(s.group_tables.size()) != layout.num_groups()) {
+      return invalid_argument("sequence slice has " + std::to_string(s.group_tables.size()) +
+                              " block tables for a KV cache of " + std::to_string(layout.num_groups()) + " groups");
     }
-    for (int64_t b = 0; b < (end + kv.block_size() - 1) / kv.block_size(); ++b) {
-      if (s.block_table[b] < 0 || s.block_table[b] >= kv.num_blocks()) {
-        return invalid_argument("block id " + std::to_string(s.block_table[b]) + " out of range");
+    const int64_t end = int64_t{s.start_pos} + s.num_tokens;
+    for (int32_t g = 0; g < layout.num_groups(); ++g) {
+      const std::span<const int32_t> table = s.group_tables.empty() ? s.block_table : s.group_tables[static_cast<size_t>(g)];
+      if (end > static_cast<int64_t>(table.size()) * kv.block_size()) {
+        return invalid_argument("positions up to " + std::to_string(end) + " exceed the sequence's " +
+                                std::to_string(table.size()) + " KV blocks");
+      }
+      const int32_t window = layout.group_window[static_cast<size_t>(g)];
+      for (int64_t b = 0; b < (end + kv.block_size() - 1) / kv.block_size(); ++b) {
+        const int32_t id = table[static_cast<size_t>(b)];
+        // A hole is fine only where no query of this slice looks (before the first one's window).
+        const bool hole_ok = id == KvLayout::kNoBlock && window > 0 &&
+                             (b + 1) * kv.block_size() <= int64_t{s.start_pos} - window + 1;
+        if (!hole_ok && (id < 0 || id >= kv.num_blocks())) {
+          return invalid_argument("block id " + std::to_string(id) + " out of range");
+        }
       }
     }
     counted += s.num_tokens;
@@ -157,6 +172,23 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     S.positions.resize(T);
   }
   grow(S.logit_in, num_logits * E);
+
+  // Each layer reads and writes its KV group's block tables.
+  const KvLayout& layout = kv.layout();
+  if (layout.hybrid()) {
+    S.group_seqs.resize(static_cast<size_t>(layout.num_groups()));
+    for (int32_t g = 0; g < layout.num_groups(); ++g) {
+      auto& gs = S.group_seqs[static_cast<size_t>(g)];
+      gs.assign(batch.seqs.begin(), batch.seqs.end());
+      for (SeqSlice& s : gs) {
+        if (!s.group_tables.empty()) s.block_table = s.group_tables[static_cast<size_t>(g)];
+      }
+    }
+  }
+  auto seqs_of = [&](int32_t layer) -> std::span<const SeqSlice> {
+    if (!layout.hybrid()) return batch.seqs;
+    return S.group_seqs[static_cast<size_t>(layout.group_of_layer[static_cast<size_t>(layer)])];
+  };
 
   const Weights& w = *weights_;
   {
@@ -222,10 +254,10 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       apply_rope(S.q.data() + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
       apply_rope(S.k.data() + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
     }
-    write_kv(kv, l, batch.seqs, S.k.data(), S.v.data());
+    write_kv(kv, l, seqs_of(l), S.k.data(), S.v.data());
     const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                              .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
-    paged_attention(kv, l, ap, batch.seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool);
+    paged_attention(kv, l, ap, seqs_of(l), S.q.data(), S.attn.data(), S.attn_scratch, pool);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
     if (!L.post_attn_norm.empty()) {
       rms_norm_rows(S.h.data(), L.post_attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);

@@ -4,8 +4,9 @@
 // many sequences whose KV lives in a paged KvStorage.
 //
 // The model never schedules, samples or decides which KV blocks a sequence owns: the engine
-// passes each sequence's block table. forward() writes K/V of the new tokens into those blocks
-// and reads all earlier positions from them.
+// passes each sequence's block table (one per KV group when the storage keeps sliding-window
+// layers window-only, see KvLayout). forward() writes K/V of the new tokens into those blocks
+// and reads all earlier positions (within each layer's window) from them.
 //
 // Thread-safety: load() is thread-safe; forward() uses per-model scratch and must be called by
 // one thread at a time (the engine thread). config()/tokenizer() are immutable after load.
@@ -42,6 +43,12 @@ struct SeqSlice {
   int32_t start_pos = 0;                // position of the first one (= tokens already in KV)
   std::span<const int32_t> block_table; // KV blocks covering positions [0, start_pos + num_tokens)
   int32_t num_logits = 1;               // logits wanted for the last num_logits tokens (0..num_tokens)
+  // Per KV group of the storage (KvStorage::layout(); window-only storage of sliding-window
+  // layers): group g's block table, covering the same positions. A sliding-window group's table
+  // may hold KvLayout::kNoBlock for blocks wholly before the window of this slice's first
+  // query, (b + 1) * block_size <= start_pos - window + 1: attention never reads them.
+  // Empty: block_table serves every group.
+  std::span<const std::span<const int32_t>> group_tables = {};
 };
 
 struct ForwardBatch {

@@ -69,12 +69,8 @@ struct ModelConfig {
     return pos - sliding_window + 1 > 0 ? pos - sliding_window + 1 : 0;
   }
 
-  // KV bytes per token over all layers as KvStorage holds them (K and V, q8_0 scales included).
-  // Every layer stores every position today: sliding-window layers are masked to their window
-  // at attention time, not stored window-only (see KvStorage), so this is exact for storage.
-  int64_t kv_bytes_per_token(int bytes_per_elem) const {
-    return 2LL * n_layer * n_head_kv * head_dim * bytes_per_elem;
-  }
+  // KV bytes per token and per sequence live with the storage layout: kv_storage.h
+  // (kv_bytes_per_token, KvLayout, kv_footprint).
   int32_t num_swa_layers() const {
     int32_t n = 0;
     for (int32_t l = 0; l < n_layer; ++l) n += layer_is_swa(l) ? 1 : 0;

@@ -26,8 +26,6 @@ std::string group(uint64_t v) {  // 262144000000 -> "262,144,000,000"
   return o;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 Result<ModelShape> model_shape_from_gguf(const std::string& path) {
@@ -138,11 +136,19 @@ Result<PlanResult> compute_plan(const PlanOptions& o) {
                       " used per token: all " + format_bytes(m.weight_bytes) + " of weights stay resident; one token reads " +
                       format_bytes(m.active_weight_bytes));
   }
-  if (m.n_swa_layers > 0) {
+  // Per-request KV from the model code's storage layout (sliding-window layers window-only).
+  const model::KvFootprint fp = model::kv_footprint(m.n_layer, m.n_swa_layers, m.sliding_window, m.n_head_kv,
+                                                    m.head_dim, o.kv_type, o.block_size);
+  r.kv_full_bytes_per_token = fp.full_bytes_per_token();
+  r.kv_window_bytes_per_seq = fp.swa_bytes_cap();
+  if (m.n_swa_layers > 0 && m.sliding_window > 0) {
     r.notes.push_back(std::to_string(m.n_swa_layers) + " of " + std::to_string(m.n_layer) +
                       " layers use a sliding window of " + std::to_string(m.sliding_window) +
-                      " tokens; the KV cache still stores every position for them (masked at attention), so "
-                      "KV per token counts all layers");
+                      " tokens and keep only their window: a request holds " + group(r.kv_full_bytes_per_token) +
+                      " B per token (full-attention layers) + at most " + format_bytes(r.kv_window_bytes_per_seq) +
+                      " of window (" + std::to_string(fp.num_swa_groups) + " sliding-window groups x " +
+                      std::to_string(fp.swa_blocks_cap()) + " blocks); KV per token above counts every layer, "
+                      "for contexts shorter than the window");
   }
 
   r.usable_bytes = static_cast<uint64_t>(std::floor(static_cast<double>(o.memory_bytes) * (1 - o.headroom)));
@@ -157,7 +163,7 @@ Result<PlanResult> compute_plan(const PlanOptions& o) {
     PlanPercentile p;
     p.label = label;
     p.context_tokens = ctx;
-    p.peak_bytes = static_cast<uint64_t>(ceil_div(ctx, o.block_size) * o.block_size) * r.kv_bytes_per_token;
+    p.peak_bytes = fp.bytes_for_tokens(ctx);
     p.max_seqs = p.peak_bytes ? budget / static_cast<int64_t>(p.peak_bytes) : 0;
     r.percentiles.push_back(p);
   }
@@ -271,6 +277,8 @@ std::string plan_json(const PlanResult& r) {
         {"sliding_window", o.model.sliding_window}}},
       {"kv_type", model::kv_type_name(o.kv_type)},
       {"kv_bytes_per_token", r.kv_bytes_per_token},
+      {"kv_full_attention_bytes_per_token", r.kv_full_bytes_per_token},
+      {"kv_window_bytes_per_seq", r.kv_window_bytes_per_seq},
       {"kv_formula", r.kv_formula},
       {"block_size", o.block_size},
       {"memory_bytes", o.memory_bytes},

@@ -64,6 +64,7 @@ struct PlanOptions {
   LengthDistribution lengths;
   int32_t concurrency = 0;       // > 0: check that this many concurrent requests fit
   int32_t block_size = 16;       // KV block (page) size in tokens; peaks round up to blocks
+                                 // (model::KvFootprint: sliding-window layers hold their window)
 };
 
 struct PlanPercentile {
@@ -75,7 +76,10 @@ struct PlanPercentile {
 
 struct PlanResult {
   PlanOptions options;
-  uint64_t kv_bytes_per_token = 0;
+  uint64_t kv_bytes_per_token = 0;         // every layer (a request shorter than any window)
+  uint64_t kv_full_bytes_per_token = 0;    // full-attention layers only (= kv_bytes_per_token
+                                           // without sliding-window layers)
+  uint64_t kv_window_bytes_per_seq = 0;    // sliding-window layers' window, at most, per request
   std::string kv_formula;        // "2 x 64 layers x 8 KV heads x 128 head dim x 2 B (f16)"
   uint64_t usable_bytes = 0;     // memory x (1 - headroom)
   int64_t kv_budget_bytes = 0;   // usable - weights (negative when weights do not fit)

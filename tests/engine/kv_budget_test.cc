@@ -74,5 +74,20 @@ TEST(KvBudget, ParsesMemAvailable) {
   EXPECT_EQ(format_bytes(300 * kMiB), "300.0 MiB");
 }
 
+TEST(KvBudget, WindowAwareSequenceBytesSetTheCaps) {
+  // Gemma-3-1B-shaped (f16, 16-token blocks): 4 KiB per token of global layers plus at most
+  // 6 x 33 blocks of window; a 32k sequence holds 147 MiB instead of 26 KiB x 32768 = 832 MiB.
+  const int64_t per_token = 26 * 1024, per_seq = (2048 + 6 * 33) * 65536;
+  auto b = default_kv_budget({.mem_available_bytes = 64 * kGiB, .weight_bytes = 2 * kGiB,
+                              .kv_bytes_per_token = per_token, .kv_bytes_per_seq = per_seq, .max_seqs = 4,
+                              .max_model_len = 32768});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->bytes, 4 * per_seq);  // what 4 sequences can use, not 4 x 832 MiB
+  EXPECT_TRUE(b->capped_by_use);
+  EXPECT_FALSE(default_kv_budget({.mem_available_bytes = kGiB, .kv_bytes_per_token = 1, .kv_bytes_per_seq = -1,
+                                  .max_seqs = 1, .max_model_len = 1})
+                   .ok());
+}
+
 }  // namespace
 }  // namespace ts::engine

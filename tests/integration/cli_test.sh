@@ -102,6 +102,17 @@ grep -q 'generation: 8 tokens' "$TMP/e6"
 check "generate on synthetic moe model" $?
 "$BIN" synth --arch qwen3moe --layers 1 --embd 64 --heads 4 --ffn 128 --type f16 --vocab-size 400 -o "$TMP/x.gguf" >/dev/null 2>"$TMP/e7"; [ $? -ne 0 ] && grep -q 'experts' "$TMP/e7"
 check "synth moe without experts is refused" $?
+# A gemma3 with a 32-token window: info reports window-only KV (12 layers, 2 global: groups of 2
+# layers; 256 B per layer and token, so a 512-token context holds 512 B x 512 + 5 window groups x
+# 3 blocks x 16 x 512 B), and generate runs past the window.
+"$BIN" synth --arch gemma3 --layers 12 --embd 64 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128 --ctx 512 \
+  --sliding-window 32 --type f16 --vocab-size 400 -o "$TMP/g3.gguf" >/dev/null 2>&1 && "$BIN" info -m "$TMP/g3.gguf" >"$TMP/g3info"
+grep -q 'keeps only the window for them (6 KV groups of 2 layers)' "$TMP/g3info" \
+  && grep -q 'a 512-token context holds 385024 B (every position in every layer: 1572864)' "$TMP/g3info"
+check "info on a sliding-window model" $?
+"$BIN" generate -m "$TMP/g3.gguf" -p "Hello" -n 80 --temp 0 --ignore-eos >/dev/null 2>"$TMP/e8"
+grep -q 'generation: 80 tokens' "$TMP/e8"
+check "generate past the window with window-only KV" $?
 
 # pull from a local HTTP server laid out like Hugging Face, then serve it as the default model.
 mkdir -p "$TMP/hf/o/r/resolve/main" "$TMP/models"

@@ -110,8 +110,9 @@ TEST(SlidingWindow, LayerPatternAndWindowMask) {
   EXPECT_EQ(c.attn_first_pos(0, 10), 7);
   EXPECT_EQ(c.attn_first_pos(5, 10), 0);
   EXPECT_EQ(c.num_swa_layers(), 5);
-  // Window-only storage would hold 5 layers x 4 positions + 1 layer x 100 positions.
-  EXPECT_EQ(window_only_kv_bytes(c, KvType::kF32, 100), kv_bytes_per_token(c, KvType::kF32) / 6 * (5 * 4 + 100));
+  // Window-only storage (16-token blocks): the global layer holds ceil(100 / 16) = 7 blocks, each
+  // of the 5 sliding-window layers the 2 blocks its 4-token window can span.
+  EXPECT_EQ(window_only_kv_bytes(c, KvType::kF32, 100), kv_bytes_per_token(c, KvType::kF32) / 6 * 16 * (7 + 5 * 2));
 }
 
 // paged_attention with a window against a direct computation over the last `window` positions.

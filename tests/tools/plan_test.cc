@@ -231,5 +231,38 @@ TEST(Plan, MoeModelFromGguf) {
   EXPECT_TRUE(noted);
 }
 
+// A gemma3 file (sliding-window layers): per-request KV comes from the model code's window-only
+// layout: the global layers grow with the context, the sliding-window layers hold their window.
+TEST(Plan, SlidingWindowModelHoldsOnlyTheWindow) {
+  SynthOptions s{.arch = "gemma3", .n_layer = 12, .n_embd = 64, .n_head = 4, .n_head_kv = 1, .n_ff = 128,
+                 .n_ctx = 8192, .vocab_size = 300, .head_dim = 32, .sliding_window = 64};
+  std::string path = ::ts::testing::temp_dir() + "/gemma3-plan.gguf";
+  ASSERT_TRUE(synthesize(s, path).ok());
+  auto shape = model_shape_from_gguf(path);
+  ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+  EXPECT_EQ(shape->n_swa_layers, 10);  // 2 of 12 layers are global
+  EXPECT_EQ(shape->sliding_window, 64);
+  PlanOptions o;
+  o.model = *shape;
+  o.memory_bytes = 64ull << 20;
+  o.lengths = {.p50 = 1000, .p95 = 4000, .p99 = 8000};
+  auto r = compute_plan(o);
+  ASSERT_TRUE(r.ok());
+  const uint64_t layer_token = 2u * 1 * 32 * 2;  // K and V, 1 KV head of 32, f16
+  EXPECT_EQ(r->kv_bytes_per_token, 12 * layer_token);
+  // Groups of 2 layers: 1 global group, 5 window groups of ceil(63 / 16) + 1 = 5 blocks each.
+  EXPECT_EQ(r->kv_full_bytes_per_token, 2 * layer_token);
+  EXPECT_EQ(r->kv_window_bytes_per_seq, 5u * 5 * 2 * 16 * layer_token);
+  EXPECT_EQ(r->percentiles[1].peak_bytes, (4000u / 16 * 2 + 5 * 5 * 2) * 16 * layer_token);
+  EXPECT_EQ(r->percentiles[1].peak_bytes,
+            model::kv_footprint(12, 10, 64, 1, 32, model::KvType::kF16, 16).bytes_for_tokens(4000));
+  // Far below every layer holding every position.
+  EXPECT_LT(r->percentiles[2].peak_bytes * 5, 8000 * r->kv_bytes_per_token);
+  bool noted = false;
+  for (const auto& n : r->notes) noted |= n.find("keep only their window") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_NE(plan_json(*r).find("\"kv_window_bytes_per_seq\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ts::tools
