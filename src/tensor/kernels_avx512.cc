@@ -515,7 +515,12 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 
 // ---- Batched Q4_0 / Q4_K / Q6_K: decode 16-row panels once, then vpdpbusd over all tokens ----
 
-// Below this many tokens the per-row 256-bit kernels are used (panel decoding would not pay).
+// Plain (not repacked) Q4_0 / Q4_K / Q6_K rows always go through the panels, even for one
+// token where the per-row 256-bit kernels would be a little faster: those sum in another
+// order, and a row's result must not depend on the batch size (batch_invariance_test). Plain
+// layouts only run here when repacking was turned off (tests, benchmarks) or failed.
+// The ggml-ordered signed panels (Q5_0 / IQ4_NL, kernels_avx512_more.h) give the per-row
+// kernels' bits exactly, so they switch at kPanelMinTokens, where decoding starts to pay.
 constexpr int64_t kPanelMinTokens = 4;
 
 // 16 rows x 16 dwords (row i at src + i * src_stride) -> dst + c * 64 holds dword c of rows
@@ -588,7 +593,7 @@ void decode_q4_0_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
 }
 
 void gemm_q4_0(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q4_0_256(g);
+  if (g.scratch == nullptr) return gemm_q4_0_256(g);  // every batch size (see above)
   for (int64_t r = 0; r < g.num_rows; r += 16) {
     const int lanes = static_cast<int>(g.num_rows - r < 16 ? g.num_rows - r : 16);
     decode_q4_0_panel(g, r, lanes, g.scratch);
@@ -786,12 +791,12 @@ void gemm_kquant_panels(const GemmArgs& g) {
 }
 
 void gemm_q4_k(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_256(g);
+  if (g.scratch == nullptr) return gemm_q4_k_256(g);  // every batch size (see above)
   gemm_kquant_panels<KKind::kQ4_K>(g);
 }
 
 void gemm_q6_k(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_256(g);
+  if (g.scratch == nullptr) return gemm_q6_k_256(g);  // every batch size (see above)
   gemm_kquant_panels<KKind::kQ6_K>(g);
 }
 
