@@ -116,7 +116,7 @@ inline void for_r16_groups(const GemmArgs& g, F&& group) {
 
 template <int T>
 inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
-                               int64_t t0) {
+                               int64_t t0, PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -130,6 +130,7 @@ inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0,
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 256;
+    pf.step();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       // Nibble x activation pairs stay <= 3810; the 8 of a block sum to <= 30480 in int16.
@@ -164,8 +165,12 @@ inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0,
 }
 
 inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<3>(g.act->n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
@@ -529,11 +534,12 @@ constexpr int64_t kAvx2KPanelMinTokens = 8;
 
 inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 
-inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
     uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
     for (int c = 0; c < 4; ++c) {
       for (int m = 0; m < 8; ++m) {
         // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
@@ -555,12 +561,13 @@ inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
   }
 }
 
-inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
     uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
     for (int c = 0; c < 2; ++c) {
       for (int m = 0; m < 8; ++m) {
         for (int h = 0; h < 2; ++h) {
@@ -592,7 +599,8 @@ inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
 // (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
 // else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
 template <bool kQ6, int T>
-inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
+                             PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr int kSub = kQ6 ? 16 : 8;
@@ -603,6 +611,7 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
     // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
@@ -671,18 +680,24 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
 
 template <bool kQ6>
 inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
-  const int64_t nb = g.act->cols / kQK_K;
+  const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t tiles = (n_tok + 3) / 4;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    // The decode pass streams this group; it and the compute passes over the panel prefetch the next.
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
     if constexpr (kQ6) {
-      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch);
+      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch, pf);
     } else {
-      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch);
+      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch, pf);
     }
-    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo);
-      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi);
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });
