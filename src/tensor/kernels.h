@@ -108,7 +108,10 @@ constexpr int kActIlTile = 8;
 constexpr int32_t kActIlBias0 = 0x4B400000;
 constexpr float kActIlBias0F = 12582912.0f;  // 1.5 * 2^23, the float whose bits are kActIlBias0
 constexpr size_t kActIlBlockBytes = kActIlTile * (32 + 4 + 4);
-constexpr int64_t kActIlMinTokens = 4;
+// Every batch size, one token included: the interleaved tile kernel prefetches its weight lines,
+// which made 1-2 token matmuls streaming from DRAM ~1.3x faster than the plain Q8_0 tile. The
+// preparation is one pass over n_tok x cols bytes. (A tier that does not read q8_il ignores it.)
+constexpr int64_t kActIlMinTokens = 1;
 inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
   return static_cast<size_t>((n_tok + kActIlTile - 1) / kActIlTile) * static_cast<size_t>(cols / 32) *
          kActIlBlockBytes;
