@@ -275,7 +275,8 @@ inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
 // ---- Q4_K_R16 x Q8_K -------------------------------------------------------------------------
 
 template <int T>
-inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -287,6 +288,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
@@ -355,15 +357,20 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 }
 
 inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
 // ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
 
 template <int T>
-inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -376,6 +383,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
@@ -441,8 +449,12 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 }
 
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
