@@ -209,7 +209,7 @@ struct DecQ5_0256 {
 // (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
 // so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
 template <typename Dec>
-inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t) {
+inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t, PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const int8_t* xq = a.q8 + t * a.cols;
@@ -220,6 +220,7 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     const int half = static_cast<int>(b & 1);
     const __m256 d = _mm256_mul_ps(load8_f16(rec + half * 32 + 16 * h), _mm256_set1_ps(a.d8[t * nb + b]));
+    pf.step();
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = Dec::vals(rec, half, k4, h);
@@ -242,8 +243,9 @@ struct DecPanelS8_256 {
   }
 };
 template <typename Dec>
-inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     uint8_t* out = panel + static_cast<size_t>(b >> 1) * kR16PairBytes;
     const int half = static_cast<int>(b & 1);
@@ -257,16 +259,21 @@ inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
   const bool batched = g.act->n_tok >= 2 && g.scratch != nullptr;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, g.act->cols / 32, g.scratch);
-    for (int64_t t = 0; t < g.act->n_tok; ++t) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok * halves + (batched ? 1 : 0)) * nb);
+    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, nb, g.scratch, pf);
+    for (int64_t t = 0; t < n_tok; ++t) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
       if (batched) {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t);
+        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t, pf);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t, pf);
       } else {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t);
+        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t, pf);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t, pf);
       }
       store_group(g, lo, hi, t, lane0, lane1, out_r);
     }
