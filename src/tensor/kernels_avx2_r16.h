@@ -46,27 +46,7 @@ inline void store256_s8(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret
 // is hygiene, not a measured speed-up). Emits no instruction.
 inline void keep_reg(__m256i& v) { __asm__("" : "+x"(v)); }
 
-// Prefetches the next 16-row group at a steady rate over every block step of every pass made
-// over the current group. Batched kernels pass over a group several times (token tiles,
-// halves) but only the first pass streams from DRAM; spreading the next group's lines over
-// all the passes keeps DRAM busy the whole time instead of in bursts that fill the line-fill
-// buffers and stall the compute (measured: an 8-token Q8_0 matmul from DRAM took the sum of
-// its memory and compute times, not their maximum).
-struct PrefetchSpread {
-  const char* next = nullptr;  // the next group, or null (nothing to prefetch)
-  size_t bytes = 0;            // its size
-  size_t done = 0;             // bytes prefetched so far
-  size_t per_step = 64;        // bytes per block step, a multiple of 64
-  PrefetchSpread(const uint8_t* next_group, size_t group_bytes, int64_t steps)
-      : next(reinterpret_cast<const char*>(next_group)), bytes(group_bytes) {
-    if (steps > 0) per_step = ((group_bytes / static_cast<size_t>(steps)) / 64 + 1) * 64;
-  }
-  void step() {
-    if (next == nullptr) return;
-    const size_t end = done + per_step < bytes ? done + per_step : bytes;
-    for (; done < end; done += 64) _mm_prefetch(next + done, _MM_HINT_T0);
-  }
-};
+// PrefetchSpread (kernels_x86_impl.h) spreads the next group's prefetch over a group's passes.
 
 // Writes the 16 lanes of one group (two 8-row halves) for one token, lanes [lane0, lane1).
 inline void store_group(const GemmArgs& g, __m256 lo, __m256 hi, int64_t t, int lane0, int lane1, int64_t out_r) {

@@ -708,7 +708,8 @@ inline __m512i load_panel(const uint8_t* p) { return _mm512_load_si512(reinterpr
 // values are stored + 2^kShift (Q6_K 32, Q3_K 4, IQ4_XS 128) and the pairs hold the sub-block
 // scales; kShift == 0: Q4_K-style mins in the pairs, scaled by the dmin row.
 template <int kSub, int kShift, int T>
-inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0) {
+inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0,
+                        PrefetchSpread* pf = nullptr) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr bool kQ6 = kSub == 16;         // 16-value sub-blocks: one bsum per sub-block
@@ -718,6 +719,7 @@ inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int6
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = p.blk(b);
+    if (pf != nullptr) pf->step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
     __m512i isum[T], side[T];
