@@ -19,7 +19,10 @@
 // Q4_1, Q5_0, Q5_1 and IQ4_NL also sum in ggml's x86 float order on every ISA (bit-identical
 // across ISAs): the quantized golden models are sensitive to last-bit differences.
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
-// path gives the same result up to float summation order.
+// path gives the same result up to float summation order. Within one ISA and layout a token's
+// output row is bit-identical whatever the batch: n_tok, the token's position in it, and the
+// kernel variant the batch size selects do not change it (greedy decoding across batch
+// compositions and speculative verification rely on this; tests/tensor/batch_invariance_test).
 //
 // Thread-safety: const methods are safe to call concurrently; matmul uses the pool it is given
 // (whose run() must not be re-entered).
