@@ -164,12 +164,14 @@ inline __m256i r16_nibbles_256(const uint8_t* rec, int half, int k4, int h) {
 }
 struct DecIQ4NL256 {
   static constexpr size_t kRec = kR16Q4PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
   }
 };
 struct DecQ5_0256 {
   static constexpr size_t kRec = kR16Q5PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     const __m256i nib = r16_nibbles_256(rec, half, k4, h);
     // 5th bits of values 4*k4 .. 4*k4 + 3: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh
@@ -185,6 +187,13 @@ struct DecQ5_0256 {
   }
 };
 
+// Q4_1_R16: unsigned nibbles (the Q4_0_R16 byte order) and a per-block min (kR16Q41MinOffset).
+struct DecQ4_1256 {
+  static constexpr size_t kRec = kR16Q41PairBytes;
+  static constexpr bool kMin = true;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) { return r16_nibbles_256(rec, half, k4, h); }
+};
+
 // Half h (8 rows) of one group for token t: lane i of ggml's x86 dot is accumulator acc[i]
 // (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
 // so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
@@ -193,7 +202,7 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const int8_t* xq = a.q8 + t * a.cols;
-  __m256 acc[8];
+  __m256 acc[8], summ = _mm256_setzero_ps();
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -204,20 +213,29 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = Dec::vals(rec, half, k4, h);
-      const __m256i p = _mm256_madd_epi16(
-          _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(bcast4(xq + b * 32 + 4 * k4), w)), ones16());
+      const __m256i x = bcast4(xq + b * 32 + 4 * k4);
+      // Unsigned values (kMin: Q4_1 nibbles, pairs <= 3810) multiply as they are.
+      const __m256i p = Dec::kMin ? _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16())
+                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones16());
       acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
+    }
+    if constexpr (Dec::kMin) {
+      // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
+      const __m256 m = load8_f16(rec + kR16Q41MinOffset + half * 32 + 16 * h);
+      summ = _mm256_add_ps(summ, _mm256_mul_ps(m, _mm256_set1_ps(a.s1[t * nb + b])));
     }
   }
   const __m256 h0 = _mm256_add_ps(acc[0], acc[4]), h1 = _mm256_add_ps(acc[1], acc[5]);
   const __m256 h2 = _mm256_add_ps(acc[2], acc[6]), h3 = _mm256_add_ps(acc[3], acc[7]);
-  return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  return Dec::kMin ? _mm256_add_ps(s, summ) : s;
 }
 
 // A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
 // scales, [2 blocks][8 k4][16 rows][4]), for batches: the per-token passes then only load.
 struct DecPanelS8_256 {
   static constexpr size_t kRec = kR16PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
   }
@@ -238,7 +256,8 @@ inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t
 
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
-  const bool batched = g.act->n_tok >= 2 && g.scratch != nullptr;
+  // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).
+  const bool batched = !Dec::kMin && g.act->n_tok >= 2 && g.scratch != nullptr;
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
