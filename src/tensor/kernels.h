@@ -26,7 +26,7 @@ enum class Layout : int {
   kQ4_K_R16,  // 16 rows interleaved, see below
   kQ6_K_R16,  // 16 rows interleaved, see below
   kQ4_0_R16,  // 16 rows interleaved, see below
-  // Plain GGUF layouts of the other common ggml types (Q4_1 also has Q4_1_R16 below).
+  // Plain GGUF layouts of the other common ggml types (Q4_1 / Q5_1 also have R16 layouts below).
   kQ4_1,
   kQ5_0,
   kQ5_1,
@@ -38,6 +38,7 @@ enum class Layout : int {
   kIQ4_NL_R16,  // 16 rows interleaved: the Q4_0_R16 bytes (same block shape), table values
   kQ5_0_R16,    // 16 rows interleaved, see below
   kQ4_1_R16,    // 16 rows interleaved, see below
+  kQ5_1_R16,    // 16 rows interleaved, see below
   kCount,
 };
 
@@ -85,9 +86,16 @@ constexpr size_t kR16Q41MinOffset = 64 + 2 * 256;
 inline size_t r16_q4_1_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q41PairBytes;
 }
+// Q5_1_R16: the Q5_0_R16 record (fp16 d, qs bytes, [2][16] u32 qh) followed by [2][16] fp16
+// mins m; weight = d * (nibble | 16 * bit) + m.
+constexpr size_t kR16Q51PairBytes = kR16Q5PairBytes + 64;
+constexpr size_t kR16Q51MinOffset = kR16Q5PairBytes;
+inline size_t r16_q5_1_group_bytes(int64_t cols) {
+  return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q51PairBytes;
+}
 inline bool is_r16(Layout l) {
   return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16 ||
-         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16 || l == Layout::kQ4_1_R16;
+         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16 || l == Layout::kQ4_1_R16 || l == Layout::kQ5_1_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

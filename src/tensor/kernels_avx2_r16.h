@@ -169,21 +169,25 @@ struct DecIQ4NL256 {
     return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
   }
 };
+// 0xFF in each byte whose value (4*k4 .. 4*k4 + 3 of 8 rows, half h) has its 5th bit set in the
+// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh dword,
+// copied to the row's 4 bytes and tested one bit per byte.
+inline __m256i q5_high_bits_256(const uint8_t* rec, int half, int k4, int h) {
+  const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
+  const int8_t o = static_cast<int8_t>(k4 / 2);
+  const __m256i idx = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+  const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
+}
 struct DecQ5_0256 {
   static constexpr size_t kRec = kR16Q5PairBytes;
   static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     const __m256i nib = r16_nibbles_256(rec, half, k4, h);
-    // 5th bits of values 4*k4 .. 4*k4 + 3: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh
-    // dword; copy that byte to the row's 4 bytes and test one bit per byte.
-    const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
-    const int8_t o = static_cast<int8_t>(k4 / 2);
-    const __m256i idx = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-    const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-    const __m256i high = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
-    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib, high);
+    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib,
+                              q5_high_bits_256(rec, half, k4, h));
   }
 };
 
@@ -191,7 +195,18 @@ struct DecQ5_0256 {
 struct DecQ4_1256 {
   static constexpr size_t kRec = kR16Q41PairBytes;
   static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q41MinOffset;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) { return r16_nibbles_256(rec, half, k4, h); }
+};
+// Q5_1_R16: the Q5_0_R16 bytes read as unsigned values nibble | 16 * bit (0..31), and a min.
+struct DecQ5_1256 {
+  static constexpr size_t kRec = kR16Q51PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q51MinOffset;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    const __m256i nib = r16_nibbles_256(rec, half, k4, h);
+    return _mm256_or_si256(nib, _mm256_and_si256(q5_high_bits_256(rec, half, k4, h), _mm256_set1_epi8(0x10)));
+  }
 };
 
 // Half h (8 rows) of one group for token t: lane i of ggml's x86 dot is accumulator acc[i]
@@ -214,14 +229,14 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = Dec::vals(rec, half, k4, h);
       const __m256i x = bcast4(xq + b * 32 + 4 * k4);
-      // Unsigned values (kMin: Q4_1 nibbles, pairs <= 3810) multiply as they are.
+      // Unsigned values (kMin: Q4_1 / Q5_1, pairs <= 2 * 31 * 127) multiply as they are.
       const __m256i p = Dec::kMin ? _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16())
                                   : _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones16());
       acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
     }
     if constexpr (Dec::kMin) {
       // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
-      const __m256 m = load8_f16(rec + kR16Q41MinOffset + half * 32 + 16 * h);
+      const __m256 m = load8_f16(rec + Dec::kMinOffset + half * 32 + 16 * h);
       summ = _mm256_add_ps(summ, _mm256_mul_ps(m, _mm256_set1_ps(a.s1[t * nb + b])));
     }
   }

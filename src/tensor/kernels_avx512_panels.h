@@ -58,23 +58,37 @@ struct DecIQ4NLR16 {  // IQ4_NL_R16 (Q4_0_R16 bytes)
 struct DecQ4_1R16 {  // Q4_1_R16: unsigned nibbles (Q4_0_R16 byte order) and a min per block
   static constexpr size_t kRec = kR16Q41PairBytes;
   static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q41MinOffset;
   static __m512i vals(const uint8_t* rec, int half, int k4) { return r16_nibbles(rec, half, k4); }
 };
+// Bytes (16 rows x values 4*k4 .. 4*k4 + 3 of block half `half`) whose 5th bit is set in the
+// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each row's qh dword,
+// copied to the row's 4 bytes, then one bit tested per byte.
+inline __mmask64 q5_high_mask(const uint8_t* rec, int half, int k4) {
+  const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
+  const int8_t o = static_cast<int8_t>(k4 / 2);
+  const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
+                                                           8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+  const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+  return _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
+}
 struct DecQ5_0R16 {  // Q5_0_R16
   static constexpr size_t kRec = kR16Q5PairBytes;
   static constexpr bool kMin = false;
   static __m512i vals(const uint8_t* rec, int half, int k4) {
     const __m512i nib = r16_nibbles(rec, half, k4);
-    // The 5th bits of values 4*k4 .. 4*k4 + 3 are bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each
-    // row's qh dword: copy that byte to the row's 4 bytes, then test one bit per byte.
-    const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
-    const int8_t o = static_cast<int8_t>(k4 / 2);
-    const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
-                                                             8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-    const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-    const __mmask64 high = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
-    return _mm512_mask_mov_epi8(_mm512_or_si512(nib, _mm512_set1_epi8(static_cast<char>(0xF0))), high, nib);
+    return _mm512_mask_mov_epi8(_mm512_or_si512(nib, _mm512_set1_epi8(static_cast<char>(0xF0))), q5_high_mask(rec, half, k4),
+                                nib);
+  }
+};
+struct DecQ5_1R16 {  // Q5_1_R16: the Q5_0_R16 bytes as unsigned nibble | 16 * bit, and a min per block
+  static constexpr size_t kRec = kR16Q51PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q51MinOffset;
+  static __m512i vals(const uint8_t* rec, int half, int k4) {
+    const __m512i nib = r16_nibbles(rec, half, k4);
+    return _mm512_mask_mov_epi8(nib, q5_high_mask(rec, half, k4), _mm512_or_si512(nib, _mm512_set1_epi8(0x10)));
   }
 };
 
@@ -120,7 +134,7 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     }
     if constexpr (Dec::kMin) {
       // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
-      const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kR16Q41MinOffset + half * 32)));
+      const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + Dec::kMinOffset + half * 32)));
 #pragma GCC unroll 2
       for (int t = 0; t < T; ++t) summ[t] = _mm512_add_ps(summ[t], _mm512_mul_ps(m, _mm512_set1_ps(a.s1[(t0 + t) * nb + b])));
     }

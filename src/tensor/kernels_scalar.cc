@@ -379,9 +379,9 @@ void gemm_affine32(const GemmArgs& g, Val val) {
   });
 }
 
-// Q4_1_R16 (repacked unsigned 32-blocks with a min), in the same order as gemm_affine32.
-void gemm_q4_1_r16(const GemmArgs& g) {
-  constexpr Layout kL = Layout::kQ4_1_R16;
+// Q4_1_R16 / Q5_1_R16 (repacked unsigned 32-blocks with a min), in the same order as gemm_affine32.
+template <Layout kL>
+void gemm_affine32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   for (int64_t i = 0; i < g.num_rows; ++i) {
@@ -398,7 +398,7 @@ void gemm_q4_1_r16(const GemmArgs& g) {
           for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
           acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
         }
-        summ += fp16_to_fp32(load<uint16_t>(r16_block_min(grp, b, lane))) * a.s1[t * nb + b];
+        summ += fp16_to_fp32(load<uint16_t>(r16_block_min(kL, grp, b, lane))) * a.s1[t * nb + b];
       }
       g.y[t * g.ldy + i] = hsum8(acc) + summ;
     }
@@ -529,7 +529,8 @@ const KernelTable& scalar_kernels() {
       gemm_iq4_xs,
       gemm_signed32_r16<Layout::kIQ4_NL_R16>,
       gemm_signed32_r16<Layout::kQ5_0_R16>,
-      gemm_q4_1_r16,
+      gemm_affine32_r16<Layout::kQ4_1_R16>,
+      gemm_affine32_r16<Layout::kQ5_1_R16>,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

@@ -12,17 +12,23 @@
 
 namespace ts::tensor::kern {
 
-// IQ4_NL_R16 / Q5_0_R16 / Q4_1_R16: bytes of one pair record.
+// IQ4_NL_R16 / Q5_0_R16 / Q4_1_R16 / Q5_1_R16: bytes of one pair record.
 inline size_t r16_pair_bytes(Layout layout) {
-  return layout == Layout::kQ5_0_R16 ? kR16Q5PairBytes : layout == Layout::kQ4_1_R16 ? kR16Q41PairBytes : kR16Q4PairBytes;
+  switch (layout) {
+    case Layout::kQ5_0_R16: return kR16Q5PairBytes;
+    case Layout::kQ4_1_R16: return kR16Q41PairBytes;
+    case Layout::kQ5_1_R16: return kR16Q51PairBytes;
+    default: return kR16Q4PairBytes;
+  }
 }
-// IQ4_NL_R16 / Q5_0_R16 / Q4_1_R16: fp16 scale of block b of row `lane`, and its value k (0..31):
-// signed for IQ4_NL / Q5_0, the unsigned nibble for Q4_1 (whose min is r16_block_min).
+// The same layouts: fp16 scale of block b of row `lane`, and its value k (0..31): signed for
+// IQ4_NL / Q5_0, unsigned for Q4_1 / Q5_1 (whose fp16 min is at r16_block_min).
 inline const uint8_t* r16_block_scale(Layout layout, const uint8_t* grp, int64_t b, int lane) {
   return grp + static_cast<size_t>(b / 2) * r16_pair_bytes(layout) + (b % 2) * 32 + lane * 2;
 }
-inline const uint8_t* r16_block_min(const uint8_t* grp, int64_t b, int lane) {  // Q4_1_R16 only
-  return grp + static_cast<size_t>(b / 2) * kR16Q41PairBytes + kR16Q41MinOffset + (b % 2) * 32 + lane * 2;
+inline const uint8_t* r16_block_min(Layout layout, const uint8_t* grp, int64_t b, int lane) {  // Q4_1/Q5_1 R16
+  const size_t off = layout == Layout::kQ5_1_R16 ? kR16Q51MinOffset : kR16Q41MinOffset;
+  return grp + static_cast<size_t>(b / 2) * r16_pair_bytes(layout) + off + (b % 2) * 32 + lane * 2;
 }
 inline int r16_signed_value(Layout layout, const uint8_t* grp, int64_t b, int lane, int k) {
   const size_t rec_bytes = r16_pair_bytes(layout);
@@ -34,7 +40,8 @@ inline int r16_signed_value(Layout layout, const uint8_t* grp, int64_t b, int la
   if (layout == Layout::kQ4_1_R16) return nib;
   uint32_t qh;
   std::memcpy(&qh, rec + 576 + half * 64 + lane * 4, 4);
-  return (nib | static_cast<int>(((qh >> k) & 1) << 4)) - 16;
+  const int q = nib | static_cast<int>(((qh >> k) & 1) << 4);
+  return layout == Layout::kQ5_1_R16 ? q : q - 16;
 }
 
 }  // namespace ts::tensor::kern
