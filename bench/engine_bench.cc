@@ -10,7 +10,14 @@
 //   decode tok/s   c / mean decode-step time (steps that computed no prompt token)
 //   step ms     mean and p50/p90 of decode steps
 //   prefill ms  time of the steps that computed prompt tokens
+//   min ms      fastest decode step (wall)
+//   cpu ms      mean process CPU time of a decode step (all threads). With --threads 1 it is the
+//               step's work, unaffected by other processes time-sharing the cores (compare
+//               builds with it on a busy machine); with more threads it includes spin-waiting.
+//   prefill cpu process CPU ms of the steps that computed prompt tokens (same caveat)
 #include <algorithm>
+#include <time.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +34,12 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double process_cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -81,8 +94,8 @@ int main(int argc, char** argv) {
               "max_batch_tokens %d, kv %s\n",
               path.c_str(), cfg.arch.c_str(), cfg.n_layer, cfg.n_embd, cfg.n_vocab, m.weight_bytes() / 1048576.0,
               threads, prompt_len, gen, max_batch_tokens, kv.c_str());
-  std::printf("%5s %12s %13s %10s %9s %9s %12s %7s\n", "conc", "out tok/s", "decode tok/s", "step ms", "p50 ms",
-              "p90 ms", "prefill ms", "steps");
+  std::printf("%5s %12s %13s %10s %9s %9s %12s %7s %8s %8s %12s\n", "conc", "out tok/s", "decode tok/s", "step ms",
+              "p50 ms", "p90 ms", "prefill ms", "steps", "min ms", "cpu ms", "prefill cpu");
 
   ts::engine::Rng rng(12345);
   for (int c : concs) {
@@ -119,18 +132,22 @@ int main(int argc, char** argv) {
       hs.push_back(*h);
     }
     std::vector<double> decode_ms;
-    double prefill_ms = 0.0;
+    double prefill_ms = 0.0, decode_cpu_ms = 0.0, prefill_cpu_ms = 0.0;
     int64_t steps = 0;
     for (;;) {
       const int64_t prefill_before = e.stats().prefill_tokens_total;
       const auto ts = Clock::now();
+      const double cpu0 = process_cpu_ms();
       if (!e.step()) break;
       const double dt = ms_since(ts);
+      const double dcpu = process_cpu_ms() - cpu0;
       ++steps;
       if (e.stats().prefill_tokens_total == prefill_before) {
         decode_ms.push_back(dt);
+        decode_cpu_ms += dcpu;
       } else {
         prefill_ms += dt;
+        prefill_cpu_ms += dcpu;
       }
       // Drain events so handles do not grow.
       for (auto& h : hs) {
@@ -147,9 +164,10 @@ int main(int argc, char** argv) {
     auto pct = [&](double q) {
       return decode_ms.empty() ? 0.0 : decode_ms[static_cast<size_t>(q * static_cast<double>(decode_ms.size() - 1))];
     };
-    std::printf("%5d %12.1f %13.1f %10.2f %9.2f %9.2f %12.1f %7lld\n", c, out_tokens / (wall / 1000.0),
+    const double cpu_mean = decode_ms.empty() ? 0.0 : decode_cpu_ms / static_cast<double>(decode_ms.size());
+    std::printf("%5d %12.1f %13.1f %10.2f %9.2f %9.2f %12.1f %7lld %8.2f %8.2f %12.1f\n", c, out_tokens / (wall / 1000.0),
                 mean > 0 ? c / (mean / 1000.0) : 0.0, mean, pct(0.5), pct(0.9), prefill_ms,
-                static_cast<long long>(steps));
+                static_cast<long long>(steps), pct(0.0), cpu_mean, prefill_cpu_ms);
     std::fflush(stdout);
   }
   return 0;

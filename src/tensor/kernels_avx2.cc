@@ -61,6 +61,8 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
+void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ4_1256>(g); }
+void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_1256>(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -73,7 +75,7 @@ const KernelTable* avx2_kernels() {
   static const KernelTable table = {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
-       gemm_iq4_nl_r16, gemm_q5_0_r16},
+       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

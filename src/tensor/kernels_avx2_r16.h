@@ -40,6 +40,14 @@ inline __m256i pair_of_rows(const uint8_t* p) {
 
 inline void store256_s8(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 
+// Pins an accumulator in a register at this point. Without it GCC reassociates the unrolled
+// chains of integer adds into trees whose partial products it spills to the stack (a store and
+// a reload per product; the store/load ports absorbed that in L2-resident measurements, so it
+// is hygiene, not a measured speed-up). Emits no instruction.
+inline void keep_reg(__m256i& v) { __asm__("" : "+x"(v)); }
+
+// PrefetchSpread (kernels_x86_impl.h) spreads the next group's prefetch over a group's passes.
+
 // Writes the 16 lanes of one group (two 8-row halves) for one token, lanes [lane0, lane1).
 inline void store_group(const GemmArgs& g, __m256 lo, __m256 hi, int64_t t, int lane0, int lane1, int64_t out_r) {
   float* y = g.y + t * g.ldy + out_r;
@@ -89,7 +97,7 @@ inline void for_r16_groups(const GemmArgs& g, F&& group) {
 
 template <int T>
 inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
-                               int64_t t0) {
+                               int64_t t0, PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -103,6 +111,7 @@ inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0,
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 256;
+    pf.step();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       // Nibble x activation pairs stay <= 3810; the 8 of a block sum to <= 30480 in int16.
@@ -119,6 +128,7 @@ inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0,
           const int8_t* xq = a.q8 + (t0 + t) * a.cols + b * 32;
           s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(xq + 4 * m)));
           s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * m)));
+          keep_reg(s16[t]);
         }
       }
       const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
@@ -136,8 +146,12 @@ inline void q4_0_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0,
 }
 
 inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<3>(g.act->n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
@@ -150,24 +164,48 @@ inline __m256i r16_nibbles_256(const uint8_t* rec, int half, int k4, int h) {
 }
 struct DecIQ4NL256 {
   static constexpr size_t kRec = kR16Q4PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
   }
 };
+// 0xFF in each byte whose value (4*k4 .. 4*k4 + 3 of 8 rows, half h) has its 5th bit set in the
+// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh dword,
+// copied to the row's 4 bytes and tested one bit per byte.
+inline __m256i q5_high_bits_256(const uint8_t* rec, int half, int k4, int h) {
+  const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
+  const int8_t o = static_cast<int8_t>(k4 / 2);
+  const __m256i idx = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+  const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
+}
 struct DecQ5_0256 {
   static constexpr size_t kRec = kR16Q5PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     const __m256i nib = r16_nibbles_256(rec, half, k4, h);
-    // 5th bits of values 4*k4 .. 4*k4 + 3: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh
-    // dword; copy that byte to the row's 4 bytes and test one bit per byte.
-    const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
-    const int8_t o = static_cast<int8_t>(k4 / 2);
-    const __m256i idx = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-    const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-    const __m256i high = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
-    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib, high);
+    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib,
+                              q5_high_bits_256(rec, half, k4, h));
+  }
+};
+
+// Q4_1_R16: unsigned nibbles (the Q4_0_R16 byte order) and a per-block min (kR16Q41MinOffset).
+struct DecQ4_1256 {
+  static constexpr size_t kRec = kR16Q41PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q41MinOffset;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) { return r16_nibbles_256(rec, half, k4, h); }
+};
+// Q5_1_R16: the Q5_0_R16 bytes read as unsigned values nibble | 16 * bit (0..31), and a min.
+struct DecQ5_1256 {
+  static constexpr size_t kRec = kR16Q51PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q51MinOffset;
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
+    const __m256i nib = r16_nibbles_256(rec, half, k4, h);
+    return _mm256_or_si256(nib, _mm256_and_si256(q5_high_bits_256(rec, half, k4, h), _mm256_set1_epi8(0x10)));
   }
 };
 
@@ -175,41 +213,52 @@ struct DecQ5_0256 {
 // (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
 // so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
 template <typename Dec>
-inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t) {
+inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t, PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const int8_t* xq = a.q8 + t * a.cols;
-  __m256 acc[8];
+  __m256 acc[8], summ = _mm256_setzero_ps();
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     const int half = static_cast<int>(b & 1);
     const __m256 d = _mm256_mul_ps(load8_f16(rec + half * 32 + 16 * h), _mm256_set1_ps(a.d8[t * nb + b]));
+    pf.step();
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = Dec::vals(rec, half, k4, h);
-      const __m256i p = _mm256_madd_epi16(
-          _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(bcast4(xq + b * 32 + 4 * k4), w)), ones16());
+      const __m256i x = bcast4(xq + b * 32 + 4 * k4);
+      // Unsigned values (kMin: Q4_1 / Q5_1, pairs <= 2 * 31 * 127) multiply as they are.
+      const __m256i p = Dec::kMin ? _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16())
+                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones16());
       acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
+    }
+    if constexpr (Dec::kMin) {
+      // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
+      const __m256 m = load8_f16(rec + Dec::kMinOffset + half * 32 + 16 * h);
+      summ = _mm256_add_ps(summ, _mm256_mul_ps(m, _mm256_set1_ps(a.s1[t * nb + b])));
     }
   }
   const __m256 h0 = _mm256_add_ps(acc[0], acc[4]), h1 = _mm256_add_ps(acc[1], acc[5]);
   const __m256 h2 = _mm256_add_ps(acc[2], acc[6]), h3 = _mm256_add_ps(acc[3], acc[7]);
-  return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  return Dec::kMin ? _mm256_add_ps(s, summ) : s;
 }
 
 // A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
 // scales, [2 blocks][8 k4][16 rows][4]), for batches: the per-token passes then only load.
 struct DecPanelS8_256 {
   static constexpr size_t kRec = kR16PairBytes;
+  static constexpr bool kMin = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
   }
 };
 template <typename Dec>
-inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     uint8_t* out = panel + static_cast<size_t>(b >> 1) * kR16PairBytes;
     const int half = static_cast<int>(b & 1);
@@ -222,17 +271,23 @@ inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t
 
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
-  const bool batched = g.act->n_tok >= 2 && g.scratch != nullptr;
+  // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).
+  const bool batched = !Dec::kMin && g.act->n_tok >= 2 && g.scratch != nullptr;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, g.act->cols / 32, g.scratch);
-    for (int64_t t = 0; t < g.act->n_tok; ++t) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok * halves + (batched ? 1 : 0)) * nb);
+    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, nb, g.scratch, pf);
+    for (int64_t t = 0; t < n_tok; ++t) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
       if (batched) {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t);
+        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t, pf);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t, pf);
       } else {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t);
+        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t, pf);
+        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t, pf);
       }
       store_group(g, lo, hi, t, lane0, lane1, out_r);
     }
@@ -242,7 +297,8 @@ inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
 // ---- Q4_K_R16 x Q8_K -------------------------------------------------------------------------
 
 template <int T>
-inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -254,6 +310,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
@@ -278,6 +335,8 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
             const int8_t* xq = xb[t]->qs + 64 * c + 4 * m;
             slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
             shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+            keep_reg(slo[t]);
+            keep_reg(shi[t]);
           }
         }
         const __m256i sc_lo = scale_pairs<false>(rec + 2048 + (2 * c) * 16 + 8 * h);
@@ -309,8 +368,10 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m256 dx = _mm256_set1_ps(xb[t]->d);
-        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
+        // Mins first, then the scaled sum: the order of the batched panel kernel
+        // (kpanel_half_avx2), so a row's result does not depend on the batch size.
         acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
       }
     }
   }
@@ -318,15 +379,20 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 }
 
 inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
 // ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
 
 template <int T>
-inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -339,6 +405,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
@@ -376,6 +443,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                   s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xb[t]->qs + 128 * c + 32 * i + 4 * m)));
+                  keep_reg(s16[t]);
                 }
               }
 #pragma GCC unroll 4
@@ -403,8 +471,12 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 }
 
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_tiles<2>(g.act->n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0); });
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
@@ -415,12 +487,10 @@ inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
 // pairs <= 32512, no vpmaddubsw saturation). Doing the halves one after the other keeps the
 // tile's accumulators in registers (T = 4: 8 + 4 of the 16 ymm); the second pass over the
 // group's lines hits L1/L2.
-// pf: when not null, the same record offsets of the group computed next, prefetched while this
-// pass computes from cache (the later passes over a group are compute-only on AVX2, so the
-// next group's lines arrive meanwhile instead of stalling its first pass).
+// pf: the next group's prefetch, one step per block (see PrefetchSpread).
 template <int T>
 inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out,
-                               const uint8_t* pf) {
+                               PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -437,12 +507,7 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 512 + 32 * h;
-    if (pf != nullptr) {
-      const char* p = reinterpret_cast<const char*>(pf + (rec - grp) + 64 + half * 512);
-#pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
-      if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(pf + (rec - grp)), _MM_HINT_T0);
-    }
+    pf.step();
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
@@ -454,6 +519,7 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
       for (int t = 0; t < T; ++t) {
         const __m256i sx = _mm256_sign_epi8(bcast4(xq[t] + b * 32 + 4 * k4), w);
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones16()));
+        keep_reg(isum[t]);
       }
     }
     const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
@@ -468,15 +534,16 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
 inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t tiles = n_tok / 4 + (n_tok % 4 != 0);
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    const uint8_t* next = grp < last_grp ? grp + g.stride : nullptr;
-    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, tiles * halves * nb);
+    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      // The first pass over a group streams it in; the later ones prefetch the next group.
-      const bool first = t0 == 0;
-      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo, first ? nullptr : next);
-      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi, next);
+      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo, pf);
+      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });
@@ -501,11 +568,12 @@ constexpr int64_t kAvx2KPanelMinTokens = 8;
 
 inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 
-inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
     uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
     for (int c = 0; c < 4; ++c) {
       for (int m = 0; m < 8; ++m) {
         // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
@@ -527,12 +595,13 @@ inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
   }
 }
 
-inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
     uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
     for (int c = 0; c < 2; ++c) {
       for (int m = 0; m < 8; ++m) {
         for (int h = 0; h < 2; ++h) {
@@ -564,7 +633,8 @@ inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
 // (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
 // else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
 template <bool kQ6, int T>
-inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
+                             PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr int kSub = kQ6 ? 16 : 8;
@@ -575,6 +645,7 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
+    pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
     // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
@@ -624,7 +695,10 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
           const int k4 = j * kLines + q * kGroup + l;
           const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
 #pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
+          for (int t = 0; t < T; ++t) {
+            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
+            keep_reg(s16[t]);
+          }
         }
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
@@ -640,18 +714,24 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
 
 template <bool kQ6>
 inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
-  const int64_t nb = g.act->cols / kQK_K;
+  const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t tiles = (n_tok + 3) / 4;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    // The decode pass streams this group; it and the compute passes over the panel prefetch the next.
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
     if constexpr (kQ6) {
-      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch);
+      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch, pf);
     } else {
-      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch);
+      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch, pf);
     }
-    for_tiles<4>(g.act->n_tok, [&]<int T>(int64_t t0) {
+    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo);
-      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi);
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });

@@ -127,6 +127,17 @@ void zgemm_float(const GemmArgs& g) {
 // prefetcher, and a batch-8 matmul took ~1.5x the batch-1 time; with all lines ~1x).
 constexpr int kR16PrefetchBytes = 4096;
 
+// Every line of the K-quant R16 block record kR16KPrefetchBytes ahead of `rec` (the record being
+// computed), at every batch size: with one line per record, or none below 2-4 tokens, 1-3 token
+// Q4_K/Q6_K matmuls streamed from DRAM at ~2/3 of the rate the 4-token ones reached.
+constexpr int kR16KPrefetchBytes = 8192;
+template <size_t kBytes>
+inline void prefetch_record(const uint8_t* rec) {
+  const char* p = reinterpret_cast<const char*>(rec) + kR16KPrefetchBytes;
+#pragma GCC unroll 64
+  for (size_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
@@ -153,7 +164,7 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kRec;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * (kQ4 ? 256 : 512);
-    if constexpr (T >= 4) {
+    {
       // Every line of the block's values (the scales line with the first half), as in r16_il_tile.
       constexpr int kLines = kQ4 ? 4 : 8;
       const char* pf = reinterpret_cast<const char*>(vals) + kR16PrefetchBytes;
@@ -330,7 +341,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
-    if constexpr (T >= 4) _mm_prefetch(reinterpret_cast<const char*>(rec) + 8192, _MM_HINT_T0);
+    prefetch_record<kQ4KR16BlockBytes>(rec);
     __m512i isum[T], msum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -434,7 +445,7 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
-    if constexpr (T >= 2) _mm_prefetch(reinterpret_cast<const char*>(rec) + 8192, _MM_HINT_T0);
+    prefetch_record<kQ6KR16BlockBytes>(rec);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
@@ -515,7 +526,12 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 
 // ---- Batched Q4_0 / Q4_K / Q6_K: decode 16-row panels once, then vpdpbusd over all tokens ----
 
-// Below this many tokens the per-row 256-bit kernels are used (panel decoding would not pay).
+// Plain (not repacked) Q4_0 / Q4_K / Q6_K rows always go through the panels, even for one
+// token where the per-row 256-bit kernels would be a little faster: those sum in another
+// order, and a row's result must not depend on the batch size (batch_invariance_test). Plain
+// layouts only run here when repacking was turned off (tests, benchmarks) or failed.
+// The ggml-ordered signed panels (Q5_0 / IQ4_NL, kernels_avx512_more.h) give the per-row
+// kernels' bits exactly, so they switch at kPanelMinTokens, where decoding starts to pay.
 constexpr int64_t kPanelMinTokens = 4;
 
 // 16 rows x 16 dwords (row i at src + i * src_stride) -> dst + c * 64 holds dword c of rows
@@ -588,7 +604,7 @@ void decode_q4_0_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
 }
 
 void gemm_q4_0(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q4_0_256(g);
+  if (g.scratch == nullptr) return gemm_q4_0_256(g);  // every batch size (see above)
   for (int64_t r = 0; r < g.num_rows; r += 16) {
     const int lanes = static_cast<int>(g.num_rows - r < 16 ? g.num_rows - r : 16);
     decode_q4_0_panel(g, r, lanes, g.scratch);
@@ -692,7 +708,8 @@ inline __m512i load_panel(const uint8_t* p) { return _mm512_load_si512(reinterpr
 // values are stored + 2^kShift (Q6_K 32, Q3_K 4, IQ4_XS 128) and the pairs hold the sub-block
 // scales; kShift == 0: Q4_K-style mins in the pairs, scaled by the dmin row.
 template <int kSub, int kShift, int T>
-inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0) {
+inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0,
+                        PrefetchSpread* pf = nullptr) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr bool kQ6 = kSub == 16;         // 16-value sub-blocks: one bsum per sub-block
@@ -702,6 +719,7 @@ inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int6
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = p.blk(b);
+    if (pf != nullptr) pf->step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
     __m512i isum[T], side[T];
@@ -786,12 +804,12 @@ void gemm_kquant_panels(const GemmArgs& g) {
 }
 
 void gemm_q4_k(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_256(g);
+  if (g.scratch == nullptr) return gemm_q4_k_256(g);  // every batch size (see above)
   gemm_kquant_panels<KKind::kQ4_K>(g);
 }
 
 void gemm_q6_k(const GemmArgs& g) {
-  if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_256(g);
+  if (g.scratch == nullptr) return gemm_q6_k_256(g);  // every batch size (see above)
   gemm_kquant_panels<KKind::kQ6_K>(g);
 }
 
@@ -822,7 +840,7 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table = {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16_any, gemm_q6_k_r16_any, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
-       gemm_iq4_nl_r16, gemm_q5_0_r16},
+       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

@@ -26,3 +26,5 @@ void gemm_q5_0(const GemmArgs& g) { gemm_signed32_panels<WQ5_0>(g); }
 void gemm_iq4_nl(const GemmArgs& g) { gemm_signed32_panels<WIQ4_NL>(g); }
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml<DecIQ4NLR16>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_0R16>(g); }
+void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ4_1R16>(g); }
+void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_1R16>(g); }

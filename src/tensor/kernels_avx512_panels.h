@@ -37,6 +37,7 @@ void decode_signed32_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* pan
 // Signed int8 values of 16 rows x 4 values (k4) of block half `half` of a pair record.
 struct DecPanelS8 {  // decode_signed32_panel output (Q8_0_R16 shape, signed values)
   static constexpr size_t kRec = kR16PairBytes;
+  static constexpr bool kMin = false;
   static __m512i vals(const uint8_t* rec, int half, int k4) {
     return _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 64 + half * 512 + 64 * k4));
   }
@@ -48,25 +49,46 @@ inline __m512i r16_nibbles(const uint8_t* rec, int half, int k4) {
 }
 struct DecIQ4NLR16 {  // IQ4_NL_R16 (Q4_0_R16 bytes)
   static constexpr size_t kRec = kR16Q4PairBytes;
+  static constexpr bool kMin = false;
   static __m512i vals(const uint8_t* rec, int half, int k4) {
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
     return _mm512_shuffle_epi8(table, r16_nibbles(rec, half, k4));
   }
 };
+struct DecQ4_1R16 {  // Q4_1_R16: unsigned nibbles (Q4_0_R16 byte order) and a min per block
+  static constexpr size_t kRec = kR16Q41PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q41MinOffset;
+  static __m512i vals(const uint8_t* rec, int half, int k4) { return r16_nibbles(rec, half, k4); }
+};
+// Bytes (16 rows x values 4*k4 .. 4*k4 + 3 of block half `half`) whose 5th bit is set in the
+// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each row's qh dword,
+// copied to the row's 4 bytes, then one bit tested per byte.
+inline __mmask64 q5_high_mask(const uint8_t* rec, int half, int k4) {
+  const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
+  const int8_t o = static_cast<int8_t>(k4 / 2);
+  const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
+                                                           8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
+  const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
+  return _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
+}
 struct DecQ5_0R16 {  // Q5_0_R16
   static constexpr size_t kRec = kR16Q5PairBytes;
+  static constexpr bool kMin = false;
   static __m512i vals(const uint8_t* rec, int half, int k4) {
     const __m512i nib = r16_nibbles(rec, half, k4);
-    // The 5th bits of values 4*k4 .. 4*k4 + 3 are bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each
-    // row's qh dword: copy that byte to the row's 4 bytes, then test one bit per byte.
-    const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
-    const int8_t o = static_cast<int8_t>(k4 / 2);
-    const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
-                                                             8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-    const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-    const __mmask64 high = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
-    return _mm512_mask_mov_epi8(_mm512_or_si512(nib, _mm512_set1_epi8(static_cast<char>(0xF0))), high, nib);
+    return _mm512_mask_mov_epi8(_mm512_or_si512(nib, _mm512_set1_epi8(static_cast<char>(0xF0))), q5_high_mask(rec, half, k4),
+                                nib);
+  }
+};
+struct DecQ5_1R16 {  // Q5_1_R16: the Q5_0_R16 bytes as unsigned nibble | 16 * bit, and a min per block
+  static constexpr size_t kRec = kR16Q51PairBytes;
+  static constexpr bool kMin = true;
+  static constexpr size_t kMinOffset = kR16Q51MinOffset;
+  static __m512i vals(const uint8_t* rec, int half, int k4) {
+    const __m512i nib = r16_nibbles(rec, half, k4);
+    return _mm512_mask_mov_epi8(nib, q5_high_mask(rec, half, k4), _mm512_or_si512(nib, _mm512_set1_epi8(0x10)));
   }
 };
 
@@ -80,17 +102,20 @@ template <typename Dec, int T>
 inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  __m512 acc[8][T];
+  __m512 acc[8][T], summ[T];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) summ[t] = _mm512_setzero_ps();
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     const int half = static_cast<int>(b & 1);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + half * 32)));
+    if (half == 0) prefetch_record<Dec::kRec>(rec);  // the pair record kR16KPrefetchBytes ahead
     __m512 d[T];
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));
@@ -107,12 +132,19 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
         acc[k4][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d[t], acc[k4][t]);
       }
     }
+    if constexpr (Dec::kMin) {
+      // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
+      const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + Dec::kMinOffset + half * 32)));
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) summ[t] = _mm512_add_ps(summ[t], _mm512_mul_ps(m, _mm512_set1_ps(a.s1[(t0 + t) * nb + b])));
+    }
   }
 #pragma GCC unroll 2
   for (int t = 0; t < T; ++t) {
     const __m512 h0 = _mm512_add_ps(acc[0][t], acc[4][t]), h1 = _mm512_add_ps(acc[1][t], acc[5][t]);
     const __m512 h2 = _mm512_add_ps(acc[2][t], acc[6][t]), h3 = _mm512_add_ps(acc[3][t], acc[7][t]);
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(h0, h2), _mm512_add_ps(h1, h3));
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(h0, h2), _mm512_add_ps(h1, h3));
+    const __m512 sum = Dec::kMin ? _mm512_add_ps(s, summ[t]) : s;
     if (lane0 == 0) {
       store_lanes(g, sum, t0 + t, out_r, lane1);
     } else {

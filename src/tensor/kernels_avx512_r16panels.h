@@ -101,17 +101,21 @@ void gemm_kquant_r16_panels(const GemmArgs& g) {
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
     const int lanes = lane1 - lane0;
     const LaneShift sh(lane0, lanes);
+    // The decode pass streams this group from DRAM; the tile passes over the panel are
+    // compute-only, so they prefetch the next group at a steady rate meanwhile.
+    const bool more = done + lanes < g.num_rows;
+    PrefetchSpread pf(more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
     if constexpr (kKind == KKind::kQ6_K) {
       decode_q6_k_r16_panel(grp, nb, sh, g.scratch);
     } else {
       decode_q4_k_r16_panel(grp, nb, sh, g.scratch);
     }
     int64_t t0 = 0;
-    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kSub, kShift, 4>(g, g.scratch, lanes, done, t0);
+    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kSub, kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
     switch (n_tok - t0) {
-      case 3: kpanel_tile<kSub, kShift, 3>(g, g.scratch, lanes, done, t0); break;
-      case 2: kpanel_tile<kSub, kShift, 2>(g, g.scratch, lanes, done, t0); break;
-      case 1: kpanel_tile<kSub, kShift, 1>(g, g.scratch, lanes, done, t0); break;
+      case 3: kpanel_tile<kSub, kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
+      case 2: kpanel_tile<kSub, kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
+      case 1: kpanel_tile<kSub, kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
       default: break;
     }
     done += lanes;

@@ -379,6 +379,32 @@ void gemm_affine32(const GemmArgs& g, Val val) {
   });
 }
 
+// Q4_1_R16 / Q5_1_R16 (repacked unsigned 32-blocks with a min), in the same order as gemm_affine32.
+template <Layout kL>
+void gemm_affine32_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const int8_t* xq = a.q8 + t * a.cols;
+      float acc[8] = {}, summ = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t isum = 0;
+          for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
+          acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
+        }
+        summ += fp16_to_fp32(load<uint16_t>(r16_block_min(kL, grp, b, lane))) * a.s1[t * nb + b];
+      }
+      g.y[t * g.ldy + i] = hsum8(acc) + summ;
+    }
+  }
+}
+
 void gemm_q4_1(const GemmArgs& g) {
   gemm_affine32<BlockQ4_1>(g, [](const BlockQ4_1& b, int j) { return nibble32(b.qs, j); });
 }
@@ -503,6 +529,8 @@ const KernelTable& scalar_kernels() {
       gemm_iq4_xs,
       gemm_signed32_r16<Layout::kIQ4_NL_R16>,
       gemm_signed32_r16<Layout::kQ5_0_R16>,
+      gemm_affine32_r16<Layout::kQ4_1_R16>,
+      gemm_affine32_r16<Layout::kQ5_1_R16>,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

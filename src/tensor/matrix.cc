@@ -56,6 +56,8 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ4_0: return kern::Layout::kQ4_0_R16;
     case DType::kIQ4_NL: return kern::Layout::kIQ4_NL_R16;
     case DType::kQ5_0: return kern::Layout::kQ5_0_R16;
+    case DType::kQ4_1: return kern::Layout::kQ4_1_R16;
+    case DType::kQ5_1: return kern::Layout::kQ5_1_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -395,6 +397,8 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kF16: return kFormF16;
     case kern::Layout::kBF16: return kFormBF16;
     case kern::Layout::kQ4_1:
+    case kern::Layout::kQ4_1_R16:
+    case kern::Layout::kQ5_1_R16:
     case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
     case kern::Layout::kQ8_0_R16:
       return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u);

@@ -4,9 +4,9 @@
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
-// AVX-512, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
+// AVX-512, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
 // +1-3%; one layout for both tiers, each with its own kernels), and the Matrix no longer reads
-// `data` after create(); repacked() tells which. The other types (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K,
+// `data` after create(); repacked() tells which. The other types (Q2_K, Q3_K, Q5_K,
 // IQ4_XS) run plain per-row SIMD kernels on every ISA.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
@@ -19,7 +19,10 @@
 // Q4_1, Q5_0, Q5_1 and IQ4_NL also sum in ggml's x86 float order on every ISA (bit-identical
 // across ISAs): the quantized golden models are sensitive to last-bit differences.
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
-// path gives the same result up to float summation order.
+// path gives the same result up to float summation order. Within one ISA and layout a token's
+// output row is bit-identical whatever the batch: n_tok, the token's position in it, and the
+// kernel variant the batch size selects do not change it (greedy decoding across batch
+// compositions and speculative verification rely on this; tests/tensor/batch_invariance_test).
 //
 // Thread-safety: const methods are safe to call concurrently; matmul uses the pool it is given
 // (whose run() must not be re-entered).
@@ -62,7 +65,7 @@ std::string isa_summary();
 
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
-  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q5_0/IQ4_NL/Q4_K/Q6_K when the active
+  // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q6_K when the active
   // ISA is AVX2 or AVX-512).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;

@@ -52,6 +52,49 @@ void repack_q4_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
   }
 }
 
+void repack_q4_1(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / 32;
+  const size_t gbytes = kern::r16_q4_1_group_bytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16Q41PairBytes;
+      const int half = static_cast<int>(b % 2);
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scale and min 0
+        BlockQ4_1 blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ4_1), sizeof(blk));
+        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
+        std::memcpy(rec + kern::kR16Q41MinOffset + half * 32 + lane * 2, &blk.m, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(rec + 64 + half * 256 + m * 64 + lane * 4, blk.qs + 4 * m, 4);
+      }
+    }
+  }
+}
+
+void repack_q5_1(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / 32;
+  const size_t gbytes = kern::r16_q5_1_group_bytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16Q51PairBytes;
+      const int half = static_cast<int>(b % 2);
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scale and min 0
+        BlockQ5_1 blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_1), sizeof(blk));
+        std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
+        for (int m = 0; m < 4; ++m) std::memcpy(rec + 64 + half * 256 + m * 64 + lane * 4, blk.qs + 4 * m, 4);
+        std::memcpy(rec + 576 + half * 64 + lane * 4, blk.qh, 4);
+        std::memcpy(rec + kern::kR16Q51MinOffset + half * 32 + lane * 2, &blk.m, 2);
+      }
+    }
+  }
+}
+
 void repack_q5_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32;
   const size_t gbytes = kern::r16_q5_group_bytes(cols);
@@ -133,6 +176,8 @@ size_t r16_group_stride(kern::Layout layout, int64_t cols) {
     case kern::Layout::kQ4_0_R16:
     case kern::Layout::kIQ4_NL_R16: return kern::r16_q4_group_bytes(cols);
     case kern::Layout::kQ5_0_R16: return kern::r16_q5_group_bytes(cols);
+    case kern::Layout::kQ4_1_R16: return kern::r16_q4_1_group_bytes(cols);
+    case kern::Layout::kQ5_1_R16: return kern::r16_q5_1_group_bytes(cols);
     default: break;
   }
   TS_CHECK(false, "r16_group_stride: not an R16 layout");
@@ -148,6 +193,8 @@ void repack_r16(kern::Layout layout, const uint8_t* src, size_t row_bytes, int64
     case kern::Layout::kQ4_0_R16:
     case kern::Layout::kIQ4_NL_R16: return repack_q4_0(src, row_bytes, rows, cols, dst);  // same block shape
     case kern::Layout::kQ5_0_R16: return repack_q5_0(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ4_1_R16: return repack_q4_1(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ5_1_R16: return repack_q5_1(src, row_bytes, rows, cols, dst);
     default: break;
   }
   TS_CHECK(false, "repack_r16: not an R16 layout");
@@ -163,6 +210,14 @@ void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64
       for (int k = 0; k < kQK8_0; ++k) {
         out[b * kQK8_0 + k] = static_cast<float>(static_cast<int>(vals[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
       }
+    }
+    return;
+  }
+  if (layout == kern::Layout::kQ4_1_R16 || layout == kern::Layout::kQ5_1_R16) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const float d = fp16_to_fp32(load_u16(kern::r16_block_scale(layout, grp, b, lane)));
+      const float m = fp16_to_fp32(load_u16(kern::r16_block_min(layout, grp, b, lane)));
+      for (int k = 0; k < 32; ++k) out[b * 32 + k] = static_cast<float>(kern::r16_signed_value(layout, grp, b, lane, k)) * d + m;
     }
     return;
   }

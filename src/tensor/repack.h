@@ -12,21 +12,36 @@
 
 namespace ts::tensor::kern {
 
-// IQ4_NL_R16 / Q5_0_R16: fp16 scale of block b of row `lane`, and its signed value k (0..31).
+// IQ4_NL_R16 / Q5_0_R16 / Q4_1_R16 / Q5_1_R16: bytes of one pair record.
+inline size_t r16_pair_bytes(Layout layout) {
+  switch (layout) {
+    case Layout::kQ5_0_R16: return kR16Q5PairBytes;
+    case Layout::kQ4_1_R16: return kR16Q41PairBytes;
+    case Layout::kQ5_1_R16: return kR16Q51PairBytes;
+    default: return kR16Q4PairBytes;
+  }
+}
+// The same layouts: fp16 scale of block b of row `lane`, and its value k (0..31): signed for
+// IQ4_NL / Q5_0, unsigned for Q4_1 / Q5_1 (whose fp16 min is at r16_block_min).
 inline const uint8_t* r16_block_scale(Layout layout, const uint8_t* grp, int64_t b, int lane) {
-  const size_t rec = layout == Layout::kQ5_0_R16 ? kR16Q5PairBytes : kR16Q4PairBytes;
-  return grp + static_cast<size_t>(b / 2) * rec + (b % 2) * 32 + lane * 2;
+  return grp + static_cast<size_t>(b / 2) * r16_pair_bytes(layout) + (b % 2) * 32 + lane * 2;
+}
+inline const uint8_t* r16_block_min(Layout layout, const uint8_t* grp, int64_t b, int lane) {  // Q4_1/Q5_1 R16
+  const size_t off = layout == Layout::kQ5_1_R16 ? kR16Q51MinOffset : kR16Q41MinOffset;
+  return grp + static_cast<size_t>(b / 2) * r16_pair_bytes(layout) + off + (b % 2) * 32 + lane * 2;
 }
 inline int r16_signed_value(Layout layout, const uint8_t* grp, int64_t b, int lane, int k) {
-  const size_t rec_bytes = layout == Layout::kQ5_0_R16 ? kR16Q5PairBytes : kR16Q4PairBytes;
+  const size_t rec_bytes = r16_pair_bytes(layout);
   const uint8_t* rec = grp + static_cast<size_t>(b / 2) * rec_bytes;
   const int half = static_cast<int>(b % 2);
   const uint8_t byte = rec[64 + half * 256 + ((k % 16) / 4) * 64 + lane * 4 + k % 4];
   const int nib = k < 16 ? byte & 0xF : byte >> 4;
   if (layout == Layout::kIQ4_NL_R16) return kIQ4NLValues[nib];
+  if (layout == Layout::kQ4_1_R16) return nib;
   uint32_t qh;
   std::memcpy(&qh, rec + 576 + half * 64 + lane * 4, 4);
-  return (nib | static_cast<int>(((qh >> k) & 1) << 4)) - 16;
+  const int q = nib | static_cast<int>(((qh >> k) & 1) << 4);
+  return layout == Layout::kQ5_1_R16 ? q : q - 16;
 }
 
 }  // namespace ts::tensor::kern

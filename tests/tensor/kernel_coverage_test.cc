@@ -295,6 +295,43 @@ TEST_P(EveryKernel, DequantizeRowSurvivesRepacking) {
   }
 }
 
+// The scalar reference kernels of the R16 layouts (they run when the ISA is lowered after a
+// matrix was repacked) against the SIMD ones of every tier that repacks: bit for bit for the
+// ggml-ordered types, within the summation-order tolerance for the others.
+TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
+  const Case c = GetParam();
+  const int64_t rows = 37;
+  const auto w = random_weights(c.type, rows, c.cols, 77u + static_cast<uint32_t>(c.type));
+  IsaGuard guard;
+  for (Isa isa : host_isas()) {
+    if (isa == Isa::kScalar) continue;
+    set_isa(isa);
+    auto m = Matrix::create(c.type, w.data(), rows, c.cols);
+    ASSERT_TRUE(m.ok());
+    if (!m->repacked()) return;  // no R16 layout for this type
+    for (int64_t n_tok : {1, 5, 17}) {
+      const auto x = activations(n_tok, c.cols, static_cast<uint32_t>(n_tok) + 3u);
+      std::vector<double> ref, mag;
+      reference(c.type, w, rows, c.cols, x, n_tok, &ref, &mag);
+      std::vector<float> simd(static_cast<size_t>(n_tok * rows)), scalar(simd.size());
+      set_isa(isa);
+      m->matmul(x.data(), n_tok, simd.data(), nullptr);
+      set_isa(Isa::kScalar);  // the layout stays; its scalar kernel runs
+      m->matmul(x.data(), n_tok, scalar.data(), nullptr);
+      const std::string what = std::string(type_name(static_cast<uint32_t>(c.type))) + " r16 " + isa_name(isa) +
+                               " n_tok " + std::to_string(n_tok);
+      for (size_t i = 0; i < simd.size(); ++i) {
+        ASSERT_NEAR(scalar[i], ref[i], 2e-5 * mag[i] + 1e-6) << what << " scalar vs reference, i " << i;
+      }
+      if (ggml_order(c.type)) {
+        ASSERT_EQ(0, std::memcmp(simd.data(), scalar.data(), simd.size() * 4)) << what << ": not bit-identical";
+      } else {
+        for (size_t i = 0; i < simd.size(); ++i) ASSERT_NEAR(simd[i], scalar[i], 1e-5 * mag[i] + 1e-6) << what << " i " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), case_name);
 
 // Known answers, worked out by hand from the ggml block layouts (guards against a layout
