@@ -624,17 +624,10 @@ bool Engine::Impl::step() {
   if (logits.size() < static_cast<size_t>(num_rows) * V) logits.resize(static_cast<size_t>(num_rows) * V);
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st;
-  const auto fwd0 = Clock::now();
   try {
     st = model->forward(batch, kv, logits.data(), &pool);
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
-  }
-  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
-  // would make drafted tokens look cheaper than they are.
-  if (st.ok() && opts.spec.mode != SpecMode::kOff && prefill == 0) {
-    step_cost.observe(static_cast<int32_t>(batch_tokens.size()),
-                      std::chrono::duration<double, std::milli>(Clock::now() - fwd0).count());
   }
   if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
@@ -705,6 +698,9 @@ bool Engine::Impl::step() {
     stats.prefill_tokens_total += prefill;
     stats.generation_tokens_total += sampled;
   }
+  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
+  // would make drafted tokens look cheaper than they are.
+  if (opts.spec.mode != SpecMode::kOff && prefill == 0) spec_observe_step(static_cast<int64_t>(batch_tokens.size()), now);
   publish_stats(ms);
   return true;
 }
