@@ -96,6 +96,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   int32_t num_blocks = opts.num_kv_blocks;
   if (num_blocks <= 0) {
     num_blocks = model::KvStorage::blocks_for_budget(cfg, opts.kv_type, opts.block_size, opts.kv_cache_bytes);
+    // --speculative draft: the draft model's KV (a block beside every target block) counts
+    // within the same budget.
+    if (opts.spec.mode == SpecMode::kDraft && opts.spec.draft_model != nullptr) {
+      num_blocks = spec_budget_blocks(cfg, opts.spec.draft_model->config(), opts.kv_type, opts.block_size,
+                                      opts.kv_cache_bytes);
+    }
   }
   if (num_blocks <= 0) {
     return resource_exhausted("KV cache budget of " + std::to_string(opts.kv_cache_bytes) +
@@ -133,10 +139,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
   if (opts.spec.mode == SpecMode::kDraft) {
     // As many blocks as the target's pool, so drafting never runs short before the target does;
-    // this memory comes on top of the KV budget (the draft's blocks are smaller).
+    // sized from a budget, the pair fits it (spec_budget_blocks); with an exact num_kv_blocks
+    // (tests) the draft's blocks come on top.
     TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, num_blocks));
     log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
-              std::to_string(num_blocks) + " blocks, on top of the KV budget)");
+              std::to_string(num_blocks) + " blocks, " +
+              (opts.num_kv_blocks > 0 ? "on top of the exact block count)" : "within the KV budget)"));
   }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;

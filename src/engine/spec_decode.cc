@@ -47,6 +47,14 @@ Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::To
   return Status();
 }
 
+int32_t spec_budget_blocks(const model::ModelConfig& target, const model::ModelConfig& draft, model::KvType type,
+                           int32_t block_size, size_t budget_bytes) {
+  const size_t per = model::KvStorage::bytes_per_block(target, type, block_size) +
+                     model::KvStorage::bytes_per_block(draft, type, block_size);
+  if (per == 0) return 0;
+  return static_cast<int32_t>(std::min<size_t>(budget_bytes / per, size_t{1} << 30));
+}
+
 Status validate_spec_options(const SpecOptions& o, const model::Model& target) {
   if (o.mode == SpecMode::kOff) return Status();
   if (o.draft_tokens < 1 || o.draft_tokens > kMaxDraftTokens) {

@@ -29,6 +29,7 @@
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/spec_ngram.h"
+#include "model/kv_storage.h"
 
 namespace ts::model { class Model; }
 namespace ts::tokenizer { class Tokenizer; }
@@ -61,6 +62,12 @@ struct SpecOptions {
 // kInvalidArgument (K or n-gram range out of bounds, kDraft without a draft model, vocabulary
 // mismatch naming the first differing token).
 Status validate_spec_options(const SpecOptions& o, const model::Model& target);
+
+// KV blocks of the target's pool when a draft model runs beside it: the draft keeps a block of
+// its own for every target block (spec_draft.h), so both come out of one budget: budget_bytes /
+// (target block bytes + draft block bytes). 0 when not even one pair fits.
+int32_t spec_budget_blocks(const model::ModelConfig& target, const model::ModelConfig& draft, model::KvType type,
+                           int32_t block_size, size_t budget_bytes);
 
 // Draft and target must tokenize identically: same size and the same piece for every id.
 // Error (kInvalidArgument) names the first differing id and both pieces.
