@@ -44,7 +44,7 @@ inline constexpr int32_t kMaxDraftTokens = 16;     // --draft-tokens upper bound
 
 struct SpecOptions {
   SpecMode mode = SpecMode::kOff;
-  int32_t draft_tokens = 4;          // K: drafted tokens per sequence and step at most (1..16)
+  int32_t draft_tokens = 8;          // K: drafted tokens per sequence and step at most (1..16)
   NgramOptions ngram;                // kNgram: lookup key lengths (--ngram-min/--ngram-max)
   model::Model* draft_model = nullptr;  // kDraft: the draft (outlives the engine; same vocabulary)
   // Hard global pause: no sequence drafts while more than this many sequences decode in the
