@@ -96,7 +96,7 @@ struct Engine::Impl {
   std::unique_ptr<DraftRunner> draft;             // --speculative draft
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
   SpecCostModel step_cost;                        // decode step time vs tokens (speculation's cost)
-  double draft_pos_ms = 0;                        // draft model time per drafted position (average)
+  SpecCostModel draft_cost;                       // draft model time vs (positions, catch-up tokens)
   double spec_draft_ms = 0;                       // draft model time in this step
   int64_t spec_explore_steps = 0;                 // steps planned before the cost model was ready
   SpecProbeBudget probe_budget;                   // caps the time probes may cost

@@ -64,13 +64,24 @@ void Engine::Impl::propose_drafts() {
   }
   if (cands.empty()) return;
 
-  // The draft model's price per drafted position: measured once it has run; before, a prior
-  // from the weights it streams relative to the target's (a decode step reads every weight).
+  // The draft model's prices: per drafted position (one draft forward) and per token it must
+  // catch up on first, measured once it has run (draft_cost); before, a prior from the weights
+  // it streams relative to the target's (a decode step reads every weight).
   double pos_ms = 0;
   if (draft) {
     const double ratio = static_cast<double>(opts.spec.draft_model->weight_bytes()) /
                          static_cast<double>(std::max<size_t>(1, model->weight_bytes()));
-    pos_ms = draft_pos_ms > 0 ? draft_pos_ms : ratio * (spec_plain_ms > 0 ? spec_plain_ms : spec_last_plain_ms);
+    const double plain = spec_plain_ms > 0 ? spec_plain_ms : spec_last_plain_ms;
+    double tok_ms = ratio * plain / num_decodes;
+    pos_ms = ratio * plain;
+    if (draft_cost.ready()) {
+      pos_ms = draft_cost.fixed_ms() + draft_cost.per_token_ms();
+      tok_ms = draft_cost.per_draft_ms();
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const Sequence& q = cand_seqs[i]->seq;
+      cands[i].setup_ms = tok_ms * (draft->num_behind(q.id, q.num_tokens()) - 1);
+    }
   }
   std::vector<int32_t> ks(cands.size(), 0);
   if (!so.cost_model) {
@@ -81,7 +92,8 @@ void Engine::Impl::propose_drafts() {
     // to verify could pay for its forwards (a draft as large as the target never can).
     bool explore = ++spec_explore_steps % 2 == 0;
     if (explore && draft) {
-      std::vector<SpecCandidate> best(cands.size(), SpecCandidate{.alpha = 0.95, .max_k = 1});
+      std::vector<SpecCandidate> best = cands;
+      for (SpecCandidate& b : best) b = {.alpha = 0.95, .max_k = 1, .setup_ms = b.setup_ms};
       const SpecPlan p = spec_plan({.plain_ms = spec_last_plain_ms, .per_draft_ms = 0, .draft_pos_ms = pos_ms,
                                     .num_emitting = num_decodes},
                                    best);
@@ -100,7 +112,8 @@ void Engine::Impl::propose_drafts() {
     for (int32_t k : ks) planned = planned || k > 0;
     for (size_t i = 0; i < cands.size(); ++i) {
       // A probe where the plan drafts nothing at all, within the probing budget.
-      if (spec_probe_due(cand_seqs[i]->spec, ks[i] > 0) && !planned && probe_budget.allow()) {
+      const double probe_ms = step_cost.per_draft_ms() + (draft ? pos_ms + cands[i].setup_ms : 0.0);
+      if (spec_probe_due(cand_seqs[i]->spec, ks[i] > 0) && !planned && probe_budget.allow(probe_ms)) {
         ks[i] = 1;
         spec_probe_step = true;
       }
@@ -110,11 +123,12 @@ void Engine::Impl::propose_drafts() {
   if (draft) {
     std::vector<DraftQuery> queries;
     std::vector<SeqState*> asked;
-    int32_t depth = 0;
+    int32_t depth = 0, behind = 0;
     for (size_t i = 0; i < cands.size(); ++i) {
       cand_seqs[i]->drafts.clear();
       if (ks[i] <= 0) continue;
       SeqState* s = cand_seqs[i];
+      behind += draft->num_behind(s->seq.id, s->seq.num_tokens()) - 1;
       queries.push_back({.seq_id = s->seq.id, .tokens = s->seq.tokens, .k = ks[i], .out = &s->drafts});
       asked.push_back(s);
       depth = std::max(depth, ks[i]);
@@ -123,9 +137,8 @@ void Engine::Impl::propose_drafts() {
     const auto d0 = Clock::now();
     const Status st = draft->propose(queries, &pool);
     spec_draft_ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count();
-    // One draft forward per drafted position (the first also catches the draft KV up).
-    const double per_pos = spec_draft_ms / depth;
-    draft_pos_ms = draft_pos_ms == 0 ? per_pos : 0.9 * draft_pos_ms + 0.1 * per_pos;
+    // One draft forward per drafted position; the first also catches the draft KV up.
+    draft_cost.observe(depth, behind, spec_draft_ms);
     if (!st.ok()) {
       log::error("engine: draft model forward failed (" + st.to_string() + "); not speculating this step");
       for (SeqState* s : asked) s->drafts.clear();

@@ -169,13 +169,16 @@ SpecPlan spec_plan(const SpecStepCost& cost, std::span<const SpecCandidate> cand
       value[i] *= std::clamp(cands[i].alpha, 0.0, 1.0);
       offer.push_back(i);
     }
-    std::stable_sort(offer.begin(), offer.end(), [&](size_t a, size_t b) { return value[a] > value[b]; });
-    // Best prefix of the offer: with equal costs, take drafts while each beats the ratio so far.
+    auto price = [&](size_t i) { return per + (j == 1 ? std::max(0.0, cands[i].setup_ms) : 0.0); };
+    std::stable_sort(offer.begin(), offer.end(),
+                     [&](size_t a, size_t b) { return value[a] * price(b) > value[b] * price(a); });
+    // Best prefix of the offer (best value per cost first): take drafts while each beats the
+    // step's tokens per ms so far.
     double ee = e, tt = t + pos;
     size_t m = 0;
-    while (m < offer.size() && value[offer[m]] * tt > ee * per) {
+    while (m < offer.size() && value[offer[m]] * tt > ee * price(offer[m])) {
       ee += value[offer[m]];
-      tt += per;
+      tt += price(offer[m]);
       ++m;
     }
     if (m == 0 || ee * t <= e * tt) break;  // this depth does not raise tokens per ms: stop

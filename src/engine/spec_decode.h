@@ -116,6 +116,8 @@ void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted);
 struct SpecCandidate {
   double alpha = 0.5;                // its acceptance estimate (SpecAdaptState::alpha)
   int32_t max_k = 0;                 // drafts it can take at most (K, the proposal's length, limits)
+  double setup_ms = 0;               // paid once if it drafts at all (draft model: catching its KV
+                                     // up over the tokens it has not seen yet)
 };
 
 // What a step costs, predicted from measurements (all times in ms).
@@ -131,7 +133,7 @@ struct SpecStepCost {
 // The plan: drafts per candidate that maximize expected emitted tokens per unit of step time.
 // The j-th draft of a sequence with acceptance alpha is worth alpha^j expected tokens (it emits
 // one more token only when all j drafts are accepted) and costs per_draft_ms (+ draft_pos_ms
-// when no other sequence drafts that deep yet). Drafts are taken best first while each one
+// when no other sequence drafts that deep yet; + the candidate's setup_ms for its first). Drafts are taken best first while each one
 // beats the step's current tokens per ms; the plan is kept only when its predicted
 // tokens per ms beat the plain step's by min_gain, otherwise every k is 0. This is the pause:
 // per sequence when its acceptance is low (its drafts are worth too little), globally when the
@@ -152,14 +154,14 @@ bool spec_probe_due(SpecAdaptState& st, bool planned);
 
 // Caps what probing may cost: probes earn `share` of every decode step's time as credit and
 // spend their measured extra time (a probe in draft mode first catches the draft model's KV up,
-// which can cost far more than the probe's own token). A probe is allowed while the credit is
-// not negative, so over a run probes cost at most about `share` of the decode time.
+// which can cost far more than the probe's own token). A probe is allowed once the credit covers
+// its predicted cost, so over a run probes cost at most about `share` of the decode time.
 class SpecProbeBudget {
  public:
   explicit SpecProbeBudget(double share = 0.02) : share_(share) {}
   void earn(double step_ms) { credit_ = std::min(credit_ + share_ * std::max(0.0, step_ms), kMaxCreditMs); }
   void spend(double extra_ms) { credit_ -= std::max(0.0, extra_ms); }
-  bool allow() const { return credit_ >= 0; }
+  bool allow(double predicted_ms = 0) const { return credit_ >= std::max(0.0, predicted_ms); }
   double credit_ms() const { return credit_; }
 
  private:

@@ -134,6 +134,16 @@ TEST(SpecAdapt, DraftModelForwardsArePricedPerPosition) {
                                  std::vector<SpecCandidate>{c[0], c[0]});
   EXPECT_GE(two.k[0], costly.k[0]);
   EXPECT_EQ(two.k[0], two.k[1]);
+  // A sequence whose draft KV lags far behind pays the catch-up first: with a 5 ms setup no
+  // draft pays, the same sequence caught up drafts, and of two the caught-up one is chosen.
+  const SpecStepCost shallow{.plain_ms = 1.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.1, .num_emitting = 1};
+  EXPECT_EQ(spec_plan(shallow, std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 5.0}}).k[0], 0);
+  EXPECT_GT(spec_plan(shallow, std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 0.0}}).k[0], 0);
+  const SpecPlan mixed = spec_plan({.plain_ms = 2.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.1, .num_emitting = 2},
+                                   std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 5.0},
+                                                              {.alpha = 0.9, .max_k = 8, .setup_ms = 0.0}});
+  EXPECT_EQ(mixed.k[0], 0);
+  EXPECT_GT(mixed.k[1], 0);
 }
 
 TEST(SpecAdapt, ProbesAreSpacedAndBudgeted) {
@@ -156,6 +166,9 @@ TEST(SpecAdapt, ProbesAreSpacedAndBudgeted) {
   EXPECT_FALSE(b.allow());
   b.earn(1.0);
   EXPECT_TRUE(b.allow());
+  EXPECT_FALSE(b.allow(0.5));  // a probe predicted to cost 0.5 ms waits for that much credit
+  for (int i = 0; i < 25; ++i) b.earn(1.0);
+  EXPECT_TRUE(b.allow(0.5));
   for (int i = 0; i < 100000; ++i) b.earn(10.0);  // idle credit is capped
   EXPECT_LE(b.credit_ms(), 50.0);
 }
