@@ -1,4 +1,4 @@
-// Speculative decoding: options, the per-sequence adaptive controller, the draft/target
+// Speculative decoding: options, the adaptive policy (step-cost model, plan, probes), the draft/target
 // vocabulary check and the verification rule. The engine (engine.cc) drafts tokens before a
 // step (spec_ngram.h or a draft model, spec_draft.h), verifies them in the same batched forward
 // as every other sequence's decode and prefill chunk, and rolls back the KV of rejected tokens.
@@ -17,7 +17,17 @@
 // deterministic, where the rule reduces to the sample-and-compare above). A stochastic draft
 // model would need it together with the sampler's processed distributions, not exposed today.
 //
-// Thread-safety: plain data and pure functions.
+// Policy (never slower than not speculating, by construction of the decision; measured online).
+// Every step the engine predicts the step's time without drafts and what each draft adds
+// (SpecCostModel over whole decode steps; a draft model's forwards and catch-up priced apart),
+// estimates each sequence's acceptance, and drafts only what raises expected emitted tokens per
+// millisecond by a margin (spec_plan). Where drafts do not pay (low acceptance, a compute-bound
+// batch, a draft model as costly as the target) the plan drafts nothing, and only rare one-token
+// probes, capped to ~2% of decode time (SpecProbeBudget), keep the estimates fresh. What is not
+// modelled: a step whose cost is not linear in its drafts (the fit is a line; stalls from other
+// processes are clipped), and prefill tokens in the step are priced like decode tokens.
+//
+// Thread-safety: plain data and pure functions (SpecCostModel, SpecProbeBudget: single owner).
 #pragma once
 
 #include <algorithm>
@@ -127,7 +137,8 @@ struct SpecStepCost {
   double draft_pos_ms = 0;           // draft model: one more drafted position (one draft forward
                                      // over the batch; shared by every sequence drafting that deep)
   int32_t num_emitting = 0;          // tokens the plain step emits (its decoding sequences)
-  double min_gain = 1.02;            // drafts must promise at least this speed-up (model error)
+  double min_gain = 1.1;             // drafts must promise at least this speed-up (the fit's error
+                                     // on a noisy machine; marginal gains are not worth the risk)
 };
 
 // The plan: drafts per candidate that maximize expected emitted tokens per unit of step time.

@@ -21,9 +21,12 @@ TEST(SpecNgram, CopiesWhatFollowedTheLatestMatch) {
   const std::vector<int32_t> t{5, 1, 2, 3, 7, 8, 9, 6, 1, 2, 3};
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 3, out), 3);
   EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 9}));
-  // k clips the proposal; the continuation stops at the end of the tokens.
+  // k clips the proposal.
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 2, out), 2);
   EXPECT_EQ(out, (std::vector<int32_t>{7, 8}));
+  // Past the end of the tokens the copy runs on through itself: 7 8 9 6 1 2 3, then 7 8 9 again.
+  EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 10, out), 10);
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 9, 6, 1, 2, 3, 7, 8, 9}));
 }
 
 TEST(SpecNgram, LongestKeyWinsOverMoreRecentShortMatch) {
@@ -43,9 +46,11 @@ TEST(SpecNgram, NothingWithoutMatchOrRoom) {
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{1}, {.ngram_min = 1, .ngram_max = 3}, 4, out), 0);
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 1}, {.ngram_min = 1, .ngram_max = 3}, 0, out), 0);
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{3, 1, 2}, {.ngram_min = 2, .ngram_max = 3}, 4, out), 0);
-  // A periodic sequence proposes its own continuation.
-  EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 2, 1, 2}, {.ngram_min = 1, .ngram_max = 2}, 4, out), 2);
-  EXPECT_EQ(out, (std::vector<int32_t>{1, 2}));
+  // A periodic sequence proposes its own continuation, as long as asked (period 2, and a run).
+  EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 2, 1, 2}, {.ngram_min = 1, .ngram_max = 2}, 4, out), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 1, 2}));
+  EXPECT_EQ(ngram_propose(std::vector<int32_t>{4, 5, 5}, {.ngram_min = 1, .ngram_max = 2}, 3, out), 3);
+  EXPECT_EQ(out, (std::vector<int32_t>{5, 5, 5}));
 }
 
 TEST(SpecNgram, ScanWindowBoundsTheSearch) {
@@ -102,8 +107,9 @@ TEST(SpecAdapt, PlanChoosesOffWhenThePredictedGainIsBelowOne) {
   std::vector<SpecCandidate> many(32, SpecCandidate{.alpha = 0.6, .max_k = 8});
   p = spec_plan({.plain_ms = 4.0, .per_draft_ms = 0.1, .num_emitting = 32}, many);
   for (int32_t k : p.k) EXPECT_EQ(k, 0);
-  // Same batch, acceptance 0.95: the first drafts now beat 8 tokens/ms (9.5 > 8).
-  for (auto& x : many) x.alpha = 0.95;
+  // Same batch, acceptance 0.99: drafts now beat 8 tokens/ms (9.9, 9.8, ... > 8) and the step's
+  // predicted gain clears the default 1.1 margin.
+  for (auto& x : many) x.alpha = 0.99;
   p = spec_plan({.plain_ms = 4.0, .per_draft_ms = 0.1, .num_emitting = 32}, many);
   EXPECT_GT(p.k[0], 0);
   // A gain the plan predicts but below min_gain is not taken (model error margin): one draft
