@@ -79,8 +79,14 @@ void Engine::Impl::propose_drafts() {
       tok_ms = draft_cost.per_draft_ms();
     }
     for (size_t i = 0; i < cands.size(); ++i) {
+      // The catch-up is an investment: once caught up, a drafting sequence only feeds the draft
+      // its 1 + accepted new tokens a step. Its price is spread over the next kSetupSteps
+      // steps (or the request's remaining ones, if fewer).
+      constexpr int32_t kSetupSteps = 8;
       const Sequence& q = cand_seqs[i]->seq;
-      cands[i].setup_ms = tok_ms * (draft->num_behind(q.id, q.num_tokens()) - 1);
+      const int32_t left = cand_seqs[i]->req->req.sampling.max_tokens - q.num_output_tokens();
+      const int32_t horizon = std::clamp(left / std::max(1, cands[i].max_k), 1, kSetupSteps);
+      cands[i].setup_ms = tok_ms * (draft->num_behind(q.id, q.num_tokens()) - 1) / horizon;
     }
   }
   std::vector<int32_t> ks(cands.size(), 0);
@@ -93,7 +99,7 @@ void Engine::Impl::propose_drafts() {
     bool explore = ++spec_explore_steps % 2 == 0;
     if (explore && draft) {
       std::vector<SpecCandidate> best = cands;
-      for (SpecCandidate& b : best) b = {.alpha = 0.95, .max_k = 1, .setup_ms = b.setup_ms};
+      for (SpecCandidate& b : best) b = {.alpha = 0.95, .max_k = 2, .setup_ms = b.setup_ms};
       const SpecPlan p = spec_plan({.plain_ms = spec_last_plain_ms, .per_draft_ms = 0, .draft_pos_ms = pos_ms,
                                     .num_emitting = num_decodes},
                                    best);
