@@ -141,7 +141,7 @@ void SpecCostModel::observe(int32_t real_tokens, int32_t draft_tokens, double ms
 
 void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
-  constexpr double kDecay = 0.8;
+  constexpr double kDecay = 0.9;
   st.accepted = kDecay * st.accepted + accepted;
   st.rejected = kDecay * st.rejected + (accepted < drafted ? 1 : 0);
 }

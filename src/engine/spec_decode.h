@@ -111,13 +111,14 @@ class SpecCostModel {
 };
 
 // Per-sequence acceptance and probing. alpha = the estimated probability that a drafted token
-// is accepted given the previous one was (decayed counts, Laplace prior 1/2).
+// is accepted given the previous one was (counts decayed by 0.9 a round, prior 1/2 worth one
+// draft: with nothing accepted it falls to ~0.05, so a cheap draft that is never right stops).
 struct SpecAdaptState {
   double accepted = 0;               // decayed accepted drafted tokens
   double rejected = 0;               // decayed first rejections (one per round that had one)
   int32_t idle_steps = 0;            // decode steps since this sequence last drafted
   int32_t probe_interval = 8;        // idle steps before a one-token probe (doubles to 128)
-  double alpha() const { return (accepted + 1.0) / (accepted + rejected + 2.0); }
+  double alpha() const { return (accepted + 0.5) / (accepted + rejected + 1.0); }
 };
 // After verification of `drafted` tokens of which the first `accepted` matched.
 void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted);
