@@ -31,6 +31,20 @@
 // bound; what the adaptive policy saves or loses shows against it). --profile prints, per mode,
 // the median step time by the number of tokens the step's forward ran (decode steps only):
 // where a speculative step's time goes compared with a plain one.
+//
+// Models used for the issue-13 figures (none of the synth ones is a real model; their text is
+// not grounded, and their labels below say what they measure):
+//   real:  ../shared/models/stories260K/tinyllamas-stories-260k-f32.gguf (the same weights as
+//          stories260K-f32.gguf with the trained 512-token context; that file says 128), draft
+//          stories260K-f16.gguf (the same model in f16: as costly as the target).
+//   synth random 12-layer target (memory-bound shape; random weights loop, so n-gram finds
+//          repeats of its own output) and a 2-layer random draft (never agrees: 0% acceptance):
+//     tokenserve synth --arch llama --layers 12 --embd 768 --heads 12 --ffn 2048 --ctx 1024 \
+//       --vocab-from stories260K-f32.gguf --type q8_0 --seed 7 -o target12.gguf   (--layers 2: draft2.gguf)
+//   synth agreeing pair (MECHANISM ONLY: with --std 0.002 and --tied the residual stream is the
+//          shared embedding, so a 1-layer draft picks the 12-layer target's tokens by
+//          construction, and the text is a repeated token): the same command with --tied
+//          --std 0.002, --layers 12 (t12s.gguf) and --layers 1 (d1s.gguf).
 #include <time.h>
 
 #include <algorithm>
