@@ -39,7 +39,7 @@
 //          stories260K-f16.gguf (the same model in f16: as costly as the target).
 //   synth random 12-layer target (memory-bound shape; random weights loop, so n-gram finds
 //          repeats of its own output) and a 2-layer random draft (never agrees: 0% acceptance):
-//     tokenserve synth --arch llama --layers 12 --embd 768 --heads 12 --ffn 2048 --ctx 1024 \
+//     tokenserve synth --arch llama --layers 12 --embd 768 --heads 12 --ffn 2048 --ctx 1024
 //       --vocab-from stories260K-f32.gguf --type q8_0 --seed 7 -o target12.gguf   (--layers 2: draft2.gguf)
 //   synth agreeing pair (MECHANISM ONLY: with --std 0.002 and --tied the residual stream is the
 //          shared embedding, so a 1-layer draft picks the 12-layer target's tokens by
