@@ -7,7 +7,7 @@ void SpecFlags::add(CLI::App& app) {
                  "speculative decoding: off (default), ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"off", "ngram", "draft"}));
   app.add_option("--draft-model", draft_model, "draft model GGUF for --speculative draft (same vocabulary)");
-  app.add_option("--draft-tokens", draft_tokens, "tokens drafted per sequence and step at most (default 4)")
+  app.add_option("--draft-tokens", draft_tokens, "tokens drafted per sequence and step at most; the cost model drafts fewer where they do not pay (default 8)")
       ->check(CLI::Range(1, static_cast<int>(engine::kMaxDraftTokens)));
   app.add_option("--ngram-min", ngram_min, "shortest n-gram looked up for --speculative ngram (default 1)")
       ->check(CLI::Range(1, 64));

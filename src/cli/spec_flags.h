@@ -18,7 +18,7 @@ namespace ts::cli {
 struct SpecFlags {
   std::string mode = "off";
   std::string draft_model;
-  int draft_tokens = 4;
+  int draft_tokens = 8;
   int ngram_min = 1;
   int ngram_max = 4;
   int max_decode_seqs = 8;

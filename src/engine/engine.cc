@@ -100,6 +100,15 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   int32_t num_blocks = opts.num_kv_blocks;
   if (num_blocks <= 0) {
     num_blocks = model::KvStorage::blocks_for_budget(cfg, opts.kv_type, opts.block_size, opts.kv_cache_bytes, layout);
+    // --speculative draft: the draft model's KV (spec_draft_blocks beside the target's pool)
+    // counts within the same budget.
+    if (opts.spec.mode == SpecMode::kDraft && opts.spec.draft_model != nullptr) {
+      num_blocks = spec_budget_blocks(model::KvStorage::bytes_per_block(cfg, opts.kv_type, opts.block_size, layout),
+                                      std::max(1, footprint.num_full_groups),
+                                      model::KvStorage::bytes_per_block(opts.spec.draft_model->config(), opts.kv_type,
+                                                                        opts.block_size),
+                                      opts.kv_cache_bytes);
+    }
   }
   if (num_blocks <= 0) {
     return resource_exhausted("KV cache budget of " + std::to_string(opts.kv_cache_bytes) +
@@ -142,13 +151,14 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
   if (opts.spec.mode == SpecMode::kDraft) {
     // As many blocks as the target's pool, so drafting never runs short before the target does;
-    // this memory comes on top of the KV budget (the draft's blocks are smaller).
-    // With window-only KV the target's tokens are bounded by its full-attention groups' blocks.
-    const int32_t draft_blocks =
-        footprint.num_full_groups > 1 ? (num_blocks + footprint.num_full_groups - 1) / footprint.num_full_groups : num_blocks;
+    // sized from a budget, the pair fits it (spec_budget_blocks); with an exact num_kv_blocks
+    // (tests) the draft's blocks come on top. With window-only KV the target's tokens are
+    // bounded by its full-attention groups' blocks, so the draft needs fewer blocks.
+    const int32_t draft_blocks = spec_draft_blocks(num_blocks, std::max(1, footprint.num_full_groups));
     TS_ASSIGN_OR_RETURN(im.draft, DraftRunner::create(*opts.spec.draft_model, opts.kv_type, opts.block_size, draft_blocks));
     log::info("engine: draft model KV " + std::to_string(im.draft->kv_bytes() >> 20) + " MiB (" +
-              std::to_string(draft_blocks) + " blocks, on top of the KV budget)");
+              std::to_string(draft_blocks) + " blocks, " +
+              (opts.num_kv_blocks > 0 ? "on top of the exact block count)" : "within the KV budget)"));
   }
   im.seed_state = opts.seed != 0 ? opts.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   im.stats.kv_blocks_total = num_blocks;
@@ -655,17 +665,10 @@ bool Engine::Impl::step() {
   if (logits.size() < static_cast<size_t>(num_rows) * V) logits.resize(static_cast<size_t>(num_rows) * V);
   model::ForwardBatch batch{.tokens = batch_tokens, .seqs = slices};
   Status st;
-  const auto fwd0 = Clock::now();
   try {
     st = model->forward(batch, kv, logits.data(), &pool);
   } catch (const std::exception& e) {  // e.g. bad_alloc: ends this batch's requests, not the process
     st = internal_error(std::string("forward pass failed: ") + e.what());
-  }
-  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
-  // would make drafted tokens look cheaper than they are.
-  if (st.ok() && opts.spec.mode != SpecMode::kOff && prefill == 0) {
-    step_cost.observe(static_cast<int32_t>(batch_tokens.size()),
-                      std::chrono::duration<double, std::milli>(Clock::now() - fwd0).count());
   }
   if (prefetched.valid()) prefetched.wait();
   if (!st.ok()) {
@@ -736,6 +739,9 @@ bool Engine::Impl::step() {
     stats.prefill_tokens_total += prefill;
     stats.generation_tokens_total += sampled;
   }
+  // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
+  // would make drafted tokens look cheaper than they are.
+  if (opts.spec.mode != SpecMode::kOff && prefill == 0) spec_observe_step(static_cast<int64_t>(batch_tokens.size()), now);
   publish_stats(ms);
   return true;
 }

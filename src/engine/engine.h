@@ -95,7 +95,8 @@ class Engine {
   // or more with window-only sliding-window groups: model::KvFootprint) with one log line. `model` must outlive the engine, and only one engine may
   // drive a Model at a time (Model::forward uses per-model scratch).
   // With opts.spec.mode != kOff the options are checked by validate_spec_options (the draft
-  // model's vocabulary must match) and a draft model gets its own KV pool of as many blocks.
+  // model's vocabulary must match) and a draft model gets its own KV pool of as many blocks
+  // (sized from kv_cache_bytes, both pools come out of it: spec_budget_blocks).
   // Errors: kInvalidArgument (bad options), kResourceExhausted (KV allocation failed or the
   // budget holds no block).
   static Result<std::unique_ptr<Engine>> create(model::Model& model, EngineOptions opts);

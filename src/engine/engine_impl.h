@@ -96,8 +96,15 @@ struct Engine::Impl {
   std::unordered_map<const Sequence*, SeqState*> by_seq;
   std::unique_ptr<DraftRunner> draft;             // --speculative draft
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
-  SpecCostModel step_cost;                        // forward time vs tokens (speculation's cost)
-  double draft_ms_per_token = 0;                  // draft model time per drafted token (average)
+  SpecCostModel step_cost;                        // decode step time vs tokens (speculation's cost)
+  SpecCostModel draft_cost;                       // draft model time vs (positions, catch-up tokens)
+  double spec_draft_ms = 0;                       // draft model time in this step
+  int64_t spec_explore_steps = 0;                 // steps planned before the cost model was ready
+  SpecProbeBudget probe_budget;                   // caps the time probes may cost
+  bool spec_probe_step = false;                   // this step's drafts are probes only
+  double spec_plain_ms = 0;                       // this step's predicted time without drafts (0: unknown)
+  int64_t spec_step_drafts = 0;                   // drafted tokens verified in this step
+  double spec_last_plain_ms = 0;                  // the last decode step without drafts, as measured
 
   std::mutex in_mu;
   std::vector<std::unique_ptr<ReqState>> inbox;   // submitted, not yet taken by the loop
@@ -139,6 +146,9 @@ struct Engine::Impl {
   // Speculative decoding (opts.spec): drafts tokens for eligible decoding sequences before the
   // schedule, appending them to seq.tokens within the token and block budgets.
   void propose_drafts();
+  // Feeds the step-cost model one decode step (no prefill) of forward_tokens tokens that began
+  // at step_start, the draft model's time excluded.
+  void spec_observe_step(int64_t forward_tokens, TimePoint step_start);
   // Removes a sequence's unverified drafts from its tokens.
   void strip_drafts(SeqState& s);
   // Strips the drafts of every sequence drafted this step that were not verified (not scheduled,

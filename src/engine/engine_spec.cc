@@ -23,6 +23,10 @@ void Engine::Impl::drop_unverified_drafts() {
 void Engine::Impl::propose_drafts() {
   const SpecOptions& so = opts.spec;
   drafted.clear();
+  spec_draft_ms = 0;
+  spec_probe_step = false;
+  spec_plain_ms = 0;
+  spec_step_drafts = 0;
   // Real work first: every running sequence's pending tokens and the blocks they need.
   int32_t real_tokens = 0, num_decodes = 0, real_blocks = 0;
   for (Sequence* q : sched.running()) {
@@ -31,49 +35,127 @@ void Engine::Impl::propose_drafts() {
     real_blocks += kvm.num_blocks_needed(*q, pending);
     if (pending == 1) ++num_decodes;
   }
-  // Compute-bound step (many decodes): verification would cost real compute, so nobody drafts.
+  // Hard global pause (a large batch is compute-bound whatever the measurements say).
   if (num_decodes == 0 || num_decodes > so.max_decode_seqs) return;
-  const double break_even =
-      so.cost_model ? spec_break_even(step_cost, draft ? draft_ms_per_token : 0.0, real_tokens, num_decodes) : 0.0;
+  if (step_cost.ready()) spec_plain_ms = step_cost.predict_ms(real_tokens, 0);
   int32_t token_budget = std::min(opts.max_batch_tokens - real_tokens, so.max_step_draft_tokens);
   int32_t free_blocks = blocks.num_free() - real_blocks;
   if (token_budget <= 0 || free_blocks < 0) return;
 
-  std::vector<std::pair<SeqState*, int32_t>> cands;  // (sequence, K wanted)
+  // Candidates: decoding sequences that may draft, each with its cap (K; never past max_tokens
+  // or the context: the token after the last draft is the bonus). n-gram proposals are free, so
+  // they are looked up first and cap the plan with their length.
+  std::vector<SeqState*> cand_seqs;
+  std::vector<SpecCandidate> cands;
   for (Sequence* q : sched.running()) {
     if (q->num_tokens() - q->num_computed_tokens != 1) continue;
     SeqState& s = *by_seq.at(q);
     const SamplingParams& p = s.req->req.sampling;
     if (s.finished || !s.req->req.speculative) continue;
-    int32_t k = spec_next_k(s.spec, so.draft_tokens, break_even);
-    // Never draft past max_tokens or the context: the token after the last draft is the bonus.
-    k = std::min({k, p.max_tokens - q->num_output_tokens() - 1, max_model_len - q->num_tokens() - 1});
-    if (k <= 0) continue;
-    cands.emplace_back(&s, k);
+    int32_t cap = std::min({so.draft_tokens, p.max_tokens - q->num_output_tokens() - 1,
+                            max_model_len - q->num_tokens() - 1});
+    if (cap <= 0) continue;
+    if (!draft) {
+      cap = ngram_propose(q->tokens, so.ngram, cap, s.drafts);
+      if (cap == 0) continue;  // no match: nothing to verify, nothing learnt
+    }
+    cand_seqs.push_back(&s);
+    cands.push_back({.alpha = s.spec.alpha(), .max_k = cap});
   }
   if (cands.empty()) return;
+
+  // The draft model's prices: per drafted position (one draft forward) and per token it must
+  // catch up on first, measured once it has run (draft_cost); before, a prior from the weights
+  // it streams relative to the target's (a decode step reads every weight).
+  double pos_ms = 0;
+  if (draft) {
+    const double ratio = static_cast<double>(opts.spec.draft_model->weight_bytes()) /
+                         static_cast<double>(std::max<size_t>(1, model->weight_bytes()));
+    const double plain = spec_plain_ms > 0 ? spec_plain_ms : spec_last_plain_ms;
+    double tok_ms = ratio * plain / num_decodes;
+    pos_ms = ratio * plain;
+    if (draft_cost.ready()) {
+      pos_ms = draft_cost.fixed_ms() + draft_cost.per_token_ms();
+      tok_ms = draft_cost.per_draft_ms();
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+      // The catch-up is an investment: once caught up, a drafting sequence only feeds the draft
+      // its 1 + accepted new tokens a step. Its price is spread over the next kSetupSteps
+      // steps (or the request's remaining ones, if fewer).
+      constexpr int32_t kSetupSteps = 8;
+      const Sequence& q = cand_seqs[i]->seq;
+      const int32_t left = cand_seqs[i]->req->req.sampling.max_tokens - q.num_output_tokens();
+      const int32_t horizon = std::clamp(left / std::max(1, cands[i].max_k), 1, kSetupSteps);
+      cands[i].setup_ms = tok_ms * (draft->num_behind(q.id, q.num_tokens()) - 1) / horizon;
+    }
+  }
+  std::vector<int32_t> ks(cands.size(), 0);
+  if (!so.cost_model) {
+    for (size_t i = 0; i < cands.size(); ++i) ks[i] = cands[i].max_k;
+  } else if (!step_cost.ready()) {
+    // Until steps with and without drafts have been timed, one-token drafts every other step
+    // give the fit its spread; a draft model only when even perfect drafts that cost nothing
+    // to verify could pay for its forwards (a draft as large as the target never can).
+    bool explore = ++spec_explore_steps % 2 == 0;
+    if (explore && draft) {
+      std::vector<SpecCandidate> best = cands;
+      for (SpecCandidate& b : best) b = {.alpha = 0.95, .max_k = 2, .setup_ms = b.setup_ms};
+      const SpecPlan p = spec_plan({.plain_ms = spec_last_plain_ms, .per_draft_ms = 0, .draft_pos_ms = pos_ms,
+                                    .num_emitting = num_decodes},
+                                   best);
+      explore = std::any_of(p.k.begin(), p.k.end(), [](int32_t k) { return k > 0; });
+    }
+    if (explore)
+      for (size_t i = 0; i < cands.size(); ++i) ks[i] = 1;
+  } else {
+    const SpecPlan plan = spec_plan({.plain_ms = spec_plain_ms,
+                                     .per_draft_ms = step_cost.per_draft_ms(),
+                                     .draft_pos_ms = pos_ms,
+                                     .num_emitting = num_decodes},
+                                    cands);
+    ks = plan.k;
+    bool planned = false;
+    for (int32_t k : ks) planned = planned || k > 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      // A probe where the plan drafts nothing at all, within the probing budget.
+      const double probe_ms = step_cost.per_draft_ms() + (draft ? pos_ms + cands[i].setup_ms : 0.0);
+      if (spec_probe_due(cand_seqs[i]->spec, ks[i] > 0) && !planned && probe_budget.allow(probe_ms)) {
+        ks[i] = 1;
+        spec_probe_step = true;
+      }
+    }
+  }
+
   if (draft) {
     std::vector<DraftQuery> queries;
-    queries.reserve(cands.size());
-    for (auto& [s, k] : cands) {
-      queries.push_back({.seq_id = s->seq.id, .tokens = s->seq.tokens, .k = k, .out = &s->drafts});
+    std::vector<SeqState*> asked;
+    int32_t depth = 0, behind = 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      cand_seqs[i]->drafts.clear();
+      if (ks[i] <= 0) continue;
+      SeqState* s = cand_seqs[i];
+      behind += draft->num_behind(s->seq.id, s->seq.num_tokens()) - 1;
+      queries.push_back({.seq_id = s->seq.id, .tokens = s->seq.tokens, .k = ks[i], .out = &s->drafts});
+      asked.push_back(s);
+      depth = std::max(depth, ks[i]);
     }
+    if (queries.empty()) return;
     const auto d0 = Clock::now();
     const Status st = draft->propose(queries, &pool);
-    int64_t n_drafted = 0;
-    for (auto& [s, k] : cands) n_drafted += static_cast<int64_t>(s->drafts.size());
-    if (n_drafted > 0) {
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count() / n_drafted;
-      draft_ms_per_token = draft_ms_per_token == 0 ? ms : 0.9 * draft_ms_per_token + 0.1 * ms;
-    }
+    spec_draft_ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count();
+    // One draft forward per drafted position; the first also catches the draft KV up.
+    draft_cost.observe(depth, behind, spec_draft_ms);
     if (!st.ok()) {
       log::error("engine: draft model forward failed (" + st.to_string() + "); not speculating this step");
-      for (auto& [s, k] : cands) s->drafts.clear();
+      for (SeqState* s : asked) s->drafts.clear();
     }
   } else {
-    for (auto& [s, k] : cands) ngram_propose(s->seq.tokens, so.ngram, k, s->drafts);
+    for (size_t i = 0; i < cands.size(); ++i) {
+      std::vector<int32_t>& d = cand_seqs[i]->drafts;
+      d.resize(static_cast<size_t>(std::min<int32_t>(ks[i], static_cast<int32_t>(d.size()))));
+    }
   }
-  for (auto& [s, k] : cands) {
+  for (SeqState* s : cand_seqs) {
     Sequence& q = s->seq;
     int32_t m = std::min<int32_t>(static_cast<int32_t>(s->drafts.size()), token_budget);
     // Drafts never cost another sequence its blocks (no preemption caused by speculation).
@@ -88,12 +170,24 @@ void Engine::Impl::propose_drafts() {
   }
 }
 
+void Engine::Impl::spec_observe_step(int64_t forward_tokens, TimePoint step_start) {
+  const int64_t num_drafts = spec_step_drafts;
+  const double total = std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+  const double ms = total - spec_draft_ms;
+  if (ms > 0) step_cost.observe(static_cast<int32_t>(forward_tokens - num_drafts), static_cast<int32_t>(num_drafts), ms);
+  probe_budget.earn(total);
+  if (num_drafts == 0 && spec_draft_ms == 0) spec_last_plain_ms = total;
+  // A probe's price: what the step took beyond the plain step it replaced (draft model included).
+  if (spec_probe_step && spec_plain_ms > 0) probe_budget.spend(total - spec_plain_ms);
+}
+
 int32_t Engine::Impl::verify_drafts(SeqState& s, const ScheduledSeq& sc, const float* rows, int32_t V,
                                     TimePoint now) {
   Sequence& q = s.seq;
   const int32_t c = q.num_computed_tokens;  // position of the last verified token
   const int32_t n = sc.num_tokens;          // rows: that token and the first n - 1 drafts
   std::vector<int32_t> d(q.tokens.end() - q.num_draft_tokens, q.tokens.end());
+  spec_step_drafts += n - 1;
   strip_drafts(s);
   int32_t accepted = 0, emitted = 0;
   for (int32_t i = 0; i < n; ++i) {

@@ -1,6 +1,7 @@
 #include "engine/spec_decode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "model/model.h"
@@ -46,6 +47,24 @@ Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::To
   return Status();
 }
 
+int32_t spec_draft_blocks(int32_t target_blocks, int32_t target_blocks_per_draft_block) {
+  const int64_t per = std::max<int32_t>(1, target_blocks_per_draft_block);
+  return static_cast<int32_t>((int64_t{target_blocks} + per - 1) / per);
+}
+
+int32_t spec_budget_blocks(size_t target_block_bytes, int32_t target_blocks_per_draft_block,
+                           size_t draft_block_bytes, size_t budget_bytes) {
+  const size_t per = static_cast<size_t>(std::max<int32_t>(1, target_blocks_per_draft_block));
+  // One unit = `per` target blocks and one draft block; then add target blocks (each partial
+  // unit needs its own draft block) while they fit.
+  const size_t unit = per * target_block_bytes + draft_block_bytes;
+  if (unit == 0) return 0;
+  size_t n = (budget_bytes / unit) * per;
+  size_t rest = budget_bytes - (n / per) * unit;
+  if (rest >= target_block_bytes + draft_block_bytes) n += std::min(per - 1, (rest - draft_block_bytes) / target_block_bytes);
+  return static_cast<int32_t>(std::min<size_t>(n, size_t{1} << 30));
+}
+
 Status validate_spec_options(const SpecOptions& o, const model::Model& target) {
   if (o.mode == SpecMode::kOff) return Status();
   if (o.draft_tokens < 1 || o.draft_tokens > kMaxDraftTokens) {
@@ -66,53 +85,139 @@ Status validate_spec_options(const SpecOptions& o, const model::Model& target) {
   return Status();
 }
 
-void SpecCostModel::observe(int32_t num_tokens, double ms) {
+namespace {
+// Solves the 3x3 system a x = b by Gaussian elimination with partial pivoting; false if singular.
+bool solve3(double a[3][3], double b[3], double x[3]) {
+  for (int c = 0; c < 3; ++c) {
+    int p = c;
+    for (int r = c + 1; r < 3; ++r)
+      if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
+    if (!(std::fabs(a[p][c]) > 1e-12)) return false;
+    std::swap(a[p], a[c]);
+    std::swap(b[p], b[c]);
+    for (int r = c + 1; r < 3; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (int k = c; k < 3; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (int c = 2; c >= 0; --c) {
+    double v = b[c];
+    for (int k = c + 1; k < 3; ++k) v -= a[c][k] * x[k];
+    x[c] = v / a[c][c];
+  }
+  return true;
+}
+}  // namespace
+
+void SpecCostModel::observe(int32_t real_tokens, int32_t draft_tokens, double ms) {
   constexpr double kDecay = 0.97;
-  const double n = num_tokens;
-  s0_ = kDecay * s0_ + 1;
-  s1_ = kDecay * s1_ + n;
-  s2_ = kDecay * s2_ + n * n;
-  t1_ = kDecay * t1_ + ms;
-  t2_ = kDecay * t2_ + n * ms;
-  const double var = s0_ * s2_ - s1_ * s1_;  // s0^2 * variance of n
-  if (var <= 0.25 * s0_ * s0_) return;       // token counts too alike to separate the terms
-  per_token_ = std::max(0.0, (s0_ * t2_ - s1_ * t1_) / var);
-  fixed_ = std::max(0.0, (t1_ - per_token_ * s1_) / s0_);
+  // A step that took far longer than predicted was most likely stalled by another process on a
+  // shared machine: it counts, clipped, so one stall does not make drafts look expensive.
+  if (ready_) ms = std::min(ms, 3.0 * std::max(1e-3, predict_ms(real_tokens, draft_tokens)));
+  const double x[3] = {1.0, static_cast<double>(real_tokens), static_cast<double>(draft_tokens)};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) xx_[i][j] = kDecay * xx_[i][j] + x[i] * x[j];
+    xy_[i] = kDecay * xy_[i] + x[i] * ms;
+  }
+  const double n = xx_[0][0];
+  const double var_d = xx_[2][2] / n - (xx_[2][0] / n) * (xx_[2][0] / n);
+  // Ridge: a little pull of the slopes towards 0 keeps the fit defined while the batch size
+  // (real) or the drafts do not vary; a slope the data support is barely moved.
+  double a[3][3], b[3], t[3];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) a[i][j] = xx_[i][j];
+    b[i] = xy_[i];
+  }
+  a[1][1] += 1e-3 * n;
+  a[2][2] += 1e-3 * n;
+  if (!solve3(a, b, t)) return;
+  if (t[1] < 0 || t[2] < 0) {
+    // A negative price is noise: refit with that slope at 0 (two unknowns left).
+    const int drop = t[2] < 0 ? 2 : 1, keep = 3 - drop;
+    const double det = a[0][0] * a[keep][keep] - a[0][keep] * a[keep][0];
+    if (!(std::fabs(det) > 1e-12)) return;
+    const double f = (b[0] * a[keep][keep] - a[0][keep] * b[keep]) / det;
+    const double k = std::max(0.0, (a[0][0] * b[keep] - a[keep][0] * b[0]) / det);
+    t[0] = f;
+    t[keep] = k;
+    t[drop] = 0;
+  }
+  if (var_d <= 0.1 && !ready_) return;       // drafts too alike (std < 0.3) to price one yet
+  for (int i = 0; i < 3; ++i) theta_[i] = t[i];
+  theta_[0] = std::max(0.0, theta_[0]);
   ready_ = true;
-}
-
-double spec_break_even(const SpecCostModel& m, double draft_ms_per_token, int32_t real_tokens,
-                       int32_t num_decodes) {
-  // Until the step cost is known, a cautious threshold: one-token probing drafts at the prior
-  // acceptance of 1/2, growing as they are accepted.
-  if (!m.ready() || num_decodes <= 0) return 0.4;
-  const double per_emitted = (m.fixed_ms() + m.per_token_ms() * real_tokens) / num_decodes;
-  if (!(per_emitted > 0)) return 1.0;
-  return (m.per_token_ms() + std::max(0.0, draft_ms_per_token)) / per_emitted;
-}
-
-int32_t spec_next_k(SpecAdaptState& st, int32_t max_k, double break_even) {
-  if (st.pause_steps > 0) {
-    --st.pause_steps;
-    return st.pause_steps == 0 ? 1 : 0;  // the last paused step probes with one draft
-  }
-  const double a = st.alpha();
-  int32_t k = 0;
-  for (double p = a; k < max_k && p > break_even; p *= a) ++k;
-  if (k == 0) {
-    st.pause_steps = st.next_pause;
-    st.next_pause = std::min(st.next_pause * 2, 128);
-  } else {
-    st.next_pause = 2;
-  }
-  return k;
 }
 
 void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
-  constexpr double kDecay = 0.8;
+  constexpr double kDecay = 0.9;
   st.accepted = kDecay * st.accepted + accepted;
   st.rejected = kDecay * st.rejected + (accepted < drafted ? 1 : 0);
+}
+
+SpecPlan spec_plan(const SpecStepCost& cost, std::span<const SpecCandidate> cands) {
+  SpecPlan plan;
+  plan.k.assign(cands.size(), 0);
+  if (!(cost.plain_ms > 0) || cost.num_emitting <= 0) return plan;
+  double e = cost.num_emitting, t = cost.plain_ms;
+  plan.plain_tokens_per_ms = plan.tokens_per_ms = e / t;
+  const double per = std::max(0.0, cost.per_draft_ms), pos = std::max(0.0, cost.draft_pos_ms);
+  int32_t max_k = 0;
+  for (const SpecCandidate& c : cands) max_k = std::max(max_k, c.max_k);
+  // Depth by depth (a draft model runs one forward per depth for every sequence drafting that
+  // deep): at depth j the sequences still drafting offer alpha^j each. The depth is opened with
+  // the best of them, as many as raise the step's tokens per ms, and the rest stop there. Deeper
+  // drafts are worth less, so the first depth that does not pay ends the plan.
+  std::vector<size_t> live(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) live[i] = i;
+  std::vector<double> value(cands.size(), 1.0);
+  for (int32_t j = 1; j <= max_k && !live.empty(); ++j) {
+    std::vector<size_t> offer;
+    for (size_t i : live) {
+      if (cands[i].max_k < j) continue;
+      value[i] *= std::clamp(cands[i].alpha, 0.0, 1.0);
+      offer.push_back(i);
+    }
+    auto price = [&](size_t i) { return per + (j == 1 ? std::max(0.0, cands[i].setup_ms) : 0.0); };
+    std::stable_sort(offer.begin(), offer.end(),
+                     [&](size_t a, size_t b) { return value[a] * price(b) > value[b] * price(a); });
+    // Best prefix of the offer (best value per cost first): take drafts while each beats the
+    // step's tokens per ms so far.
+    double ee = e, tt = t + pos;
+    size_t m = 0;
+    while (m < offer.size() && value[offer[m]] * tt > ee * price(offer[m])) {
+      ee += value[offer[m]];
+      tt += price(offer[m]);
+      ++m;
+    }
+    if (m == 0 || ee * t <= e * tt) break;  // this depth does not raise tokens per ms: stop
+    e = ee;
+    t = tt;
+    live.clear();
+    for (size_t r = 0; r < m; ++r) {
+      plan.k[offer[r]] = j;
+      live.push_back(offer[r]);
+    }
+  }
+  plan.tokens_per_ms = e / t;
+  if (plan.tokens_per_ms < cost.min_gain * plan.plain_tokens_per_ms) {
+    std::fill(plan.k.begin(), plan.k.end(), 0);
+    plan.tokens_per_ms = plan.plain_tokens_per_ms;
+  }
+  return plan;
+}
+
+bool spec_probe_due(SpecAdaptState& st, bool planned) {
+  if (planned) {
+    st.idle_steps = 0;
+    st.probe_interval = 8;
+    return false;
+  }
+  if (++st.idle_steps < st.probe_interval) return false;
+  st.idle_steps = 0;
+  st.probe_interval = std::min(2 * st.probe_interval, 128);
+  return true;
 }
 
 int32_t rejection_sample(std::span<const float> p, std::span<const float> q, int32_t draft, Rng& rng,

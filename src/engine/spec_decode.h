@@ -1,4 +1,4 @@
-// Speculative decoding: options, the per-sequence adaptive controller, the draft/target
+// Speculative decoding: options, the adaptive policy (step-cost model, plan, probes), the draft/target
 // vocabulary check and the verification rule. The engine (engine.cc) drafts tokens before a
 // step (spec_ngram.h or a draft model, spec_draft.h), verifies them in the same batched forward
 // as every other sequence's decode and prefill chunk, and rolls back the KV of rejected tokens.
@@ -17,16 +17,29 @@
 // deterministic, where the rule reduces to the sample-and-compare above). A stochastic draft
 // model would need it together with the sampler's processed distributions, not exposed today.
 //
-// Thread-safety: plain data and pure functions.
+// Policy (never slower than not speculating, by construction of the decision; measured online).
+// Every step the engine predicts the step's time without drafts and what each draft adds
+// (SpecCostModel over whole decode steps; a draft model's forwards and catch-up priced apart),
+// estimates each sequence's acceptance, and drafts only what raises expected emitted tokens per
+// millisecond by a margin (spec_plan). Where drafts do not pay (low acceptance, a compute-bound
+// batch, a draft model as costly as the target) the plan drafts nothing, and only rare one-token
+// probes, capped to ~2% of decode time (SpecProbeBudget), keep the estimates fresh. What is not
+// modelled: a step whose cost is not linear in its drafts (the fit is a line; stalls from other
+// processes are clipped), and prefill tokens in the step are priced like decode tokens.
+//
+// Thread-safety: plain data and pure functions (SpecCostModel, SpecProbeBudget: single owner).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
+#include <vector>
 #include <string_view>
 
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/spec_ngram.h"
+#include "model/kv_storage.h"
 
 namespace ts::model { class Model; }
 namespace ts::tokenizer { class Tokenizer; }
@@ -41,15 +54,15 @@ inline constexpr int32_t kMaxDraftTokens = 16;     // --draft-tokens upper bound
 
 struct SpecOptions {
   SpecMode mode = SpecMode::kOff;
-  int32_t draft_tokens = 4;          // K: drafted tokens per sequence and step at most (1..16)
+  int32_t draft_tokens = 8;          // K: drafted tokens per sequence and step at most (1..16)
   NgramOptions ngram;                // kNgram: lookup key lengths (--ngram-min/--ngram-max)
   model::Model* draft_model = nullptr;  // kDraft: the draft (outlives the engine; same vocabulary)
   // Hard global pause: no sequence drafts while more than this many sequences decode in the
-  // step. (Below it, the step-cost model decides; see spec_next_k.)
+  // step. (Below it, the step-cost model decides; see spec_plan.)
   int32_t max_decode_seqs = 32;
   // Drafted tokens per step at most over all sequences (on top of the real tokens).
   int32_t max_step_draft_tokens = 64;
-  // K from the measured step cost and each sequence's acceptance (spec_break_even). false:
+  // Drafts from the measured step cost and each sequence's acceptance (spec_plan). false:
   // drafts are treated as free, every eligible sequence drafts draft_tokens (deterministic step
   // counts for tests; the ceiling in benchmarks).
   bool cost_model = true;
@@ -60,49 +73,119 @@ struct SpecOptions {
 // mismatch naming the first differing token).
 Status validate_spec_options(const SpecOptions& o, const model::Model& target);
 
+// KV blocks of the target's pool when a draft model runs beside it, both out of one budget.
+// The draft keeps one block of its own for every `target_blocks_per_draft_block` target blocks
+// (1 with the full layout; the number of full-attention KV groups with window-only KV, since a
+// sequence's tokens are bounded by those groups' blocks): the largest N with
+// N * target_block_bytes + ceil(N / per) * draft_block_bytes <= budget_bytes. 0 when not even
+// one pair fits.
+int32_t spec_budget_blocks(size_t target_block_bytes, int32_t target_blocks_per_draft_block,
+                           size_t draft_block_bytes, size_t budget_bytes);
+// Draft blocks for a target pool of `target_blocks` (ceil(target_blocks / per)).
+int32_t spec_draft_blocks(int32_t target_blocks, int32_t target_blocks_per_draft_block);
+
 // Draft and target must tokenize identically: same size and the same piece for every id.
 // Error (kInvalidArgument) names the first differing id and both pieces.
 Status check_vocab_match(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
 
-// Step cost as measured: time(step) ~ fixed + per_token * tokens, fitted by least squares with
-// exponential forgetting over the engine's recent decode steps (forward time only; the token
-// counts vary with the drafts).
+// Step cost as measured online: time(step) ~ fixed + per_token * real + per_draft * drafts,
+// where `real` are the step's own tokens (one per decoding sequence) and `drafts` the drafted
+// tokens it verifies, fitted by ridge least squares with exponential forgetting over the
+// engine's recent decode steps. A drafted token gets its own price (it is not assumed to cost
+// what a decode token of another sequence does: it adds a query row to its sequence's
+// attention, a logit row, sampling and verification). The engine feeds it whole decode steps
+// (scheduling, the forward, sampling and verification, host bookkeeping; the draft model's own
+// time is measured apart).
 class SpecCostModel {
  public:
-  void observe(int32_t num_tokens, double ms);
-  bool ready() const { return ready_; }     // enough spread in token counts to fit both terms
-  double fixed_ms() const { return fixed_; }
-  double per_token_ms() const { return per_token_; }
+  void observe(int32_t real_tokens, int32_t draft_tokens, double ms);
+  // Enough spread in draft counts to price a draft (and a fit to predict with).
+  bool ready() const { return ready_; }
+  double fixed_ms() const { return theta_[0]; }
+  double per_token_ms() const { return theta_[1]; }
+  double per_draft_ms() const { return theta_[2]; }
+  double predict_ms(int32_t real_tokens, int32_t draft_tokens = 0) const {
+    return theta_[0] + theta_[1] * real_tokens + theta_[2] * draft_tokens;
+  }
 
  private:
-  double s0_ = 0, s1_ = 0, s2_ = 0, t1_ = 0, t2_ = 0;  // decayed sums of 1, n, n^2, t, n*t
-  double fixed_ = 0, per_token_ = 0;
+  double xx_[3][3] = {};             // decayed sums of x x^T, x = (1, real, drafts)
+  double xy_[3] = {};                // decayed sums of x * ms
+  double theta_[3] = {};             // (fixed, per_token, per_draft)
   bool ready_ = false;
 };
 
-// The break-even acceptance of one more drafted token. A drafted token adds per_token (+ the
-// draft model's cost per token) to the step, and pays off when it is accepted with probability
-// above that cost relative to the time one emitted token costs now, (fixed + per_token *
-// real_tokens) / num_decodes. Small on a memory-bound step (fixed dominates), near or above 1
-// on a compute-bound one (large batches): then nobody drafts. 0.4 while the model is not ready.
-double spec_break_even(const SpecCostModel& m, double draft_ms_per_token, int32_t real_tokens,
-                       int32_t num_decodes);
-
-// Per-sequence adaptive K. alpha = the sequence's estimated probability that a drafted token is
-// accepted given the previous one was (decayed counts, Laplace prior 1/2).
+// Per-sequence acceptance and probing. alpha = the estimated probability that a drafted token
+// is accepted given the previous one was (counts decayed by 0.9 a round, prior 1/2 worth one
+// draft: with nothing accepted it falls to ~0.05, so a cheap draft that is never right stops).
 struct SpecAdaptState {
   double accepted = 0;               // decayed accepted drafted tokens
   double rejected = 0;               // decayed first rejections (one per round that had one)
-  int32_t pause_steps = 0;           // steps left without drafting
-  int32_t next_pause = 2;            // length of the next pause (doubles up to 128, then probes)
-  double alpha() const { return (accepted + 1.0) / (accepted + rejected + 2.0); }
+  int32_t idle_steps = 0;            // decode steps since this sequence last drafted
+  int32_t probe_interval = 8;        // idle steps before a one-token probe (doubles to 128)
+  double alpha() const { return (accepted + 0.5) / (accepted + rejected + 1.0); }
 };
-// K to draft this step: the largest k <= max_k with alpha^k > break_even (the k-th draft is
-// accepted with probability alpha^k). 0 when even the first draft does not pay: then the
-// sequence pauses (pauses double) and afterwards probes with one draft.
-int32_t spec_next_k(SpecAdaptState& st, int32_t max_k, double break_even);
 // After verification of `drafted` tokens of which the first `accepted` matched.
 void spec_update(SpecAdaptState& st, int32_t drafted, int32_t accepted);
+
+// One speculation candidate of a step: a decoding sequence that may draft.
+struct SpecCandidate {
+  double alpha = 0.5;                // its acceptance estimate (SpecAdaptState::alpha)
+  int32_t max_k = 0;                 // drafts it can take at most (K, the proposal's length, limits)
+  double setup_ms = 0;               // paid once if it drafts at all (draft model: catching its KV
+                                     // up over the tokens it has not seen yet)
+};
+
+// What a step costs, predicted from measurements (all times in ms).
+struct SpecStepCost {
+  double plain_ms = 0;               // the step without any draft (SpecCostModel::predict_ms)
+  double per_draft_ms = 0;           // verification's added time per drafted token
+  double draft_pos_ms = 0;           // draft model: one more drafted position (one draft forward
+                                     // over the batch; shared by every sequence drafting that deep)
+  int32_t num_emitting = 0;          // tokens the plain step emits (its decoding sequences)
+  double min_gain = 1.1;             // drafts must promise at least this speed-up (the fit's error
+                                     // on a noisy machine; marginal gains are not worth the risk)
+};
+
+// The plan: drafts per candidate that maximize expected emitted tokens per unit of step time.
+// The j-th draft of a sequence with acceptance alpha is worth alpha^j expected tokens (it emits
+// one more token only when all j drafts are accepted) and costs per_draft_ms (+ draft_pos_ms
+// when no other sequence drafts that deep yet; + the candidate's setup_ms for its first). Drafts are taken best first while each one
+// beats the step's current tokens per ms; the plan is kept only when its predicted
+// tokens per ms beat the plain step's by min_gain, otherwise every k is 0. This is the pause:
+// per sequence when its acceptance is low (its drafts are worth too little), globally when the
+// step is compute-bound (per_draft_ms is large next to plain_ms / num_emitting).
+struct SpecPlan {
+  std::vector<int32_t> k;            // [candidates] drafts to take (0 = none)
+  double plain_tokens_per_ms = 0;    // predicted, without drafts
+  double tokens_per_ms = 0;          // predicted, with the plan (== plain when nobody drafts)
+};
+SpecPlan spec_plan(const SpecStepCost& cost, std::span<const SpecCandidate> cands);
+
+// Probing: a sequence that has not drafted for probe_interval decode steps gets a one-token
+// probe (the plan cannot learn about acceptance or a changed step cost from steps without
+// drafts). Call once per decode step of the sequence with whether it drafts this step (after
+// the plan); returns true when this step should carry a probe instead. Intervals double (8 ..
+// 128) while probes are the only drafts, and reset to 8 once the plan drafts by itself.
+bool spec_probe_due(SpecAdaptState& st, bool planned);
+
+// Caps what probing may cost: probes earn `share` of every decode step's time as credit and
+// spend their measured extra time (a probe in draft mode first catches the draft model's KV up,
+// which can cost far more than the probe's own token). A probe is allowed once the credit covers
+// its predicted cost, so over a run probes cost at most about `share` of the decode time.
+class SpecProbeBudget {
+ public:
+  explicit SpecProbeBudget(double share = 0.02) : share_(share) {}
+  void earn(double step_ms) { credit_ = std::min(credit_ + share_ * std::max(0.0, step_ms), kMaxCreditMs); }
+  void spend(double extra_ms) { credit_ -= std::max(0.0, extra_ms); }
+  bool allow(double predicted_ms = 0) const { return credit_ >= std::max(0.0, predicted_ms); }
+  double credit_ms() const { return credit_; }
+
+ private:
+  static constexpr double kMaxCreditMs = 50;  // idle periods do not bank a burst of probes
+  double share_;
+  double credit_ = 0;
+};
 
 // Rejection sampling of one drafted token (Leviathan et al. / Chen et al.): p = target
 // probabilities, q = the draft's probabilities it was drawn from (both [vocab], sum 1). Accepts

@@ -45,6 +45,12 @@ void DraftRunner::rollback(int64_t seq_id, int32_t num_valid) {
   }
 }
 
+int32_t DraftRunner::num_behind(int64_t seq_id, int32_t num_tokens) const {
+  auto it = seqs_.find(seq_id);
+  const int32_t computed = it == seqs_.end() ? 0 : std::min(it->second.computed, num_tokens - 1);
+  return std::max(1, num_tokens - computed);
+}
+
 void DraftRunner::forget(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;

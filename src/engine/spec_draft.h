@@ -50,6 +50,9 @@ class DraftRunner {
   void rollback(int64_t seq_id, int32_t num_valid);
   // Frees the sequence's draft KV (no-op when it has none).
   void forget(int64_t seq_id);
+  // Tokens of a sequence of num_tokens that the next propose() must run through the draft
+  // model before its first drafted token (its catch-up; all of them for an unknown sequence).
+  int32_t num_behind(int64_t seq_id, int32_t num_tokens) const;
   int32_t num_blocks_used() const { return blocks_.num_used(); }
   size_t kv_bytes() const { return kv_.total_bytes(); }
 

@@ -17,8 +17,12 @@ int32_t ngram_propose(std::span<const int32_t> tokens, const NgramOptions& opts,
       if (tokens[static_cast<size_t>(j)] != key[0]) continue;
       if (!std::equal(key, key + n, tokens.data() + j)) continue;
       const int64_t from = j + n;  // first token after the match (< len since j + n <= len - 1)
-      const int64_t to = std::min<int64_t>(len, from + k);
-      out.assign(tokens.begin() + from, tokens.begin() + to);
+      // Copy k tokens; past the end of `tokens` the copy continues through its own output (the
+      // match says the text repeats with period len - from, so the repetition goes on).
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t at = from + i;
+        out.push_back(at < len ? tokens[static_cast<size_t>(at)] : out[static_cast<size_t>(at - len)]);
+      }
       return static_cast<int32_t>(out.size());
     }
   }

@@ -20,8 +20,10 @@ struct NgramOptions {
 
 // Proposes up to k tokens to follow `tokens`. For n from ngram_max down to ngram_min, looks for
 // the most recent earlier occurrence of the last n tokens (not overlapping the suffix itself)
-// and copies the (up to k) tokens that followed it; the longest key that matches wins. `out`
-// is cleared and receives the proposal; returns its size (0 when nothing matches, k <= 0 or
+// and copies the k tokens that followed it, continuing through the copy itself where the match
+// is so recent that fewer than k tokens follow it (periodic text: the period repeats); the
+// longest key that matches wins. `out`
+// is cleared and receives the proposal; returns its size (k, or 0 when nothing matches, k <= 0 or
 // tokens is shorter than ngram_min + 1).
 int32_t ngram_propose(std::span<const int32_t> tokens, const NgramOptions& opts, int32_t k,
                       std::vector<int32_t>& out);

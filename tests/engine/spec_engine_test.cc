@@ -371,3 +371,70 @@ TEST(SpecEngine, GreedyIdenticalQ8Qwen2) {
 
 }  // namespace
 }  // namespace ts::engine
+
+namespace ts::engine {
+namespace {
+
+TEST(SpecEngine, DraftKvCountsWithinTheKvBudget) {
+  TS_REQUIRE_SHARED(path, kStories);
+  TS_REQUIRE_SHARED(dpath, kStoriesF16);
+  model::Model* m = load_cached(path);
+  model::Model* d = load_cached(dpath);
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(d, nullptr);
+  const size_t budget = size_t{1} << 20;
+  const size_t tb = model::KvStorage::bytes_per_block(m->config(), model::KvType::kF16, 16);
+  const size_t db = model::KvStorage::bytes_per_block(d->config(), model::KvType::kF16, 16);
+  EXPECT_EQ(spec_budget_blocks(tb, 1, db, budget), static_cast<int32_t>(budget / (tb + db)));
+  EXPECT_EQ(spec_budget_blocks(tb, 1, db, tb + db - 1), 0);
+  // One draft block per 4 target blocks (window-only KV with 4 full-attention groups): every
+  // partial group of 4 still needs its draft block, and the pair never exceeds the budget.
+  for (size_t b : {tb + db - 1, tb + db, 3 * tb + db, 4 * tb + db, 5 * tb + db, 5 * tb + 2 * db, budget}) {
+    const int32_t n = spec_budget_blocks(tb, 4, db, b);
+    EXPECT_LE(n * tb + spec_draft_blocks(n, 4) * db, b) << b;
+    EXPECT_GT((n + 1) * tb + spec_draft_blocks(n + 1, 4) * db, b) << b;  // the largest that fits
+  }
+  auto blocks_with = [&](SpecMode mode) {
+    EngineOptions o = opts(mode);
+    o.num_kv_blocks = 0;  // sized from the budget
+    o.kv_cache_bytes = budget;
+    auto e = Engine::create(*m, o);
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return e.ok() ? (*e)->stats().kv_blocks_total : 0;
+  };
+  const int32_t off = blocks_with(SpecMode::kOff), drafted = blocks_with(SpecMode::kDraft);
+  EXPECT_EQ(off, static_cast<int32_t>(budget / tb));
+  // Target blocks plus the draft's block beside each stay within the budget, with no room for
+  // one more pair.
+  EXPECT_LE(static_cast<size_t>(drafted) * (tb + db), budget);
+  EXPECT_GT(static_cast<size_t>(drafted + 1) * (tb + db), budget);
+  EXPECT_LT(drafted, off);
+}
+
+TEST(SpecEngine, CostModelNeverRunsADraftAsLargeAsTheTarget) {
+  // The target as its own draft (a second instance: a Model's scratch serves one engine): a
+  // drafted position costs a whole target forward, so even drafts that are always accepted
+  // cannot pay; the policy knows it from the weight sizes before running it (no clock involved).
+  TS_REQUIRE_SHARED(path, kStories);
+  model::Model* m = load_cached(path);
+  ASSERT_NE(m, nullptr);
+  auto twin = model::Model::load(path);
+  ASSERT_TRUE(twin.ok());
+  const auto reqs = story_requests(*m, 3, 40, 0.0f);
+  const RunResult base = run(*m, opts(SpecMode::kOff), reqs);
+  EngineOptions o = opts(SpecMode::kDraft);
+  o.spec.draft_model = twin->get();
+  o.spec.cost_model = true;
+  const RunResult r = run(*m, o, reqs);
+  EXPECT_EQ(r.stats.spec_num_drafts, 0);
+  EXPECT_EQ(r.outs, base.outs);
+  // Without the cost model the same draft is run and always accepted (the check can fail).
+  o.spec.cost_model = false;
+  const RunResult always = run(*m, o, reqs);
+  EXPECT_GT(always.stats.spec_num_drafts, 0);
+  EXPECT_EQ(always.stats.spec_num_accepted_tokens, always.stats.spec_num_draft_tokens);
+  EXPECT_EQ(always.outs, base.outs);
+}
+
+}  // namespace
+}  // namespace ts::engine

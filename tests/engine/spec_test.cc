@@ -1,5 +1,5 @@
-// Unit tests of speculative decoding's pure parts: n-gram prompt lookup, the adaptive K
-// controller, rejection sampling (statistical, small vocabulary) and the draft/target
+// Unit tests of speculative decoding's pure parts: n-gram prompt lookup, the adaptive policy
+// (acceptance estimate, step-cost model, the plan, probing) with fake costs, rejection sampling (statistical, small vocabulary) and the draft/target
 // vocabulary check on real models.
 #include "engine/spec_decode.h"
 
@@ -21,9 +21,12 @@ TEST(SpecNgram, CopiesWhatFollowedTheLatestMatch) {
   const std::vector<int32_t> t{5, 1, 2, 3, 7, 8, 9, 6, 1, 2, 3};
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 3, out), 3);
   EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 9}));
-  // k clips the proposal; the continuation stops at the end of the tokens.
+  // k clips the proposal.
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 2, out), 2);
   EXPECT_EQ(out, (std::vector<int32_t>{7, 8}));
+  // Past the end of the tokens the copy runs on through itself: 7 8 9 6 1 2 3, then 7 8 9 again.
+  EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 3}, 10, out), 10);
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 9, 6, 1, 2, 3, 7, 8, 9}));
 }
 
 TEST(SpecNgram, LongestKeyWinsOverMoreRecentShortMatch) {
@@ -43,9 +46,11 @@ TEST(SpecNgram, NothingWithoutMatchOrRoom) {
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{1}, {.ngram_min = 1, .ngram_max = 3}, 4, out), 0);
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 1}, {.ngram_min = 1, .ngram_max = 3}, 0, out), 0);
   EXPECT_EQ(ngram_propose(std::vector<int32_t>{3, 1, 2}, {.ngram_min = 2, .ngram_max = 3}, 4, out), 0);
-  // A periodic sequence proposes its own continuation.
-  EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 2, 1, 2}, {.ngram_min = 1, .ngram_max = 2}, 4, out), 2);
-  EXPECT_EQ(out, (std::vector<int32_t>{1, 2}));
+  // A periodic sequence proposes its own continuation, as long as asked (period 2, and a run).
+  EXPECT_EQ(ngram_propose(std::vector<int32_t>{1, 2, 1, 2}, {.ngram_min = 1, .ngram_max = 2}, 4, out), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 1, 2}));
+  EXPECT_EQ(ngram_propose(std::vector<int32_t>{4, 5, 5}, {.ngram_min = 1, .ngram_max = 2}, 3, out), 3);
+  EXPECT_EQ(out, (std::vector<int32_t>{5, 5, 5}));
 }
 
 TEST(SpecNgram, ScanWindowBoundsTheSearch) {
@@ -58,48 +63,146 @@ TEST(SpecNgram, ScanWindowBoundsTheSearch) {
   EXPECT_EQ(ngram_propose(t, {.ngram_min = 1, .ngram_max = 1, .max_scan = 50}, 1, out), 0);
 }
 
-TEST(SpecAdapt, KFollowsAcceptanceAndBreakEven) {
+TEST(SpecAdapt, AcceptanceEstimateFollowsVerification) {
   SpecAdaptState st;
-  EXPECT_EQ(spec_next_k(st, 4, 0.0), 4);    // free drafts: always the maximum
-  EXPECT_EQ(spec_next_k(st, 4, 0.2), 2);    // prior alpha 1/2: 0.5, 0.25 > 0.2 > 0.125
+  EXPECT_DOUBLE_EQ(st.alpha(), 0.5);  // prior
   for (int i = 0; i < 10; ++i) spec_update(st, 4, 4);
   EXPECT_GT(st.alpha(), 0.9);
-  EXPECT_EQ(spec_next_k(st, 4, 0.5), 4);    // high acceptance pays even on a costly step
-  EXPECT_EQ(spec_next_k(st, 8, 0.5), 8);
-  for (int i = 0; i < 20; ++i) spec_update(st, 4, 0);
+  for (int i = 0; i < 40; ++i) spec_update(st, 4, 0);
+  EXPECT_LT(st.alpha(), 0.1);  // a draft that is never right is believed to be so
+  spec_update(st, 0, 0);  // nothing drafted: nothing learnt
   EXPECT_LT(st.alpha(), 0.2);
-  // Even one draft does not pay: pause 2, 4, 8 ... steps, each ending in a one-draft probe.
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);    // the pause of 2 ends with a probe
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);  // next pause: 4 steps
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 0);
-  EXPECT_EQ(spec_next_k(st, 4, 0.3), 1);
-  int zeros = 0;
-  for (int i = 0; i < 100; ++i) zeros += spec_next_k(st, 4, 0.3) == 0;
-  EXPECT_GT(zeros, 90);
   EXPECT_FALSE(parse_spec_mode("fast").ok());
   EXPECT_EQ(parse_spec_mode("draft").value(), SpecMode::kDraft);
 }
 
-TEST(SpecAdapt, StepCostModelFitsAndBreakEvenGrowsWithBatch) {
+// The plan with a fake, known step cost (no clock): 2 ms per step + 0.1 ms per drafted token.
+TEST(SpecAdapt, PlanDraftsWhenCheapAndKFollowsAcceptance) {
+  const SpecStepCost cheap{.plain_ms = 2.0, .per_draft_ms = 0.1, .num_emitting = 1};
+  const SpecCandidate hi{.alpha = 0.9, .max_k = 8}, mid{.alpha = 0.5, .max_k = 8};
+  SpecPlan p = spec_plan(cheap, std::vector<SpecCandidate>{hi});
+  // The j-th draft is worth 0.9^j tokens; all 8 beat the step's tokens per ms (at most
+  // (1 + 0.9 + ... ) / (2 + 0.1 j) ~ 2 tokens/ms at j = 8; 0.9^8 / 0.1 = 4.3).
+  EXPECT_EQ(p.k[0], 8);
+  EXPECT_GT(p.tokens_per_ms, 2.5 * p.plain_tokens_per_ms);
+  p = spec_plan(cheap, std::vector<SpecCandidate>{mid});
+  // 0.5^j / 0.1 > E/T: j = 1 (5 > 0.5), 2 (2.5 > 0.71), 3 (1.25 > 0.81), 4 (0.625 < 0.85).
+  EXPECT_EQ(p.k[0], 3);
+  p = spec_plan(cheap, std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 2}});
+  EXPECT_EQ(p.k[0], 2);  // never past the candidate's cap
+  // Two candidates: the better one drafts deeper.
+  p = spec_plan({.plain_ms = 2.0, .per_draft_ms = 0.1, .num_emitting = 2}, std::vector<SpecCandidate>{hi, mid});
+  EXPECT_GT(p.k[0], p.k[1]);
+  EXPECT_GT(p.k[1], 0);
+}
+
+TEST(SpecAdapt, PlanChoosesOffWhenThePredictedGainIsBelowOne) {
+  const std::vector<SpecCandidate> c{{.alpha = 0.6, .max_k = 8}};
+  // A draft costs as much as a whole plain step (a compute-bound model): no draft pays.
+  SpecPlan p = spec_plan({.plain_ms = 1.0, .per_draft_ms = 1.0, .num_emitting = 1}, c);
+  EXPECT_EQ(p.k[0], 0);
+  EXPECT_DOUBLE_EQ(p.tokens_per_ms, p.plain_tokens_per_ms);
+  // Compute-bound batch: 32 decodes emit 32 tokens in 4 ms (0.125 ms each); a 0.1 ms draft
+  // accepted 60% of the time is worth less than that.
+  std::vector<SpecCandidate> many(32, SpecCandidate{.alpha = 0.6, .max_k = 8});
+  p = spec_plan({.plain_ms = 4.0, .per_draft_ms = 0.1, .num_emitting = 32}, many);
+  for (int32_t k : p.k) EXPECT_EQ(k, 0);
+  // Same batch, acceptance 0.99: drafts now beat 8 tokens/ms (9.9, 9.8, ... > 8) and the step's
+  // predicted gain clears the default 1.1 margin.
+  for (auto& x : many) x.alpha = 0.99;
+  p = spec_plan({.plain_ms = 4.0, .per_draft_ms = 0.1, .num_emitting = 32}, many);
+  EXPECT_GT(p.k[0], 0);
+  // A gain the plan predicts but below min_gain is not taken (model error margin): one draft
+  // at alpha 0.5 costing 0.4 of a 1 ms step gives (1.5 / 1.4) = 1.07x.
+  const std::vector<SpecCandidate> one{{.alpha = 0.5, .max_k = 1}};
+  EXPECT_EQ(spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.4, .num_emitting = 1, .min_gain = 1.0}, one).k[0], 1);
+  EXPECT_EQ(spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.4, .num_emitting = 1, .min_gain = 1.1}, one).k[0], 0);
+  // Nothing known about the step: no plan.
+  EXPECT_EQ(spec_plan({.plain_ms = 0, .per_draft_ms = 0.1, .num_emitting = 1}, c).k[0], 0);
+}
+
+TEST(SpecAdapt, DraftModelForwardsArePricedPerPosition) {
+  const std::vector<SpecCandidate> c{{.alpha = 0.9, .max_k = 8}};
+  // Each drafted position costs a draft forward of 0.5 ms on top of 0.05 ms verification: the
+  // deep drafts no longer pay, the first ones still do.
+  const SpecPlan costly = spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.5, .num_emitting = 1}, c);
+  const SpecPlan free = spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.05, .num_emitting = 1}, c);
+  EXPECT_EQ(free.k[0], 8);
+  EXPECT_GT(costly.k[0], 0);
+  EXPECT_LT(costly.k[0], free.k[0]);
+  // A draft as costly as the target (the target as its own draft): never.
+  EXPECT_EQ(spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.05, .draft_pos_ms = 1.0, .num_emitting = 1},
+                      std::vector<SpecCandidate>{{.alpha = 1.0, .max_k = 8}}).k[0],
+            0);
+  // Two such sequences (twice the step) share a draft forward per position: together they
+  // draft at least as deep as one alone.
+  const SpecPlan two = spec_plan({.plain_ms = 2.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.5, .num_emitting = 2},
+                                 std::vector<SpecCandidate>{c[0], c[0]});
+  EXPECT_GE(two.k[0], costly.k[0]);
+  EXPECT_EQ(two.k[0], two.k[1]);
+  // A sequence whose draft KV lags far behind pays the catch-up first: with a 5 ms setup no
+  // draft pays, the same sequence caught up drafts, and of two the caught-up one is chosen.
+  const SpecStepCost shallow{.plain_ms = 1.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.1, .num_emitting = 1};
+  EXPECT_EQ(spec_plan(shallow, std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 5.0}}).k[0], 0);
+  EXPECT_GT(spec_plan(shallow, std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 0.0}}).k[0], 0);
+  const SpecPlan mixed = spec_plan({.plain_ms = 2.0, .per_draft_ms = 0.05, .draft_pos_ms = 0.1, .num_emitting = 2},
+                                   std::vector<SpecCandidate>{{.alpha = 0.9, .max_k = 8, .setup_ms = 5.0},
+                                                              {.alpha = 0.9, .max_k = 8, .setup_ms = 0.0}});
+  EXPECT_EQ(mixed.k[0], 0);
+  EXPECT_GT(mixed.k[1], 0);
+}
+
+TEST(SpecAdapt, ProbesAreSpacedAndBudgeted) {
+  SpecAdaptState st;
+  int probes = 0, steps = 0;
+  std::vector<int> at;
+  for (; steps < 8 + 16 + 32 + 64; ++steps)
+    if (spec_probe_due(st, false)) at.push_back(steps);
+  EXPECT_EQ(at, (std::vector<int>{7, 23, 55, 119}));  // intervals 8, 16, 32, 64
+  for (int i = 0; i < 1000; ++i) probes += spec_probe_due(st, false);
+  EXPECT_LE(probes, 1000 / 128 + 1);  // capped at one per 128 steps
+  EXPECT_FALSE(spec_probe_due(st, true));  // the plan drafts: intervals start over
+  EXPECT_EQ(st.probe_interval, 8);
+
+  SpecProbeBudget b(0.02);
+  EXPECT_TRUE(b.allow());
+  b.spend(1.0);                    // a probe cost 1 ms more than its plain step
+  EXPECT_FALSE(b.allow());
+  for (int i = 0; i < 49; ++i) b.earn(1.0);  // 49 ms of steps earn 0.98 ms
+  EXPECT_FALSE(b.allow());
+  b.earn(1.0);
+  EXPECT_TRUE(b.allow());
+  EXPECT_FALSE(b.allow(0.5));  // a probe predicted to cost 0.5 ms waits for that much credit
+  for (int i = 0; i < 25; ++i) b.earn(1.0);
+  EXPECT_TRUE(b.allow(0.5));
+  for (int i = 0; i < 100000; ++i) b.earn(10.0);  // idle credit is capped
+  EXPECT_LE(b.credit_ms(), 50.0);
+}
+
+TEST(SpecAdapt, StepCostModelPricesDraftsApartFromDecodes) {
   SpecCostModel m;
-  EXPECT_EQ(spec_break_even(m, 0, 1, 1), 0.4);  // no data yet: cautious probing
-  for (int i = 0; i < 50; ++i) {
-    const int32_t n = 1 + (i % 5) * 4;
-    m.observe(n, 2.0 + 0.1 * n);  // 2 ms per step + 0.1 ms per token
+  for (int i = 0; i < 10; ++i) m.observe(8, 0, 3.0);
+  EXPECT_FALSE(m.ready());  // no drafts seen: a draft's price is unknown
+  // 1 ms per step + 0.25 ms per decode token + 0.05 ms per drafted token, batch 4..8.
+  for (int i = 0; i < 200; ++i) {
+    const int32_t real = 4 + (i % 5), drafts = (i * 7) % 9;
+    m.observe(real, drafts, 1.0 + 0.25 * real + 0.05 * drafts);
   }
   ASSERT_TRUE(m.ready());
-  EXPECT_NEAR(m.fixed_ms(), 2.0, 1e-6);
-  EXPECT_NEAR(m.per_token_ms(), 0.1, 1e-6);
-  // One decode: an emitted token costs 2.1 ms, a draft 0.1 ms -> break-even ~0.048.
-  EXPECT_NEAR(spec_break_even(m, 0, 1, 1), 0.1 / 2.1, 1e-6);
-  // 64 decodes: 8.4 ms / 64 per emitted token; drafting must be accepted 76% of the time.
-  EXPECT_NEAR(spec_break_even(m, 0, 64, 64), 0.1 / (8.4 / 64), 1e-6);
-  EXPECT_GT(spec_break_even(m, 0.05, 1, 1), spec_break_even(m, 0, 1, 1));  // a draft model costs
-  SpecCostModel flat;
-  for (int i = 0; i < 50; ++i) flat.observe(8, 3.0);
-  EXPECT_FALSE(flat.ready());  // constant token counts cannot separate the terms
+  EXPECT_NEAR(m.fixed_ms(), 1.0, 0.05);
+  EXPECT_NEAR(m.per_token_ms(), 0.25, 0.01);
+  EXPECT_NEAR(m.per_draft_ms(), 0.05, 0.01);
+  EXPECT_NEAR(m.predict_ms(8, 4), 1.0 + 2.0 + 0.2, 0.05);
+  // A stall (another process took the core) is clipped, not believed.
+  const double before = m.per_draft_ms();
+  m.observe(8, 8, 500.0);
+  EXPECT_LT(m.per_draft_ms(), before + 0.5);
+  // Constant batch: the ridge keeps the fit defined and drafts still get their price.
+  SpecCostModel c;
+  for (int i = 0; i < 200; ++i) c.observe(1, i % 3, 0.2 + 0.1 * (i % 3));
+  ASSERT_TRUE(c.ready());
+  EXPECT_NEAR(c.per_draft_ms(), 0.1, 0.01);
+  EXPECT_NEAR(c.predict_ms(1, 0), 0.2, 0.01);
 }
 
 // Chi-square of observed counts against expected probabilities.
