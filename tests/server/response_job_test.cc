@@ -30,6 +30,7 @@ class RecordingExchange : public http::Exchange {
     status_ = r.status;
     body_ = std::move(r.body);
     finished_ = true;
+    finished_cv_.notify_all();
   }
   void start_stream(int status, std::string, http::HeaderList) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -43,6 +44,13 @@ class RecordingExchange : public http::Exchange {
   void finish() override {
     std::lock_guard<std::mutex> l(mu_);
     finished_ = true;
+    finished_cv_.notify_all();
+  }
+  // The job settles (on_done) before it writes its last bytes, so a test that checks the body
+  // after on_done waits for the response to be finished first.
+  bool wait_finished(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return finished_cv_.wait_for(l, timeout, [this] { return finished_; });
   }
   bool cancelled() const override { return cancelled_.load(); }
   void on_cancel(std::function<void()> cb) override {
@@ -70,6 +78,7 @@ class RecordingExchange : public http::Exchange {
   int status_ = 0;
   std::string body_;
   bool finished_ = false;
+  std::condition_variable finished_cv_;
   std::atomic<bool> cancelled_{false};
   std::function<void()> cb_;
 };
@@ -152,6 +161,7 @@ TEST_F(ResponseJobTest, PumpSleepsBetweenEventsAndRecordsEveryGap) {
   // A 1 ms poller would have gone round ~240 times; woken by events it goes round about once
   // an event (a few more when an event lands while a round runs, or on a loaded machine).
   EXPECT_LE(pump.num_rounds() - rounds0, 60u);
+  ASSERT_TRUE(ex->wait_finished(5s));
   EXPECT_NE(ex->body().find("[DONE]"), std::string::npos);
   ASSERT_EQ(result_.inter_token_gaps.size(), 6u);  // 7 tokens
   for (auto g : result_.inter_token_gaps) {
