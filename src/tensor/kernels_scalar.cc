@@ -308,6 +308,29 @@ inline float hsum8(const float* acc) {
   return a0 + a1;
 }
 
+// One 32-block into the 8 lanes of hsum8's order: lane l gets the integer sum of values
+// 4l..4l+3 times the activations, fused into acc[l] with the block's scale d.
+template <typename Value>
+inline void dot_block32(float* acc, float d, const int8_t* xq, Value value) {
+  for (int l = 0; l < 8; ++l) {
+    int32_t isum = 0;
+    for (int k = 4 * l; k < 4 * l + 4; ++k) isum += value(k) * xq[k];
+    acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
+  }
+}
+
+// Every (row, token) of an R16 layout: dot(group, lane, t) for the 16-row group and the lane
+// holding row row0 + i.
+template <typename Dot>
+void for_each_r16_row_token(const GemmArgs& g, Dot dot) {
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;
+    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
+    const int lane = static_cast<int>(rr % 16);
+    for (int64_t t = 0; t < g.act->n_tok; ++t) g.y[t * g.ldy + i] = dot(grp, lane, t);
+  }
+}
+
 // Signed 32-value blocks x Q8_0 activations: s = sum_b d_w * d_x * sum_j w_j x_j.
 template <typename Block, typename Val>
 void gemm_signed32(const GemmArgs& g, Val val) {
@@ -319,12 +342,7 @@ void gemm_signed32(const GemmArgs& g, Val val) {
     float acc[8] = {};
     for (int64_t b = 0; b < nb; ++b) {
       const Block blk = load<Block>(w + b * sizeof(Block));
-      const float d = fp16_to_fp32(blk.d) * a.d8[t * nb + b];
-      for (int i = 0; i < 8; ++i) {
-        int32_t isum = 0;
-        for (int j = 4 * i; j < 4 * i + 4; ++j) isum += val(blk, j) * xq[b * 32 + j];
-        acc[i] = std::fma(static_cast<float>(isum), d, acc[i]);
-      }
+      dot_block32(acc, fp16_to_fp32(blk.d) * a.d8[t * nb + b], xq + b * 32, [&](int j) { return val(blk, j); });
     }
     return hsum8(acc);
   });
@@ -335,24 +353,15 @@ template <Layout kL>
 void gemm_signed32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  for (int64_t i = 0; i < g.num_rows; ++i) {
-    const int64_t rr = g.row0 + i;
-    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
-    const int lane = static_cast<int>(rr % 16);
-    for (int64_t t = 0; t < a.n_tok; ++t) {
-      const int8_t* xq = a.q8 + t * a.cols;
-      float acc[8] = {};
-      for (int64_t b = 0; b < nb; ++b) {
-        const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
-        for (int l = 0; l < 8; ++l) {
-          int32_t isum = 0;
-          for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
-          acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
-        }
-      }
-      g.y[t * g.ldy + i] = hsum8(acc);
+  for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
+    const int8_t* xq = a.q8 + t * a.cols;
+    float acc[8] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+      dot_block32(acc, d, xq + b * 32, [&](int k) { return r16_signed_value(kL, grp, b, lane, k); });
     }
-  }
+    return hsum8(acc);
+  });
 }
 
 // Unsigned 32-value blocks with a min x Q8_1 activations (ggml's q4_1/q5_1 x q8_1 dot):
@@ -367,12 +376,7 @@ void gemm_affine32(const GemmArgs& g, Val val) {
     float acc[8] = {}, summ = 0;
     for (int64_t b = 0; b < nb; ++b) {
       const Block blk = load<Block>(w + b * sizeof(Block));
-      const float d = fp16_to_fp32(blk.d) * a.d8[t * nb + b];
-      for (int i = 0; i < 8; ++i) {
-        int32_t isum = 0;
-        for (int j = 4 * i; j < 4 * i + 4; ++j) isum += val(blk, j) * xq[b * 32 + j];
-        acc[i] = std::fma(static_cast<float>(isum), d, acc[i]);
-      }
+      dot_block32(acc, fp16_to_fp32(blk.d) * a.d8[t * nb + b], xq + b * 32, [&](int j) { return val(blk, j); });
       summ += fp16_to_fp32(blk.m) * a.s1[t * nb + b];
     }
     return hsum8(acc) + summ;
@@ -384,25 +388,16 @@ template <Layout kL>
 void gemm_affine32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  for (int64_t i = 0; i < g.num_rows; ++i) {
-    const int64_t rr = g.row0 + i;
-    const uint8_t* grp = g.w + static_cast<size_t>(rr / 16) * g.stride;
-    const int lane = static_cast<int>(rr % 16);
-    for (int64_t t = 0; t < a.n_tok; ++t) {
-      const int8_t* xq = a.q8 + t * a.cols;
-      float acc[8] = {}, summ = 0;
-      for (int64_t b = 0; b < nb; ++b) {
-        const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
-        for (int l = 0; l < 8; ++l) {
-          int32_t isum = 0;
-          for (int k = 4 * l; k < 4 * l + 4; ++k) isum += r16_signed_value(kL, grp, b, lane, k) * xq[b * 32 + k];
-          acc[l] = std::fma(static_cast<float>(isum), d, acc[l]);
-        }
-        summ += fp16_to_fp32(load<uint16_t>(r16_block_min(kL, grp, b, lane))) * a.s1[t * nb + b];
-      }
-      g.y[t * g.ldy + i] = hsum8(acc) + summ;
+  for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
+    const int8_t* xq = a.q8 + t * a.cols;
+    float acc[8] = {}, summ = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+      dot_block32(acc, d, xq + b * 32, [&](int k) { return r16_signed_value(kL, grp, b, lane, k); });
+      summ += fp16_to_fp32(load<uint16_t>(r16_block_min(kL, grp, b, lane))) * a.s1[t * nb + b];
     }
-  }
+    return hsum8(acc) + summ;
+  });
 }
 
 void gemm_q4_1(const GemmArgs& g) {
