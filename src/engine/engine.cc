@@ -521,8 +521,14 @@ void Engine::Impl::presample(const SchedulerOutput& out, int32_t V) {
   std::vector<size_t> at;  // logits row of each entry of rows
   size_t row = 0;
   for (const ScheduledSeq& sc : out.scheduled) {
-    if (!sc.wants_logits) continue;
     SeqState& s = *by_seq.at(sc.seq);
+    if (s.seq.num_draft_tokens > 0) {
+      // A drafting sequence has a row per scheduled position and is sampled by verify_drafts
+      // alone (its generator must not be drawn here).
+      row += static_cast<size_t>(sc.num_tokens);
+      continue;
+    }
+    if (!sc.wants_logits) continue;
     if (!s.finished && !s.constraint && injected_fault(s.req->req) == Fault::kNone) {
       const Sequence& q = s.seq;
       rows.push_back({.logits = logits.data() + row * static_cast<size_t>(V),

@@ -166,7 +166,7 @@ void expect_same(const RunResult& a, const RunResult& b, const std::string& what
   }
 }
 
-void equivalence(SpecMode mode, float temperature) {
+void equivalence(SpecMode mode, float temperature, int32_t threads = 1) {
   TS_REQUIRE_SHARED(path, kStories);
   TS_REQUIRE_SHARED(f16, kStoriesF16);
   model::Model* m = load_cached(path);
@@ -178,12 +178,14 @@ void equivalence(SpecMode mode, float temperature) {
   // prefill beside decodes, drafts cut short by the budget).
   struct Mix { int32_t budget; int staggered; int32_t max_seqs; };
   std::vector<Mix> mixes{Mix{128, 0, 1}, Mix{128, 0, 16}, Mix{128, 3, 16}, Mix{24, 2, 16}};
-  if (slow) mixes = {Mix{128, 3, 16}, Mix{24, 2, 16}};
+  if (slow || threads > 1) mixes = {Mix{128, 3, 16}, Mix{24, 2, 16}};
   for (const Mix mix : mixes) {
     EngineOptions off = opts(SpecMode::kOff, mix.budget);
     off.max_seqs = mix.max_seqs;
+    off.num_threads = threads;
     EngineOptions on = opts(mode, mix.budget);
     on.max_seqs = mix.max_seqs;
+    on.num_threads = threads;
     const std::string what = std::string(spec_mode_name(mode)) + " budget " + std::to_string(mix.budget) +
                              " staggered " + std::to_string(mix.staggered) + " max_seqs " +
                              std::to_string(mix.max_seqs);
@@ -207,6 +209,10 @@ TEST(SpecEngine, GreedyIdenticalNgram) { equivalence(SpecMode::kNgram, 0.0f); }
 TEST(SpecEngine, GreedyIdenticalDraftModel) { equivalence(SpecMode::kDraft, 0.0f); }
 TEST(SpecEngine, SeededSamplingIdenticalNgram) { equivalence(SpecMode::kNgram, 0.8f); }
 TEST(SpecEngine, SeededSamplingIdenticalDraftModel) { equivalence(SpecMode::kDraft, 0.8f); }
+// Two threads: the engine samples plain decode rows in parallel before the serial pass
+// (presample); a drafting sequence's rows (one per drafted position) must neither shift the
+// other sequences' rows nor draw from its generator there.
+TEST(SpecEngine, SeededSamplingIdenticalNgramParallelSampling) { equivalence(SpecMode::kNgram, 0.8f, 2); }
 
 TEST(SpecEngine, StopStringsMaxTokensAndNChoices) {
   TS_REQUIRE_SHARED(path, kStories);
