@@ -747,7 +747,7 @@ bool Engine::Impl::step() {
   }
   // Decode steps only: prefill tokens cost less each (batched matmuls, shorter contexts) and
   // would make drafted tokens look cheaper than they are.
-  if (opts.spec.mode != SpecMode::kOff && prefill == 0) spec_observe_step(static_cast<int64_t>(batch_tokens.size()), now);
+  if (opts.spec.mode != SpecMode::kOff && prefill == 0) spec_observe_step(static_cast<int64_t>(batch_tokens.size()));
   publish_stats(ms);
   return true;
 }

@@ -98,10 +98,16 @@ struct Engine::Impl {
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
   SpecCostModel step_cost;                        // decode step time vs tokens (speculation's cost)
   SpecCostModel draft_cost;                       // draft model time vs (positions, catch-up tokens)
-  double spec_draft_ms = 0;                       // draft model time in this step
+  // Speculation's cost accounting runs on process CPU time (spec_cpu_ms), not wall time: on a
+  // shared machine another process's load stretches wall time at random, which the step-cost
+  // fit would read as drafts being cheap or dear; CPU time counts the work this process did.
+  double spec_step_cpu0 = 0;                      // CPU ms at the start of this step's drafting
+  double spec_draft_ms = 0;                       // draft model CPU time in this step
   int64_t spec_explore_steps = 0;                 // steps planned before the cost model was ready
   SpecProbeBudget probe_budget;                   // caps the time probes may cost
+  SpecProbeBudget price_probe_budget{0.005};      // the same for price probes (drafts cannot pay)
   bool spec_probe_step = false;                   // this step's drafts are probes only
+  bool spec_price_probe = false;                  // ... and that probe re-measures the price only
   double spec_plain_ms = 0;                       // this step's predicted time without drafts (0: unknown)
   int64_t spec_step_drafts = 0;                   // drafted tokens verified in this step
   double spec_last_plain_ms = 0;                  // the last decode step without drafts, as measured
@@ -148,7 +154,7 @@ struct Engine::Impl {
   void propose_drafts();
   // Feeds the step-cost model one decode step (no prefill) of forward_tokens tokens that began
   // at step_start, the draft model's time excluded.
-  void spec_observe_step(int64_t forward_tokens, TimePoint step_start);
+  void spec_observe_step(int64_t forward_tokens);
   // Removes a sequence's unverified drafts from its tokens.
   void strip_drafts(SeqState& s);
   // Strips the drafts of every sequence drafted this step that were not verified (not scheduled,

@@ -1,8 +1,19 @@
 // Speculative decoding inside the engine step: proposing drafts (n-gram lookup or the draft
 // model), verifying them against the target's logits, and rolling back rejected tokens.
+#include <time.h>
+
 #include "engine/engine_impl.h"
 
 namespace ts::engine {
+
+namespace {
+// This process's CPU time in ms (every thread: the engine thread and the pool's workers).
+double spec_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+}  // namespace
 
 void Engine::Impl::strip_drafts(SeqState& s) {
   Sequence& q = s.seq;
@@ -23,8 +34,10 @@ void Engine::Impl::drop_unverified_drafts() {
 void Engine::Impl::propose_drafts() {
   const SpecOptions& so = opts.spec;
   drafted.clear();
+  spec_step_cpu0 = spec_cpu_ms();
   spec_draft_ms = 0;
   spec_probe_step = false;
+  spec_price_probe = false;
   spec_plain_ms = 0;
   spec_step_drafts = 0;
   // Real work first: every running sequence's pending tokens and the blocks they need.
@@ -108,20 +121,25 @@ void Engine::Impl::propose_drafts() {
     if (explore)
       for (size_t i = 0; i < cands.size(); ++i) ks[i] = 1;
   } else {
-    const SpecPlan plan = spec_plan({.plain_ms = spec_plain_ms,
-                                     .per_draft_ms = step_cost.per_draft_ms(),
-                                     .draft_pos_ms = pos_ms,
-                                     .num_emitting = num_decodes},
-                                    cands);
+    const SpecStepCost cost{.plain_ms = spec_plain_ms,
+                            .per_draft_ms = step_cost.per_draft_ms(),
+                            .draft_pos_ms = pos_ms,
+                            .num_emitting = num_decodes};
+    const SpecPlan plan = spec_plan(cost, cands);
     ks = plan.k;
     bool planned = false;
     for (int32_t k : ks) planned = planned || k > 0;
+    // Where drafts could not pay even if all were accepted (a compute-bound step), a probe can
+    // only re-measure the price: at most one a step, from the smaller budget.
+    const bool could_pay = planned || spec_ceiling_pays(cost, cands);
     for (size_t i = 0; i < cands.size(); ++i) {
       // A probe where the plan drafts nothing at all, within the probing budget.
       const double probe_ms = step_cost.per_draft_ms() + (draft ? pos_ms + cands[i].setup_ms : 0.0);
-      if (spec_probe_due(cand_seqs[i]->spec, ks[i] > 0) && !planned && probe_budget.allow(probe_ms)) {
+      if (!spec_probe_due(cand_seqs[i]->spec, ks[i] > 0) || planned) continue;
+      if (could_pay ? probe_budget.allow(probe_ms) : !spec_price_probe && price_probe_budget.allow(probe_ms)) {
         ks[i] = 1;
         spec_probe_step = true;
+        spec_price_probe = !could_pay;
       }
     }
   }
@@ -140,9 +158,9 @@ void Engine::Impl::propose_drafts() {
       depth = std::max(depth, ks[i]);
     }
     if (queries.empty()) return;
-    const auto d0 = Clock::now();
+    const double d0 = spec_cpu_ms();
     const Status st = draft->propose(queries, &pool);
-    spec_draft_ms = std::chrono::duration<double, std::milli>(Clock::now() - d0).count();
+    spec_draft_ms = spec_cpu_ms() - d0;
     // One draft forward per drafted position; the first also catches the draft KV up.
     draft_cost.observe(depth, behind, spec_draft_ms);
     if (!st.ok()) {
@@ -170,15 +188,16 @@ void Engine::Impl::propose_drafts() {
   }
 }
 
-void Engine::Impl::spec_observe_step(int64_t forward_tokens, TimePoint step_start) {
+void Engine::Impl::spec_observe_step(int64_t forward_tokens) {
   const int64_t num_drafts = spec_step_drafts;
-  const double total = std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+  const double total = spec_cpu_ms() - spec_step_cpu0;
   const double ms = total - spec_draft_ms;
   if (ms > 0) step_cost.observe(static_cast<int32_t>(forward_tokens - num_drafts), static_cast<int32_t>(num_drafts), ms);
   probe_budget.earn(total);
+  price_probe_budget.earn(total);
   if (num_drafts == 0 && spec_draft_ms == 0) spec_last_plain_ms = total;
   // A probe's price: what the step took beyond the plain step it replaced (draft model included).
-  if (spec_probe_step && spec_plain_ms > 0) probe_budget.spend(total - spec_plain_ms);
+  if (spec_probe_step && spec_plain_ms > 0) (spec_price_probe ? price_probe_budget : probe_budget).spend(total - spec_plain_ms);
 }
 
 int32_t Engine::Impl::verify_drafts(SeqState& s, const ScheduledSeq& sc, const float* rows, int32_t V,

@@ -122,15 +122,21 @@ void SpecCostModel::observe(int32_t real_tokens, int32_t draft_tokens, double ms
   }
   const double n = xx_[0][0];
   const double var_d = xx_[2][2] / n - (xx_[2][0] / n) * (xx_[2][0] / n);
-  // Ridge: a little pull of the slopes towards 0 keeps the fit defined while the batch size
-  // (real) or the drafts do not vary; a slope the data support is barely moved.
+  // Ridge: a little pull of the slopes towards their current estimates (0 before the first fit)
+  // keeps the fit defined while the batch size (real) or the drafts do not vary; a slope the
+  // data support is barely moved, and one they no longer inform (a long run of steps without
+  // drafts, once the plan stops drafting) keeps its last price instead of decaying to 0, which
+  // would make drafts look free and start a burst of drafting that does not pay.
   double a[3][3], b[3], t[3];
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j) a[i][j] = xx_[i][j];
     b[i] = xy_[i];
   }
-  a[1][1] += 1e-3 * n;
-  a[2][2] += 1e-3 * n;
+  constexpr double kRidge = 1e-3;
+  for (int i = 1; i < 3; ++i) {
+    a[i][i] += kRidge * n;
+    b[i] += kRidge * n * theta_[i];
+  }
   if (!solve3(a, b, t)) return;
   if (t[1] < 0 || t[2] < 0) {
     // A negative price is noise: refit with that slope at 0 (two unknowns left).
@@ -206,6 +212,13 @@ SpecPlan spec_plan(const SpecStepCost& cost, std::span<const SpecCandidate> cand
     plan.tokens_per_ms = plan.plain_tokens_per_ms;
   }
   return plan;
+}
+
+bool spec_ceiling_pays(const SpecStepCost& cost, std::span<const SpecCandidate> cands) {
+  std::vector<SpecCandidate> best(cands.begin(), cands.end());
+  for (SpecCandidate& c : best) c.alpha = 1.0;
+  const SpecPlan p = spec_plan(cost, best);
+  return std::any_of(p.k.begin(), p.k.end(), [](int32_t k) { return k > 0; });
 }
 
 bool spec_probe_due(SpecAdaptState& st, bool planned) {

@@ -23,7 +23,10 @@
 // estimates each sequence's acceptance, and drafts only what raises expected emitted tokens per
 // millisecond by a margin (spec_plan). Where drafts do not pay (low acceptance, a compute-bound
 // batch, a draft model as costly as the target) the plan drafts nothing, and only rare one-token
-// probes, capped to ~2% of decode time (SpecProbeBudget), keep the estimates fresh. What is not
+// probes, capped to ~2% of decode time (SpecProbeBudget), keep the estimates fresh; where even
+// drafts that are always accepted could not pay (spec_ceiling_pays), only price probes run,
+// capped to ~0.5%. Times are this process's CPU time (the engine's), not wall time, so load from
+// other processes on a shared machine does not skew the decisions. What is not
 // modelled: a step whose cost is not linear in its drafts (the fit is a line; stalls from other
 // processes are clipped), and prefill tokens in the step are priced like decode tokens.
 //
@@ -161,6 +164,12 @@ struct SpecPlan {
   double tokens_per_ms = 0;          // predicted, with the plan (== plain when nobody drafts)
 };
 SpecPlan spec_plan(const SpecStepCost& cost, std::span<const SpecCandidate> cands);
+
+// The plan's ceiling: whether any draft could pay this step if every drafted token were
+// certain to be accepted (alpha = 1 for every candidate, same caps and prices). When it cannot,
+// drafts do not pay whatever the acceptance, so probing for acceptance is pointless; the engine
+// then only re-measures the price now and then (a price probe, on a smaller budget).
+bool spec_ceiling_pays(const SpecStepCost& cost, std::span<const SpecCandidate> cands);
 
 // Probing: a sequence that has not drafted for probe_interval decode steps gets a one-token
 // probe (the plan cannot learn about acceptance or a changed step cost from steps without

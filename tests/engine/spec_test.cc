@@ -205,6 +205,39 @@ TEST(SpecAdapt, StepCostModelPricesDraftsApartFromDecodes) {
   EXPECT_NEAR(c.predict_ms(1, 0), 0.2, 0.01);
 }
 
+TEST(SpecAdapt, DraftPriceSurvivesStepsWithoutDrafts) {
+  // Drafts priced at 0.2 ms each (as costly as a decode token: a compute-bound step), then the
+  // plan stops drafting: 2000 steps without a draft must not make drafts look cheaper.
+  SpecCostModel m;
+  for (int i = 0; i < 100; ++i) m.observe(8, i % 3, 0.3 + 0.2 * 8 + 0.2 * (i % 3));
+  ASSERT_TRUE(m.ready());
+  ASSERT_NEAR(m.per_draft_ms(), 0.2, 0.01);
+  for (int i = 0; i < 2000; ++i) m.observe(8, 0, 0.3 + 0.2 * 8);
+  EXPECT_NEAR(m.per_draft_ms(), 0.2, 0.02);
+  EXPECT_NEAR(m.predict_ms(8, 0), 1.9, 0.02);
+  // New evidence still moves it: drafts became cheap.
+  for (int i = 0; i < 300; ++i) m.observe(8, i % 3, 1.9 + 0.01 * (i % 3));
+  EXPECT_NEAR(m.per_draft_ms(), 0.01, 0.01);
+}
+
+TEST(SpecAdapt, CeilingSaysWhetherPerfectDraftsCouldPay) {
+  // 8 decodes in 2 ms (0.25 ms a token); a draft costs 0.24 ms: even an always-accepted draft
+  // adds 1 token per 0.24 ms, below the 1.1x the plan asks for.
+  const SpecStepCost busy{.plain_ms = 2.0, .per_draft_ms = 0.24, .num_emitting = 8};
+  std::vector<SpecCandidate> cands(8, SpecCandidate{.alpha = 0.1, .max_k = 8});
+  EXPECT_FALSE(spec_ceiling_pays(busy, cands));
+  // Batch 1, drafts at a tenth of a decode: perfect drafts would pay, so probing acceptance is
+  // worth it even though alpha = 0.1 makes the plan itself draft nothing.
+  const SpecStepCost cheap{.plain_ms = 1.0, .per_draft_ms = 0.1, .num_emitting = 1};
+  const std::vector<SpecCandidate> one{{.alpha = 0.1, .max_k = 8}};
+  EXPECT_TRUE(spec_ceiling_pays(cheap, one));
+  EXPECT_EQ(spec_plan(cheap, one).k[0], 0);
+  // A one-token proposal at batch 1 when a draft costs 95% of a decode: 2 tokens in 1.95x the
+  // time is no gain.
+  const SpecStepCost dear{.plain_ms = 1.0, .per_draft_ms = 0.95, .num_emitting = 1};
+  EXPECT_FALSE(spec_ceiling_pays(dear, std::vector<SpecCandidate>{{.alpha = 1.0, .max_k = 1}}));
+}
+
 // Chi-square of observed counts against expected probabilities.
 double chi2(const std::vector<int64_t>& counts, const std::vector<float>& p, int64_t n) {
   double x = 0;
