@@ -48,6 +48,16 @@ inline void store_halves(uint16_t* p, __m128i h) { _mm_storeu_si128(reinterpret_
 inline __m256 load_i8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
+// Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
+#define TS_VI __m256i
+inline __m256i vloadi(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 vload_n(const float* p, int32_t n) {  // p[0..n), zeros past n (nothing read there)
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+inline __m256 vperm(__m256 x, __m256i idx) { return _mm256_permutevar8x32_ps(x, idx); }
+inline bool any_ne_one(__m256 x, int32_t n) {  // among lanes [0, n)
+  return (_mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(1.f), _CMP_NEQ_UQ)) & ((1 << n) - 1)) != 0;
+}
 inline __m128 high_half(__m256 x) { return _mm256_extractf128_ps(x, 1); }
 inline __m256 combine(__m128 lo, __m128 hi) { return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1); }
 

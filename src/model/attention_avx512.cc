@@ -48,6 +48,16 @@ inline void store_halves(uint16_t* p, __m256i h) { _mm256_storeu_si256(reinterpr
 inline __m512 load_i8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
+// Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
+#define TS_VI __m512i
+inline __m512i vloadi(const int32_t* p) { return _mm512_loadu_si512(p); }
+inline __m512 vload_n(const float* p, int32_t n) {  // p[0..n), zeros past n (nothing read there)
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+inline __m512 vperm(__m512 x, __m512i idx) { return _mm512_permutexvar_ps(idx, x); }
+inline bool any_ne_one(__m512 x, int32_t n) {  // among lanes [0, n)
+  return _mm512_mask_cmp_ps_mask(static_cast<__mmask16>((1u << n) - 1), x, _mm512_set1_ps(1.f), _CMP_NEQ_UQ) != 0;
+}
 inline __m256 high_half(__m512 x) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)); }
 inline __m512 combine(__m256 lo, __m256 hi) {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));

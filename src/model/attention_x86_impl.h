@@ -136,114 +136,181 @@ void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
 }
 
-// R rows (query heads) at once: 4 * R independent fp16 rounding chains hide their latency.
-template <int R>
-void acc_f16_rows(float* acc, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1, int32_t hd) {
-  int32_t d = 0;
-  for (; d + 4 * W <= hd; d += 4 * W) {
-    TS_V a[R][4];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
-    for (int32_t i = i0; i < i1; ++i) {
-      const float* vi = v + static_cast<int64_t>(i) * hd + d;
-      const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
-      for (int r = 0; r < R; ++r) {
+// The accumulators, acc [nrows][hd], split three ways so that every loop over keys carries
+// several independent rounding chains (each chain's latency, not throughput, bounds a key):
+//  1. dimensions [0, hd4): blocks of 4 vectors x 2 rows (8 chains);
+//  2. dimensions [hd4, hdw): the remaining whole vectors of every row, up to kChains (row,
+//     offset) chains at once;
+//  3. dimensions [hdw, hd) (nt < W of them per row, all of head_dim when it is narrower than
+//     a vector): packed across rows, lane l of packed vector p holding flattened element
+//     e = p * W + l (row e / nt, dimension hdw + e % nt), so narrow heads (stories260K's 8)
+//     run at vector width instead of one element at a time.
+// Every element still sees the reference's sequence of operations: per key, the rescale (a
+// lane whose row has ms == 1 is multiplied by 1, exact on the fp16 values the chain holds),
+// then the fused multiply-add, each rounded to fp16 (acc_f16) or not (acc_f32).
+constexpr int kChains = 8;
+
+template <bool kF16>
+inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
+  return kF16 ? r16(TS_FMADD(vv, wv, a)) : TS_FMADD(wv, vv, a);
+}
+
+// Part 1: R rows x 4 vectors starting at dimension d.
+template <bool kF16, int R>
+void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
+                int32_t i1, int32_t hd, int32_t d) {
+  TS_V a[R][4];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < 4; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
+    if (!kF16) {
+      const TS_V rs = TS_SET1(rescale[r]);
+      for (int c = 0; c < 4; ++c) a[r][c] = TS_MUL(a[r][c], rs);
+    }
+  }
+  for (int32_t i = i0; i < i1; ++i) {
+    const float* vi = v + static_cast<int64_t>(i) * hd + d;
+    const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
+    for (int r = 0; r < R; ++r) {
+      if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
           const TS_V m = TS_SET1(msr);
           for (int c = 0; c < 4; ++c) a[r][c] = r16(TS_MUL(a[r][c], m));
         }
-        const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
-        a[r][0] = r16(TS_FMADD(v0, wv, a[r][0]));
-        a[r][1] = r16(TS_FMADD(v1, wv, a[r][1]));
-        a[r][2] = r16(TS_FMADD(v2, wv, a[r][2]));
-        a[r][3] = r16(TS_FMADD(v3, wv, a[r][3]));
       }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
-  }
-  for (int r = 0; r < R; ++r) {
-    float* ar = acc + r * hd;
-    const float* wr = w + r * kKeyTile;
-    const float* mr = ms + r * kKeyTile;
-    for (int32_t dd = d; dd + W <= hd; dd += W) {
-      TS_V a = TS_LOADU(ar + dd);
-      for (int32_t i = i0; i < i1; ++i) {
-        if (mr[i] != 1.f) a = r16(TS_MUL(a, TS_SET1(mr[i])));
-        a = r16(TS_FMADD(TS_LOADU(v + static_cast<int64_t>(i) * hd + dd), TS_SET1(wr[i]), a));
-      }
-      TS_STOREU(ar + dd, a);
-    }
-    for (int32_t dd = d + (hd - d) / W * W; dd < hd; ++dd) {
-      float a = ar[dd];
-      for (int32_t i = i0; i < i1; ++i) {
-        if (mr[i] != 1.f) a = rnd16(a * mr[i]);
-        a = rnd16(std::fma(v[i * hd + dd], wr[i], a));
-      }
-      ar[dd] = a;
+      const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
+      a[r][0] = acc_step<kF16>(a[r][0], v0, wv);
+      a[r][1] = acc_step<kF16>(a[r][1], v1, wv);
+      a[r][2] = acc_step<kF16>(a[r][2], v2, wv);
+      a[r][3] = acc_step<kF16>(a[r][3], v3, wv);
     }
   }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
+}
+
+// Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time.
+template <bool kF16>
+void acc_whole_vectors(float* acc, int32_t nrows, const float* v, const float* w, const float* ms,
+                       const float* rescale, int32_t i0, int32_t i1, int32_t hd, int32_t d0, int32_t d1) {
+  const int32_t per_row = (d1 - d0) / W, total = nrows * per_row;
+  for (int32_t c0 = 0; c0 < total; c0 += kChains) {
+    const int nc = std::min<int32_t>(kChains, total - c0);
+    TS_V a[kChains];
+    int32_t row[kChains], off[kChains];
+    for (int c = 0; c < nc; ++c) {
+      row[c] = (c0 + c) / per_row;
+      off[c] = d0 + (c0 + c) % per_row * W;
+      a[c] = TS_LOADU(acc + static_cast<int64_t>(row[c]) * hd + off[c]);
+      if (!kF16) a[c] = TS_MUL(a[c], TS_SET1(rescale[row[c]]));
+    }
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* vi = v + static_cast<int64_t>(i) * hd;
+      for (int c = 0; c < nc; ++c) {
+        if (kF16) {
+          const float msr = ms[row[c] * kKeyTile + i];
+          if (msr != 1.f) a[c] = r16(TS_MUL(a[c], TS_SET1(msr)));
+        }
+        a[c] = acc_step<kF16>(a[c], TS_LOADU(vi + off[c]), TS_SET1(w[row[c] * kKeyTile + i]));
+      }
+    }
+    for (int c = 0; c < nc; ++c) TS_STOREU(acc + static_cast<int64_t>(row[c]) * hd + off[c], a[c]);
+  }
+}
+
+// Part 3: dimensions [d0, hd), nt = hd - d0 < W per row, packed across rows (see above).
+template <bool kF16>
+void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, const float* ms,
+                     const float* rescale, int32_t i0, int32_t i1, int32_t hd, int32_t d0) {
+  constexpr int kRows = 16;       // rows per pass (stack buffers)
+  constexpr int kGroup = 4;       // packed vectors per pass over the keys
+  constexpr int kMaxVec = kRows;  // ceil(kRows * nt / W) <= kRows
+  const int32_t nt = hd - d0;
+  alignas(64) float pk[kMaxVec * W];
+  alignas(64) float wt[kKeyTile][kRows], mt[kKeyTile][kRows];
+  alignas(64) int32_t iv[kMaxVec][W], iw[kMaxVec][W];
+  int32_t rfirst[kMaxVec], nvalid[kMaxVec];
+  for (int32_t rb = 0; rb < nrows; rb += kRows) {
+    const int32_t nr = std::min<int32_t>(kRows, nrows - rb), ne = nr * nt, np = (ne + W - 1) / W;
+    // Pack the accumulators; transpose the weights to [key][row].
+    for (int32_t r = 0, e = 0; r < nr; ++r) {
+      const float* ar = acc + static_cast<int64_t>(rb + r) * hd + d0;
+      const float rs = kF16 ? 1.f : rescale[rb + r];
+      for (int32_t dd = 0; dd < nt; ++dd, ++e) pk[e] = kF16 ? ar[dd] : ar[dd] * rs;
+    }
+    for (int32_t e = ne; e < np * W; ++e) pk[e] = 0.f;
+    for (int32_t r = 0; r < nr; ++r)
+      for (int32_t i = i0; i < i1; ++i) {
+        wt[i][r] = w[(rb + r) * kKeyTile + i];
+        if (kF16) mt[i][r] = ms[(rb + r) * kKeyTile + i];
+      }
+    for (int32_t p = 0; p < np; ++p) {
+      rfirst[p] = p * W / nt;
+      nvalid[p] = std::min<int32_t>(W, ne - p * W);
+      for (int l = 0; l < W; ++l) {
+        iv[p][l] = (p * W + l) % nt;
+        iw[p][l] = (p * W + l) / nt - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
+      }
+    }
+    for (int32_t p0 = 0; p0 < np; p0 += kGroup) {
+      const int ng = std::min<int32_t>(kGroup, np - p0);
+      TS_V a[kGroup];
+      TS_VI xv[kGroup], xw[kGroup];
+      for (int g = 0; g < ng; ++g) {
+        a[g] = TS_LOADU(pk + (p0 + g) * W);
+        xv[g] = vloadi(iv[p0 + g]);
+        xw[g] = vloadi(iw[p0 + g]);
+      }
+      for (int32_t i = i0; i < i1; ++i) {
+        const TS_V vrow = vload_n(v + static_cast<int64_t>(i) * hd + d0, nt);
+        for (int g = 0; g < ng; ++g) {
+          // Rows past nr read as 0 (lanes past ne, whose results are dropped).
+          const int32_t rf = rfirst[p0 + g];
+          if (kF16) {
+            const TS_V m = vperm(vload_n(&mt[i][rf], nr - rf), xw[g]);
+            if (any_ne_one(m, nvalid[p0 + g])) a[g] = r16(TS_MUL(a[g], m));
+          }
+          a[g] = acc_step<kF16>(a[g], vperm(vrow, xv[g]), vperm(vload_n(&wt[i][rf], nr - rf), xw[g]));
+        }
+      }
+      for (int g = 0; g < ng; ++g) TS_STOREU(pk + (p0 + g) * W, a[g]);
+    }
+    for (int32_t r = 0, e = 0; r < nr; ++r) {
+      float* ar = acc + static_cast<int64_t>(rb + r) * hd + d0;
+      for (int32_t dd = 0; dd < nt; ++dd, ++e) ar[dd] = pk[e];
+    }
+  }
+}
+
+template <bool kF16>
+void acc_rows(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, const float* rescale,
+              int32_t i0, int32_t i1, int32_t hd) {
+  const int32_t hd4 = hd / (4 * W) * (4 * W), hdw = hd / W * W;
+  if (hd4 > 0) {
+    // ms is null for f32 and rescale for f16: only the one in use is offset.
+    auto rows_at = [&](auto rows_tag, int32_t r) {
+      constexpr int R = decltype(rows_tag)::value;
+      for (int32_t d = 0; d < hd4; d += 4 * W)
+        acc_block4<kF16, R>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, kF16 ? ms + r * kKeyTile : nullptr,
+                            kF16 ? nullptr : rescale + r, i0, i1, hd, d);
+    };
+    int32_t r = 0;
+    for (; r + 2 <= nrows; r += 2) rows_at(std::integral_constant<int, 2>{}, r);
+    for (; r < nrows; ++r) rows_at(std::integral_constant<int, 1>{}, r);
+  }
+  // Each part applies the f32 rescale to the elements it owns.
+  if (hdw > hd4) acc_whole_vectors<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hd4, hdw);
+  if (hd > hdw) acc_packed_tail<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hdw);
 }
 
 void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
              int32_t hd) {
-  int32_t r = 0;
-  for (; r + 2 <= nrows; r += 2)
-    acc_f16_rows<2>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, ms + r * kKeyTile, i0, i1, hd);
-  for (; r < nrows; ++r)
-    acc_f16_rows<1>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, ms + r * kKeyTile, i0, i1, hd);
-}
-
-template <int R>
-void acc_f32_rows(float* acc, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
-                  int32_t hd) {
-  int32_t d = 0;
-  for (; d + 4 * W <= hd; d += 4 * W) {
-    TS_V a[R][4];
-    for (int r = 0; r < R; ++r) {
-      const TS_V rs = TS_SET1(rescale[r]);
-      for (int c = 0; c < 4; ++c) a[r][c] = TS_MUL(TS_LOADU(acc + r * hd + d + c * W), rs);
-    }
-    for (int32_t i = i0; i < i1; ++i) {
-      const float* vi = v + static_cast<int64_t>(i) * hd + d;
-      const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
-      for (int r = 0; r < R; ++r) {
-        const TS_V pv = TS_SET1(p[r * kKeyTile + i]);
-        a[r][0] = TS_FMADD(pv, v0, a[r][0]);
-        a[r][1] = TS_FMADD(pv, v1, a[r][1]);
-        a[r][2] = TS_FMADD(pv, v2, a[r][2]);
-        a[r][3] = TS_FMADD(pv, v3, a[r][3]);
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
-  }
-  for (int r = 0; r < R; ++r) {
-    float* ar = acc + r * hd;
-    const float* pr = p + r * kKeyTile;
-    const TS_V rs = TS_SET1(rescale[r]);
-    int32_t dd = d;
-    for (; dd + W <= hd; dd += W) {
-      TS_V a = TS_MUL(TS_LOADU(ar + dd), rs);
-      for (int32_t i = i0; i < i1; ++i) a = TS_FMADD(TS_SET1(pr[i]), TS_LOADU(v + static_cast<int64_t>(i) * hd + dd), a);
-      TS_STOREU(ar + dd, a);
-    }
-    for (; dd < hd; ++dd) {
-      float a = ar[dd] * rescale[r];
-      for (int32_t i = i0; i < i1; ++i) a = std::fma(pr[i], v[i * hd + dd], a);
-      ar[dd] = a;
-    }
-  }
+  acc_rows<true>(acc, nrows, v, w, ms, nullptr, i0, i1, hd);
 }
 
 void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
              int32_t hd) {
-  int32_t r = 0;
-  for (; r + 2 <= nrows; r += 2)
-    acc_f32_rows<2>(acc + static_cast<int64_t>(r) * hd, v, p + r * kKeyTile, rescale + r, i0, i1, hd);
-  for (; r < nrows; ++r)
-    acc_f32_rows<1>(acc + static_cast<int64_t>(r) * hd, v, p + r * kKeyTile, rescale + r, i0, i1, hd);
+  acc_rows<false>(acc, nrows, v, p, nullptr, rescale, i0, i1, hd);
 }
 
 }  // namespace

@@ -162,8 +162,10 @@ TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.f, 1.f);
-  for (int32_t hd : {8, 40, 64, 72, 128}) {
-    for (int32_t nrows : {1, 2, 3, 7}) {
+  // Narrow heads (4, 8, 12: packed across rows), whole-vector and odd tails (16..80), rows
+  // past the packed tail's 16-row pass (17).
+  for (int32_t hd : {4, 8, 12, 16, 24, 40, 64, 72, 80, 128}) {
+    for (int32_t nrows : {1, 2, 3, 7, 17}) {
       auto v = randv(static_cast<size_t>(hd) * kKeyTile, rng);
       for (float& x : v) x = tensor::round_fp16(x);
       std::vector<float> w(static_cast<size_t>(nrows) * kKeyTile), ms(w.size()), rescale(nrows);
