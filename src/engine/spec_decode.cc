@@ -113,8 +113,15 @@ bool solve3(double a[3][3], double b[3], double x[3]) {
 void SpecCostModel::observe(int32_t real_tokens, int32_t draft_tokens, double ms) {
   constexpr double kDecay = 0.97;
   // A step that took far longer than predicted was most likely stalled by another process on a
-  // shared machine: it counts, clipped, so one stall does not make drafts look expensive.
-  if (ready_) ms = std::min(ms, 3.0 * std::max(1e-3, predict_ms(real_tokens, draft_tokens)));
+  // shared machine: it counts, clipped, so one stall does not make drafts look expensive. The
+  // bound prices each draft at least as an average token of the step (a drafted token is one more
+  // row through the whole forward), so an underestimated draft price cannot clip away the very
+  // steps that would correct it.
+  if (ready_) {
+    const double plain = std::max(1e-3, predict_ms(real_tokens, 0));
+    const double per = std::max(per_draft_ms(), plain / std::max(1, real_tokens));
+    ms = std::min(ms, 3.0 * (plain + per * draft_tokens));
+  }
   const double x[3] = {1.0, static_cast<double>(real_tokens), static_cast<double>(draft_tokens)};
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j) xx_[i][j] = kDecay * xx_[i][j] + x[i] * x[j];
@@ -138,6 +145,9 @@ void SpecCostModel::observe(int32_t real_tokens, int32_t draft_tokens, double ms
     b[i] += kRidge * n * theta_[i];
   }
   if (!solve3(a, b, t)) return;
+  // Once priced, a negative slope is noise in the recent steps: the last estimates stand (a
+  // price of 0 would make drafts look free and start a burst of drafting that does not pay).
+  if (ready_ && (t[1] < 0 || t[2] < 0)) return;
   if (t[1] < 0 || t[2] < 0) {
     // A negative price is noise: refit with that slope at 0 (two unknowns left).
     const int drop = t[2] < 0 ? 2 : 1, keep = 3 - drop;

@@ -215,9 +215,17 @@ TEST(SpecAdapt, DraftPriceSurvivesStepsWithoutDrafts) {
   for (int i = 0; i < 2000; ++i) m.observe(8, 0, 0.3 + 0.2 * 8);
   EXPECT_NEAR(m.per_draft_ms(), 0.2, 0.02);
   EXPECT_NEAR(m.predict_ms(8, 0), 1.9, 0.02);
+  // A few noisy steps where drafting looked faster than not drafting: a negative slope is not
+  // believed, drafts never become free.
+  for (int i = 0; i < 5; ++i) m.observe(8, 3, 1.0);
+  EXPECT_GT(m.per_draft_ms(), 0.1);
   // New evidence still moves it: drafts became cheap.
   for (int i = 0; i < 300; ++i) m.observe(8, i % 3, 1.9 + 0.01 * (i % 3));
   EXPECT_NEAR(m.per_draft_ms(), 0.01, 0.01);
+  // ... and dear again: 40 drafts at 0.2 ms each take 5x the predicted step (the stall clip
+  // must not hide that): the price recovers within a few steps.
+  for (int i = 0; i < 6; ++i) m.observe(8, i % 2 ? 40 : 0, 1.9 + (i % 2 ? 0.2 * 40 : 0.0));
+  EXPECT_NEAR(m.per_draft_ms(), 0.2, 0.03);
 }
 
 TEST(SpecAdapt, CeilingSaysWhetherPerfectDraftsCouldPay) {
