@@ -7,10 +7,12 @@
 namespace ts::engine {
 
 namespace {
-// This process's CPU time in ms (every thread: the engine thread and the pool's workers).
+// The engine thread's CPU time in ms. The pool splits a forward's work evenly, so this thread's
+// share follows the step's work (its wait for the workers included), while the time other
+// processes hold its core is left out; threads outside the engine (HTTP) are not counted.
 double spec_cpu_ms() {
   timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 }  // namespace
@@ -35,6 +37,7 @@ void Engine::Impl::propose_drafts() {
   const SpecOptions& so = opts.spec;
   drafted.clear();
   spec_step_cpu0 = spec_cpu_ms();
+  spec_step_wall0 = Clock::now();
   spec_draft_ms = 0;
   spec_probe_step = false;
   spec_price_probe = false;
@@ -191,6 +194,9 @@ void Engine::Impl::propose_drafts() {
 void Engine::Impl::spec_observe_step(int64_t forward_tokens) {
   const int64_t num_drafts = spec_step_drafts;
   const double total = spec_cpu_ms() - spec_step_cpu0;
+  // A reading this thread could not have spent (a clock fault) is dropped.
+  const double wall = std::chrono::duration<double, std::milli>(Clock::now() - spec_step_wall0).count();
+  if (!(total >= 0) || total > 1.05 * wall + 0.05) return;
   const double ms = total - spec_draft_ms;
   if (ms > 0) step_cost.observe(static_cast<int32_t>(forward_tokens - num_drafts), static_cast<int32_t>(num_drafts), ms);
   probe_budget.earn(total);
