@@ -60,6 +60,8 @@
 #include "bench_isa.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/spec_decode.h"
+#include "engine/spec_ngram.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -237,6 +239,31 @@ void profile_forward(model::Model& m, model::KvType kv_type, int threads, int se
   std::printf("\n");
 }
 
+// Host-side costs of speculation per step, outside the forward: the n-gram lookup over a real
+// sequence (prompt + the output `off` produced) and the plan over `c` candidates; median
+// microseconds of many calls.
+void profile_host(const std::vector<int32_t>& seq, int c, int k) {
+  std::vector<int32_t> out;
+  std::vector<double> ng, pl;
+  engine::NgramOptions no;
+  for (int i = 0; i < 2000; ++i) {
+    const auto t0 = Clock::now();
+    engine::ngram_propose(seq, no, k, out);
+    ng.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  std::vector<engine::SpecCandidate> cands(static_cast<size_t>(c), {.alpha = 0.5, .max_k = k});
+  volatile int32_t sink = 0;  // keeps the calls from being optimized away
+  for (int i = 0; i < 2000; ++i) {
+    const auto t0 = Clock::now();
+    const auto p = engine::spec_plan({.plain_ms = 1.0, .per_draft_ms = 0.1, .num_emitting = c}, cands);
+    const bool ceiling = engine::spec_ceiling_pays({.plain_ms = 1.0, .per_draft_ms = 0.1, .num_emitting = c}, cands);
+    pl.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    sink = sink + p.k[0] + (ceiling ? 1 : 0);
+  }
+  std::printf("  host us per step: n-gram lookup over %zu tokens %.2f per sequence; plan + ceiling for %d candidates %.2f\n",
+              seq.size(), median(ng), c, median(pl));
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -252,7 +279,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: spec_bench MODEL.gguf [--draft DRAFT.gguf | --self-draft] [--threads N] [--gen N] "
                          "[--conc 1,8] [--workload quote,summarize,edit,code,open|all] [--modes off,ngram,draft] "
-                         "[--draft-tokens K] [--reps N] [--no-cost-model] [--profile]\n");
+                         "[--draft-tokens K] [--reps N] [--no-cost-model] [--profile] [--profile-iters N]\n");
     return 2;
   }
   std::string path = argv[1], draft_path, workloads_s = "all", conc_s = "1,8", modes_s;
@@ -417,6 +444,9 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       if (profile) {
+        std::vector<int32_t> seq = ps[0];
+        seq.insert(seq.end(), runs[0][0].outputs[0].begin(), runs[0][0].outputs[0].end());
+        profile_host(seq, c, k);
         for (size_t mi = 0; mi < modes.size(); ++mi) {
           std::map<int64_t, std::vector<double>> all;
           for (const Run& x : runs[mi])
