@@ -22,15 +22,21 @@
 // by this process's CPU time instead (steadier on a shared machine, where wall time counts other
 // processes' use of the cores). Each cell is the MEDIAN of --reps runs, the modes interleaved
 // within every repetition (off, ngram, draft, off, ngram, draft, ...) so machine noise hits them
-// alike. `best` compares the fastest run of each mode (on a shared machine other processes only
-// ever slow a run down, so the fastest is the least disturbed).
+// alike. `pair` is the median over repetitions of each run's CPU-time ratio to the `off` run just
+// before it (paired, so slow drifts of the machine's load cancel); the last line checks the
+// issue's floor (never below 0.95x) on it. `best` compares the fastest run of each mode (on a
+// shared machine other processes only ever slow a run down, so the fastest is the least
+// disturbed). On a loaded 2-core machine single cells still swing by +-10%: read the floor over
+// several runs, and against the drafted-token counts (a cell that drafted ~2% of its tokens
+// cannot have lost 10% to speculation).
 //
 // --self-draft uses the target as its own draft model ("draft=self" in the output): every draft
 // is accepted, so it measures the verification mechanism's ceiling, not a real draft model.
 // --no-cost-model makes every eligible sequence draft K tokens every step (the policy's upper
 // bound; what the adaptive policy saves or loses shows against it). --profile prints, per mode,
 // the median step time by the number of tokens the step's forward ran (decode steps only):
-// where a speculative step's time goes compared with a plain one.
+// where a speculative step's time goes compared with a plain one, next to the forward alone by
+// tokens per sequence (--profile-iters calls each) and the host-side n-gram lookup and plan.
 //
 // Models used for the issue-13 figures (none of the synth ones is a real model; their text is
 // not grounded, and their labels below say what they measure):
