@@ -98,12 +98,12 @@ struct Engine::Impl {
   std::vector<SeqState*> drafted;                 // sequences carrying drafts this step
   SpecCostModel step_cost;                        // decode step time vs tokens (speculation's cost)
   SpecCostModel draft_cost;                       // draft model time vs (positions, catch-up tokens)
-  // Speculation's cost models learn from wall time, but only from steps the engine thread ran
-  // through (its CPU time close to the wall time): on a shared machine another process's load
-  // stretches wall time at random, which the fit would read as drafts being cheap or dear.
-  TimePoint spec_step_wall0{};                    // wall clock at the start of this step's drafting
-  double spec_step_cpu0 = 0;                      // ... and the engine thread's CPU ms then
-  double spec_draft_ms = 0;                       // draft model wall time in this step
+  // Speculation's cost accounting runs on the engine thread's CPU time (spec_cpu_ms), not wall
+  // time: on a shared machine another process's load stretches wall time at random, which the
+  // step-cost fit would read as drafts being cheap or dear.
+  double spec_step_cpu0 = 0;                      // CPU ms at the start of this step's drafting
+  TimePoint spec_step_wall0{};                    // ... and the wall clock then (a sanity bound)
+  double spec_draft_ms = 0;                       // draft model CPU time in this step
   int64_t spec_explore_steps = 0;                 // steps planned before the cost model was ready
   SpecProbeBudget probe_budget;                   // caps the time probes may cost
   SpecProbeBudget price_probe_budget{0.005};      // the same for price probes (drafts cannot pay)
@@ -153,8 +153,8 @@ struct Engine::Impl {
   // Speculative decoding (opts.spec): drafts tokens for eligible decoding sequences before the
   // schedule, appending them to seq.tokens within the token and block budgets.
   void propose_drafts();
-  // Feeds the step-cost model one decode step (no prefill) of forward_tokens tokens that began
-  // at step_start, the draft model's time excluded.
+  // Feeds the step-cost model one decode step (no prefill) of forward_tokens tokens, timed on
+  // the engine thread's CPU clock from propose_drafts to now, the draft model's time excluded.
   void spec_observe_step(int64_t forward_tokens);
   // Removes a sequence's unverified drafts from its tokens.
   void strip_drafts(SeqState& s);

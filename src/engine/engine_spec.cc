@@ -8,18 +8,15 @@ namespace ts::engine {
 
 namespace {
 // The engine thread's CPU time in ms. The thread spins (and yields) while the pool's workers
-// finish, so an undisturbed step's CPU time is about its wall time; much less means another
-// process held this thread's core during the step.
+// finish, so an undisturbed step's CPU time is its wall time, while the time other processes
+// hold this thread's core is left out; threads outside the engine (HTTP) are not counted.
+// (Wall time filtered to undisturbed steps was tried: under a load of ~5 on 2 cores nearly
+// every step is disturbed, the fit starves and speculation stays in its exploration.)
 double spec_cpu_ms() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
-// A timing taken while the engine thread ran for less than this share of it is disturbed: it
-// measures the machine's load, not the step, and is not fed to a cost model.
-constexpr double kUndisturbedShare = 0.85;
-bool undisturbed(double cpu_ms, double wall_ms) { return cpu_ms >= kUndisturbedShare * wall_ms; }
-double ms_since(TimePoint t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 }  // namespace
 
 void Engine::Impl::strip_drafts(SeqState& s) {
@@ -167,11 +164,10 @@ void Engine::Impl::propose_drafts() {
     }
     if (queries.empty()) return;
     const double d0 = spec_cpu_ms();
-    const TimePoint w0 = Clock::now();
     const Status st = draft->propose(queries, &pool);
-    spec_draft_ms = ms_since(w0);
+    spec_draft_ms = spec_cpu_ms() - d0;
     // One draft forward per drafted position; the first also catches the draft KV up.
-    if (undisturbed(spec_cpu_ms() - d0, spec_draft_ms)) draft_cost.observe(depth, behind, spec_draft_ms);
+    draft_cost.observe(depth, behind, spec_draft_ms);
     if (!st.ok()) {
       log::error("engine: draft model forward failed (" + st.to_string() + "); not speculating this step");
       for (SeqState* s : asked) s->drafts.clear();
@@ -199,15 +195,15 @@ void Engine::Impl::propose_drafts() {
 
 void Engine::Impl::spec_observe_step(int64_t forward_tokens) {
   const int64_t num_drafts = spec_step_drafts;
-  const double total = ms_since(spec_step_wall0);
-  const bool clean = undisturbed(spec_cpu_ms() - spec_step_cpu0, total);
+  const double total = spec_cpu_ms() - spec_step_cpu0;
+  // A reading this thread could not have spent (a clock fault) is dropped.
+  const double wall = std::chrono::duration<double, std::milli>(Clock::now() - spec_step_wall0).count();
+  if (!(total >= 0) || total > 1.05 * wall + 0.05) return;
   const double ms = total - spec_draft_ms;
-  if (clean && ms > 0) {
-    step_cost.observe(static_cast<int32_t>(forward_tokens - num_drafts), static_cast<int32_t>(num_drafts), ms);
-  }
+  if (ms > 0) step_cost.observe(static_cast<int32_t>(forward_tokens - num_drafts), static_cast<int32_t>(num_drafts), ms);
   probe_budget.earn(total);
   price_probe_budget.earn(total);
-  if (clean && num_drafts == 0 && spec_draft_ms == 0) spec_last_plain_ms = total;
+  if (num_drafts == 0 && spec_draft_ms == 0) spec_last_plain_ms = total;
   // A probe's price: what the step took beyond the plain step it replaced (draft model included).
   if (spec_probe_step && spec_plain_ms > 0) (spec_price_probe ? price_probe_budget : probe_budget).spend(total - spec_plain_ms);
 }

@@ -25,9 +25,8 @@
 // batch, a draft model as costly as the target) the plan drafts nothing, and only rare one-token
 // probes, capped to ~2% of decode time (SpecProbeBudget), keep the estimates fresh; where even
 // drafts that are always accepted could not pay (spec_ceiling_pays), only price probes run,
-// capped to ~0.5%. Steps during which another process held the engine thread's core (its CPU
-// time well below the wall time) are not fed to the cost models, so load from other processes on
-// a shared machine skews the decisions less. What is not
+// capped to ~0.5%. Times are the engine thread's CPU time, not wall time, so load from other
+// processes on a shared machine skews the decisions less. What is not
 // modelled: a step whose cost is not linear in its drafts (the fit is a line; stalls from other
 // processes are clipped), and prefill tokens in the step are priced like decode tokens.
 //
