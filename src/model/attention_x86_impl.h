@@ -54,41 +54,59 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 }
 
 
+// Branch-free form of the reference's one-key-a-step rule: the running max before key i, mp[i],
+// comes from a max chain (std::max(m, sc) is the reference's "sc > m ? sc : m"); then per lane,
+// at vector width, rescaled = sc > mp, the exp argument, and w / ms by selects. The sum chain
+// runs row by row (out-of-order execution overlaps the rows). Lanes outside [i0, i1) of w and ms
+// are written with values nobody reads.
 void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
   constexpr int kRows = 16;  // rows per pass (stack buffers)
-  alignas(64) float args[kRows][kKeyTile], e[kRows][kKeyTile];
-  bool resc[kRows][kKeyTile];
+  alignas(64) float mp[kRows][kKeyTile], args[kRows][kKeyTile], e[kRows][kKeyTile];
   for (int32_t r0 = 0; r0 < nrows; r0 += kRows) {
     const int32_t nr = std::min<int32_t>(kRows, nrows - r0);
+    float m[kRows], s[kRows];
+    for (int32_t r = 0; r < nr; ++r) {
+      m[r] = m_io[r0 + r];
+      s[r] = s_io[r0 + r];
+      for (int32_t i = 0; i < kKeyTile; ++i) mp[r][i] = INFINITY;  // lanes past the range: never "rescaled"
+    }
+    for (int32_t r = 0; r < nr; ++r) {  // row by row, the chain in a register (rows overlap out of order)
+      const float* scr = sc + (r0 + r) * kKeyTile;
+      float mr = m[r];
+      for (int32_t i = i0; i < i1; ++i) {
+        mp[r][i] = mr;
+        mr = std::max(mr, scr[i]);
+      }
+      m[r] = mr;
+    }
     for (int32_t r = 0; r < nr; ++r) {
       const float* scr = sc + (r0 + r) * kKeyTile;
-      float m = m_io[r0 + r];
-      for (int32_t i = 0; i < kKeyTile; ++i) args[r][i] = 0.f;
-      for (int32_t i = i0; i < i1; ++i) {
-        resc[r][i] = scr[i] > m;
-        if (resc[r][i]) {
-          args[r][i] = m - scr[i];
-          m = scr[i];
-        } else {
-          args[r][i] = scr[i] - m;
-        }
+      for (int off = 0; off < kKeyTile; off += W) {
+        const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp[r] + off);
+        TS_STOREU(args[r] + off, vsel_gt(x, p, TS_SUB(p, x), TS_SUB(x, p)));
       }
-      m_io[r0 + r] = m;
       exp_tile(args[r], e[r]);
-    }
-    float s[kRows];
-    for (int32_t r = 0; r < nr; ++r) s[r] = s_io[r0 + r];
-    // Keys outer, rows inner: the rows' sum chains run side by side.
-    for (int32_t i = i0; i < i1; ++i)
-      for (int32_t r = 0; r < nr; ++r) {
-        float* wr = w + (r0 + r) * kKeyTile;
-        float* mr = ms + (r0 + r) * kKeyTile;
-        mr[i] = resc[r][i] ? e[r][i] : 1.f;
-        wr[i] = resc[r][i] ? 1.f : e[r][i];
-        s[r] = std::fma(s[r], mr[i], wr[i]);
+      float* wr = w + (r0 + r) * kKeyTile;
+      float* mr = ms + (r0 + r) * kKeyTile;
+      const TS_V one = TS_SET1(1.f);
+      for (int off = 0; off < kKeyTile; off += W) {
+        const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp[r] + off), ex = TS_LOADU(e[r] + off);
+        TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
+        TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
       }
-    for (int32_t r = 0; r < nr; ++r) s_io[r0 + r] = s[r];
+    }
+    for (int32_t r = 0; r < nr; ++r) {
+      const float* wr = w + (r0 + r) * kKeyTile;
+      const float* mr = ms + (r0 + r) * kKeyTile;
+      float sr = s[r];
+      for (int32_t i = i0; i < i1; ++i) sr = std::fma(sr, mr[i], wr[i]);
+      s[r] = sr;
+    }
+    for (int32_t r = 0; r < nr; ++r) {
+      m_io[r0 + r] = m[r];
+      s_io[r0 + r] = s[r];
+    }
   }
 }
 
@@ -189,32 +207,46 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
     for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
 }
 
-// Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time.
+// Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time;
+// NC chains per pass, a compile-time count so they stay in registers.
+template <bool kF16, int NC>
+void acc_chains(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
+                int32_t i1, int32_t hd, int32_t d0, int32_t per_row, int32_t c0) {
+  TS_V a[NC];
+  int32_t row[NC], off[NC];
+  for (int c = 0; c < NC; ++c) {
+    row[c] = (c0 + c) / per_row;
+    off[c] = d0 + (c0 + c) % per_row * W;
+    a[c] = TS_LOADU(acc + static_cast<int64_t>(row[c]) * hd + off[c]);
+    if (!kF16) a[c] = TS_MUL(a[c], TS_SET1(rescale[row[c]]));
+  }
+  for (int32_t i = i0; i < i1; ++i) {
+    const float* vi = v + static_cast<int64_t>(i) * hd;
+    for (int c = 0; c < NC; ++c) {
+      if (kF16) {
+        const float msr = ms[row[c] * kKeyTile + i];
+        if (msr != 1.f) a[c] = r16(TS_MUL(a[c], TS_SET1(msr)));
+      }
+      a[c] = acc_step<kF16>(a[c], TS_LOADU(vi + off[c]), TS_SET1(w[row[c] * kKeyTile + i]));
+    }
+  }
+  for (int c = 0; c < NC; ++c) TS_STOREU(acc + static_cast<int64_t>(row[c]) * hd + off[c], a[c]);
+}
+
 template <bool kF16>
 void acc_whole_vectors(float* acc, int32_t nrows, const float* v, const float* w, const float* ms,
                        const float* rescale, int32_t i0, int32_t i1, int32_t hd, int32_t d0, int32_t d1) {
   const int32_t per_row = (d1 - d0) / W, total = nrows * per_row;
-  for (int32_t c0 = 0; c0 < total; c0 += kChains) {
-    const int nc = std::min<int32_t>(kChains, total - c0);
-    TS_V a[kChains];
-    int32_t row[kChains], off[kChains];
-    for (int c = 0; c < nc; ++c) {
-      row[c] = (c0 + c) / per_row;
-      off[c] = d0 + (c0 + c) % per_row * W;
-      a[c] = TS_LOADU(acc + static_cast<int64_t>(row[c]) * hd + off[c]);
-      if (!kF16) a[c] = TS_MUL(a[c], TS_SET1(rescale[row[c]]));
-    }
-    for (int32_t i = i0; i < i1; ++i) {
-      const float* vi = v + static_cast<int64_t>(i) * hd;
-      for (int c = 0; c < nc; ++c) {
-        if (kF16) {
-          const float msr = ms[row[c] * kKeyTile + i];
-          if (msr != 1.f) a[c] = r16(TS_MUL(a[c], TS_SET1(msr)));
-        }
-        a[c] = acc_step<kF16>(a[c], TS_LOADU(vi + off[c]), TS_SET1(w[row[c] * kKeyTile + i]));
-      }
-    }
-    for (int c = 0; c < nc; ++c) TS_STOREU(acc + static_cast<int64_t>(row[c]) * hd + off[c], a[c]);
+  int32_t c0 = 0;
+  for (; c0 + kChains <= total; c0 += kChains)
+    acc_chains<kF16, kChains>(acc, v, w, ms, rescale, i0, i1, hd, d0, per_row, c0);
+  switch (total - c0) {
+#define TS_CHAINS_CASE(n) \
+  case n: acc_chains<kF16, n>(acc, v, w, ms, rescale, i0, i1, hd, d0, per_row, c0); break;
+    TS_CHAINS_CASE(1) TS_CHAINS_CASE(2) TS_CHAINS_CASE(3) TS_CHAINS_CASE(4)
+    TS_CHAINS_CASE(5) TS_CHAINS_CASE(6) TS_CHAINS_CASE(7)
+#undef TS_CHAINS_CASE
+    default: break;
   }
 }
 
@@ -252,18 +284,19 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
         iw[p][l] = (p * W + l) / nt - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
       }
     }
-    for (int32_t p0 = 0; p0 < np; p0 += kGroup) {
-      const int ng = std::min<int32_t>(kGroup, np - p0);
-      TS_V a[kGroup];
-      TS_VI xv[kGroup], xw[kGroup];
-      for (int g = 0; g < ng; ++g) {
+    // NG packed vectors per pass over the keys, a compile-time count (registers).
+    auto pass = [&](auto ng_tag, int32_t p0) {
+      constexpr int NG = decltype(ng_tag)::value;
+      TS_V a[NG];
+      TS_VI xv[NG], xw[NG];
+      for (int g = 0; g < NG; ++g) {
         a[g] = TS_LOADU(pk + (p0 + g) * W);
         xv[g] = vloadi(iv[p0 + g]);
         xw[g] = vloadi(iw[p0 + g]);
       }
       for (int32_t i = i0; i < i1; ++i) {
         const TS_V vrow = vload_n(v + static_cast<int64_t>(i) * hd + d0, nt);
-        for (int g = 0; g < ng; ++g) {
+        for (int g = 0; g < NG; ++g) {
           // Rows past nr read as 0 (lanes past ne, whose results are dropped).
           const int32_t rf = rfirst[p0 + g];
           if (kF16) {
@@ -273,7 +306,15 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
           a[g] = acc_step<kF16>(a[g], vperm(vrow, xv[g]), vperm(vload_n(&wt[i][rf], nr - rf), xw[g]));
         }
       }
-      for (int g = 0; g < ng; ++g) TS_STOREU(pk + (p0 + g) * W, a[g]);
+      for (int g = 0; g < NG; ++g) TS_STOREU(pk + (p0 + g) * W, a[g]);
+    };
+    int32_t p0 = 0;
+    for (; p0 + kGroup <= np; p0 += kGroup) pass(std::integral_constant<int, kGroup>{}, p0);
+    switch (np - p0) {
+      case 1: pass(std::integral_constant<int, 1>{}, p0); break;
+      case 2: pass(std::integral_constant<int, 2>{}, p0); break;
+      case 3: pass(std::integral_constant<int, 3>{}, p0); break;
+      default: break;
     }
     for (int32_t r = 0, e = 0; r < nr; ++r) {
       float* ar = acc + static_cast<int64_t>(rb + r) * hd + d0;
