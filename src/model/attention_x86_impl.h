@@ -61,52 +61,32 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 // are written with values nobody reads.
 void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
-  constexpr int kRows = 16;  // rows per pass (stack buffers)
-  alignas(64) float mp[kRows][kKeyTile], args[kRows][kKeyTile], e[kRows][kKeyTile];
-  for (int32_t r0 = 0; r0 < nrows; r0 += kRows) {
-    const int32_t nr = std::min<int32_t>(kRows, nrows - r0);
-    float m[kRows], s[kRows];
-    for (int32_t r = 0; r < nr; ++r) {
-      m[r] = m_io[r0 + r];
-      s[r] = s_io[r0 + r];
-      for (int32_t i = 0; i < kKeyTile; ++i) mp[r][i] = INFINITY;  // lanes past the range: never "rescaled"
+  const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
+  for (int32_t r = 0; r < nrows; ++r) {  // row by row, each chain in a register (rows overlap out of order)
+    alignas(64) float mp[kKeyTile], args[kKeyTile], e[kKeyTile];
+    const float* scr = sc + r * kKeyTile;
+    float* wr = w + r * kKeyTile;
+    float* mr = ms + r * kKeyTile;
+    for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp + off, inf);  // lanes past the range: never "rescaled"
+    float m = m_io[r];
+    for (int32_t i = i0; i < i1; ++i) {
+      mp[i] = m;
+      m = std::max(m, scr[i]);
     }
-    for (int32_t r = 0; r < nr; ++r) {  // row by row, the chain in a register (rows overlap out of order)
-      const float* scr = sc + (r0 + r) * kKeyTile;
-      float mr = m[r];
-      for (int32_t i = i0; i < i1; ++i) {
-        mp[r][i] = mr;
-        mr = std::max(mr, scr[i]);
-      }
-      m[r] = mr;
+    m_io[r] = m;
+    for (int off = 0; off < kKeyTile; off += W) {
+      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off);
+      TS_STOREU(args + off, vsel_gt(x, p, TS_SUB(p, x), TS_SUB(x, p)));
     }
-    for (int32_t r = 0; r < nr; ++r) {
-      const float* scr = sc + (r0 + r) * kKeyTile;
-      for (int off = 0; off < kKeyTile; off += W) {
-        const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp[r] + off);
-        TS_STOREU(args[r] + off, vsel_gt(x, p, TS_SUB(p, x), TS_SUB(x, p)));
-      }
-      exp_tile(args[r], e[r]);
-      float* wr = w + (r0 + r) * kKeyTile;
-      float* mr = ms + (r0 + r) * kKeyTile;
-      const TS_V one = TS_SET1(1.f);
-      for (int off = 0; off < kKeyTile; off += W) {
-        const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp[r] + off), ex = TS_LOADU(e[r] + off);
-        TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
-        TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
-      }
+    exp_tile(args, e);
+    for (int off = 0; off < kKeyTile; off += W) {
+      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off), ex = TS_LOADU(e + off);
+      TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
+      TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
     }
-    for (int32_t r = 0; r < nr; ++r) {
-      const float* wr = w + (r0 + r) * kKeyTile;
-      const float* mr = ms + (r0 + r) * kKeyTile;
-      float sr = s[r];
-      for (int32_t i = i0; i < i1; ++i) sr = std::fma(sr, mr[i], wr[i]);
-      s[r] = sr;
-    }
-    for (int32_t r = 0; r < nr; ++r) {
-      m_io[r0 + r] = m[r];
-      s_io[r0 + r] = s[r];
-    }
+    float sr = s_io[r];
+    for (int32_t i = i0; i < i1; ++i) sr = std::fma(sr, mr[i], wr[i]);
+    s_io[r] = sr;
   }
 }
 
