@@ -157,23 +157,32 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
 template <bool kF16, int R>
 void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
                 int32_t i1, int32_t hd, int32_t d) {
+  // The 4 * R accumulators must stay in registers (an array GCC leaves on the stack puts a
+  // store-to-load forward in every chain step): fixed-trip loops, unrolled.
   TS_V a[R][4];
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
     if (!kF16) {
       const TS_V rs = TS_SET1(rescale[r]);
+#pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) a[r][c] = TS_MUL(a[r][c], rs);
     }
   }
   for (int32_t i = i0; i < i1; ++i) {
     const float* vi = v + static_cast<int64_t>(i) * hd + d;
     const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
+#pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
           const TS_V m = TS_SET1(msr);
-          for (int c = 0; c < 4; ++c) a[r][c] = r16(TS_MUL(a[r][c], m));
+          a[r][0] = r16(TS_MUL(a[r][0], m));
+          a[r][1] = r16(TS_MUL(a[r][1], m));
+          a[r][2] = r16(TS_MUL(a[r][2], m));
+          a[r][3] = r16(TS_MUL(a[r][3], m));
         }
       }
       const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
@@ -183,7 +192,9 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
       a[r][3] = acc_step<kF16>(a[r][3], v3, wv);
     }
   }
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
 }
 
