@@ -85,8 +85,6 @@ inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer,
   }
 }
 
-inline float rnd16(float x) { return tensor::round_fp16(x); }
-
 struct TileCtx {
   const KvStorage& kv;
   int32_t layer;
@@ -130,11 +128,15 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   float* ms = wt + static_cast<size_t>(nh) * kKeyTile;  // [nh][kKeyTile]
   float* rescale = ms + static_cast<size_t>(nh) * kKeyTile;
 
+  thread_local std::vector<uint16_t> qh;
+  if (golden && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
   for (int32_t j = 0; j < nq; ++j) {
     const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
     float* dst = qs + static_cast<size_t>(j) * group * hd;
     if (golden) {
-      for (int32_t i = 0; i < group * hd; ++i) dst[i] = rnd16(qt[i]);
+      // fp16-rounded queries (round to nearest even), through the vector conversions.
+      c.k.cvt_to_f16(qt, qh.data(), group * hd);
+      c.k.cvt_f16(qh.data(), dst, group * hd);
     } else {
       std::memcpy(dst, qt, sizeof(float) * group * hd);
     }
