@@ -267,12 +267,18 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
         wt[i][r] = w[(rb + r) * kKeyTile + i];
         if (kF16) mt[i][r] = ms[(rb + r) * kKeyTile + i];
       }
-    for (int32_t p = 0; p < np; ++p) {
-      rfirst[p] = p * W / nt;
+    // Lane maps, walking the flattened elements with (row, dimension) counters (no divisions:
+    // this runs once per key tile).
+    for (int32_t p = 0, r = 0, dd = 0; p < np; ++p) {
+      rfirst[p] = r;
       nvalid[p] = std::min<int32_t>(W, ne - p * W);
       for (int l = 0; l < W; ++l) {
-        iv[p][l] = (p * W + l) % nt;
-        iw[p][l] = (p * W + l) / nt - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
+        iv[p][l] = dd;
+        iw[p][l] = r - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
+        if (++dd == nt) {
+          dd = 0;
+          ++r;
+        }
       }
     }
     // NG packed vectors per pass over the keys, a compile-time count (registers).
