@@ -1,12 +1,17 @@
 // Attention alone, tiled (paged_attention) against the untiled original
 // (paged_attention_reference), measured in the same process on the Qwen2.5-0.5B shape
-// (14 query heads, 2 KV heads, head_dim 64, 16-token blocks), 2 threads:
+// (14 query heads, 2 KV heads, head_dim 64, 16-token blocks), 2 threads (ATTN_BENCH_THREADS
+// sets another count; 1 gives CPU-time figures unaffected by other processes):
 //   Prefill/N    one sequence, N prompt tokens at once (causal)
 //   Decode/C     8 sequences, one token each, C tokens of context
+// ".../smollm2": SmolLM2-135M's shape (9 heads, 3 KV heads, head_dim 64); ".../stories":
+// stories260K's (8 heads, 4 KV heads, head_dim 8, the narrow-head path).
 // Arguments: Google Benchmark flags, plus --isa NAME (bench_isa.h).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -18,27 +23,34 @@ namespace {
 
 using namespace ts::model;
 
+struct Shape {
+  int32_t n_head, n_head_kv, head_dim;
+};
+constexpr Shape kQwen{14, 2, 64}, kSmol{9, 3, 64}, kStories{8, 4, 8};
+
 struct Setup {
   KvStorage kv;
   std::vector<std::vector<int32_t>> tables;
   std::vector<SeqSlice> slices;
   std::vector<float> q, out;
-  AttentionParams p{.n_head = 14, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f};
+  AttentionParams p;
   AttentionScratch scratch;
 };
 
 // num_seqs sequences with `ctx` positions of KV each; the last `num_tokens` are this step's.
-Setup make(KvType type, int32_t num_seqs, int32_t ctx, int32_t num_tokens) {
+Setup make(KvType type, int32_t num_seqs, int32_t ctx, int32_t num_tokens, Shape sh = kQwen) {
   ModelConfig cfg;
   cfg.n_layer = 1;
-  cfg.n_head = 14;
-  cfg.n_head_kv = 2;
-  cfg.head_dim = 64;
+  cfg.n_head = sh.n_head;
+  cfg.n_head_kv = sh.n_head_kv;
+  cfg.head_dim = sh.head_dim;
   const int32_t bs = 16, per = (ctx + bs - 1) / bs;
   Setup s{.kv = std::move(KvStorage::create(cfg, type, bs, per * num_seqs).value())};
+  s.p = {.n_head = sh.n_head, .n_head_kv = sh.n_head_kv, .head_dim = sh.head_dim,
+         .scale = 1.f / std::sqrt(static_cast<float>(sh.head_dim))};
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const int64_t KD = 2 * 64;
+  const int64_t KD = int64_t{sh.n_head_kv} * sh.head_dim;
   for (int32_t i = 0; i < num_seqs; ++i) {
     std::vector<int32_t> t(per);
     std::iota(t.begin(), t.end(), i * per);
@@ -53,14 +65,17 @@ Setup make(KvType type, int32_t num_seqs, int32_t ctx, int32_t num_tokens) {
   }
   for (int32_t i = 0; i < num_seqs; ++i)
     s.slices.push_back({.num_tokens = num_tokens, .start_pos = ctx - num_tokens, .block_table = s.tables[i]});
-  s.q.resize(static_cast<size_t>(num_seqs) * num_tokens * 14 * 64);
+  s.q.resize(static_cast<size_t>(num_seqs) * num_tokens * sh.n_head * sh.head_dim);
   for (float& x : s.q) x = nd(rng);
   s.out.resize(s.q.size());
   return s;
 }
 
 ts::ThreadPool& pool() {
-  static ts::ThreadPool p(2);
+  static ts::ThreadPool p([] {
+    const char* e = std::getenv("ATTN_BENCH_THREADS");
+    return e ? std::max(1, std::atoi(e)) : 2;
+  }());
   return p;
 }
 
@@ -76,18 +91,18 @@ void run(benchmark::State& state, Setup& s) {
   }
 }
 
-template <bool kTiled, KvType kType>
+template <bool kTiled, KvType kType, const Shape& kShape = kQwen>
 void Prefill(benchmark::State& state) {
   const int32_t n = static_cast<int32_t>(state.range(0));
-  Setup s = make(kType, 1, n, n);
+  Setup s = make(kType, 1, n, n, kShape);
   run<kTiled>(state, s);
   state.counters["tok/s"] = benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-template <bool kTiled, KvType kType>
+template <bool kTiled, KvType kType, const Shape& kShape = kQwen>
 void Decode(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0));
-  Setup s = make(kType, 8, ctx, 1);
+  Setup s = make(kType, 8, ctx, 1, kShape);
   run<kTiled>(state, s);
   state.counters["steps/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -100,6 +115,10 @@ BENCHMARK(Decode<false, KvType::kF16>)->Name("Decode8/untiled/f16")->Arg(2048)->
 BENCHMARK(Decode<true, KvType::kF16>)->Name("Decode8/tiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<false, KvType::kQ8_0>)->Name("Decode8/untiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kQ8_0>)->Name("Decode8/tiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Prefill<true, KvType::kF16, kSmol>)->Name("Prefill/tiled/f16/smollm2")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Prefill<true, KvType::kF16, kStories>)->Name("Prefill/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kStories>)->Name("Decode8/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF32, kStories>)->Name("Decode8/tiled/f32/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

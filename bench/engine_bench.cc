@@ -48,7 +48,7 @@ double ms_since(Clock::time_point t0) {
 int usage() {
   std::fprintf(stderr,
                "usage: engine_bench MODEL.gguf [--threads N] [--prompt N] [--gen N] [--conc 1,4,8,16] "
-               "[--max-batch-tokens N] [--kv f16|q8_0|f32] [--isa scalar|avx2|avx512|amx]\n");
+               "[--max-batch-tokens N] [--kv f16|q8_0|f32] [--isa scalar|avx2|avxvnni|avx512|amx]\n");
   return 2;
 }
 

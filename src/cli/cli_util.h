@@ -21,7 +21,7 @@ std::optional<uint64_t> parse_bytes(const std::string& s);
 // best tier the CPU has. A tier the CPU lacks is clamped down with a warning log line.
 // Returns -1 to continue, or 2 after a one-line error for an unknown name.
 int apply_isa(const char* cmd, const std::string& flag);
-inline constexpr const char* kIsaHelp = "kernel ISA: scalar, avx2, avx512 or amx (default: TOKENSERVE_ISA, else the best the CPU has)";
+inline constexpr const char* kIsaHelp = "kernel ISA: scalar, avx2, avxvnni, avx512 or amx (default: TOKENSERVE_ISA, else the best the CPU has)";
 
 // One error line "tokenserve CMD: message" on stderr; returns `code`.
 int fail(const char* cmd, const std::string& message, int code = 1);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "model/attention.h"
@@ -84,8 +85,6 @@ inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer,
   }
 }
 
-inline float rnd16(float x) { return tensor::round_fp16(x); }
-
 struct TileCtx {
   const KvStorage& kv;
   int32_t layer;
@@ -113,10 +112,10 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   const int64_t QD = int64_t{c.p.n_head} * hd;
 
   // Per-thread tile buffers: queries, accumulators [nh][hd]; K^T [hd][16]; V [16][hd];
-  // running max / sum [nh]; per-tile scores, weights and rescales [group][16] and [group].
+  // running max / sum [nh]; per-tile scores, weights and rescales [nh][16] and [nh].
   thread_local std::vector<float> buf;
   const size_t need = 2 * static_cast<size_t>(nh) * hd + 2 * static_cast<size_t>(kKeyTile) * hd + 2 * nh +
-                      3 * static_cast<size_t>(group) * kKeyTile + group;
+                      3 * static_cast<size_t>(nh) * kKeyTile + nh;
   if (buf.size() < need) buf.resize(need);
   float* qs = buf.data();
   float* acc = qs + static_cast<size_t>(nh) * hd;
@@ -125,15 +124,19 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   float* mrun = vt + static_cast<size_t>(kKeyTile) * hd;
   float* srun = mrun + nh;
   float* sc = srun + nh;
-  float* wt = sc + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
-  float* ms = wt + static_cast<size_t>(group) * kKeyTile;  // [group][kKeyTile]
-  float* rescale = ms + static_cast<size_t>(group) * kKeyTile;
+  float* wt = sc + static_cast<size_t>(nh) * kKeyTile;  // [nh][kKeyTile]
+  float* ms = wt + static_cast<size_t>(nh) * kKeyTile;  // [nh][kKeyTile]
+  float* rescale = ms + static_cast<size_t>(nh) * kKeyTile;
 
+  thread_local std::vector<uint16_t> qh;
+  if (golden && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
   for (int32_t j = 0; j < nq; ++j) {
     const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
     float* dst = qs + static_cast<size_t>(j) * group * hd;
     if (golden) {
-      for (int32_t i = 0; i < group * hd; ++i) dst[i] = rnd16(qt[i]);
+      // fp16-rounded queries (round to nearest even), through the vector conversions.
+      c.k.cvt_to_f16(qt, qh.data(), group * hd);
+      c.k.cvt_f16(qh.data(), dst, group * hd);
     } else {
       std::memcpy(dst, qt, sizeof(float) * group * hd);
     }
@@ -152,7 +155,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   for (int32_t k0 = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile); k0 < k_end; k0 += kKeyTile) {
     const int32_t n = std::min(kKeyTile, k_end - k0);
     // Convert the tile once: K as [hd][16] lanes, V row-major.
-    if (bs % kKeyTile == 0 && c.kv.type() != KvType::kF32) {
+    if (bs % kKeyTile == 0) {
       // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
       // past n hold other positions' finite values; their scores are never used). That block
       // holds lo_first or a later position, so it is never a released (window-only) block.
@@ -162,6 +165,11 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       if (c.kv.type() == KvType::kF16) {
         c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
         c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+      } else if (c.kv.type() == KvType::kF32) {
+        const float* kf = reinterpret_cast<const float*>(kp) + slot0;
+        for (int32_t d = 0; d < hd; ++d)
+          std::memcpy(kt + static_cast<size_t>(d) * kKeyTile, kf + static_cast<size_t>(d) * bs, sizeof(float) * kKeyTile);
+        std::memcpy(vt, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * n * hd);
       } else {
         c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
                        c.kv.scale_ptr(c.layer, false, block, it.kv_head, slot0), hd, kt);
@@ -188,24 +196,36 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
           for (int32_t i = n; i < kKeyTile; ++i) kt[d * kKeyTile + i] = 0.f;
     }
 
-    for (int32_t j = 0; j < nq; ++j) {
+    // Queries whose key range in this tile is the same (every query of an off-diagonal tile
+    // without a window) run as one block of rows: one softmax step and one accumulate over all
+    // their heads, so the kernels' per-row chains overlap. Each row's arithmetic is unchanged.
+    auto range_of = [&](int32_t j) {
       const int32_t ctx = s.start_pos + it.q_begin + j + 1;
       const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
-      const int32_t i0 = std::max(0, lo - k0), i1 = std::min(n, ctx - k0);
-      if (i0 >= i1) continue;
-      // Scores and softmax weights for the group's heads, then one accumulate over them all.
-      const int32_t r0 = j * group;
-      for (int32_t g = 0; g < group; ++g)
-        c.k.scores_ggml(qs + static_cast<size_t>(r0 + g) * hd, kt, hd, c.p.scale, sc + g * kKeyTile);
-      float* a = acc + static_cast<size_t>(j) * group * hd;
-      if (golden) {
-        c.k.online_f16(sc, group, i0, i1, mrun + r0, srun + r0, wt, ms);
-        c.k.acc_f16(a, group, vt, wt, ms, i0, i1, hd);
-      } else {
-        for (int32_t g = 0; g < group; ++g)
-          rescale[g] = c.k.online_f32(sc + g * kKeyTile, i0, i1, &mrun[r0 + g], &srun[r0 + g], wt + g * kKeyTile);
-        c.k.acc_f32(a, group, vt, wt, rescale, i0, i1, hd);
+      return std::pair{std::max(0, lo - k0), std::min(n, ctx - k0)};
+    };
+    for (int32_t j = 0; j < nq;) {
+      const auto [i0, i1] = range_of(j);
+      int32_t j1 = j + 1;
+      while (j1 < nq && range_of(j1) == std::pair{i0, i1}) ++j1;
+      if (i0 < i1) {
+        const int32_t r0 = j * group, nr = (j1 - j) * group;
+        for (int32_t r = r0; r < r0 + nr; ++r)
+          c.k.scores_ggml(qs + static_cast<size_t>(r) * hd, kt, hd, c.p.scale, sc + static_cast<size_t>(r) * kKeyTile);
+        float* a = acc + static_cast<size_t>(r0) * hd;
+        float* w = wt + static_cast<size_t>(r0) * kKeyTile;
+        float* scr = sc + static_cast<size_t>(r0) * kKeyTile;
+        if (golden) {
+          float* m = ms + static_cast<size_t>(r0) * kKeyTile;
+          c.k.online_f16(scr, nr, i0, i1, mrun + r0, srun + r0, w, m);
+          c.k.acc_f16(a, nr, vt, w, m, i0, i1, hd);
+        } else {
+          for (int32_t r = 0; r < nr; ++r)
+            rescale[r] = c.k.online_f32(scr + r * kKeyTile, i0, i1, &mrun[r0 + r], &srun[r0 + r], w + r * kKeyTile);
+          c.k.acc_f32(a, nr, vt, w, rescale, i0, i1, hd);
+        }
       }
+      j = j1;
     }
   }
   if (it.partial >= 0) {

@@ -48,6 +48,9 @@ inline void store_halves(uint16_t* p, __m128i h) { _mm_storeu_si128(reinterpret_
 inline __m256 load_i8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
+#define TS_SUB _mm256_sub_ps
+// (a > b ? x : y) per lane, ordered compare (NaN: y), as the scalar "if (a > b)".
+inline __m256 vsel_gt(__m256 a, __m256 b, __m256 x, __m256 y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m256i
 inline __m256i vloadi(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

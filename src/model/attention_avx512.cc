@@ -48,6 +48,11 @@ inline void store_halves(uint16_t* p, __m256i h) { _mm256_storeu_si256(reinterpr
 inline __m512 load_i8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
+#define TS_SUB _mm512_sub_ps
+// (a > b ? x : y) per lane, ordered compare (NaN: y), as the scalar "if (a > b)".
+inline __m512 vsel_gt(__m512 a, __m512 b, __m512 x, __m512 y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x);
+}
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m512i
 inline __m512i vloadi(const int32_t* p) { return _mm512_loadu_si512(p); }

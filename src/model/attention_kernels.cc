@@ -185,6 +185,7 @@ const Kernels& active_kernels() {
   switch (tensor::active_isa()) {
     case tensor::Isa::kAmx:
     case tensor::Isa::kAvx512: return avx512_kernels();
+    case tensor::Isa::kAvxVnni:
     case tensor::Isa::kAvx2: return avx2_kernels();
     case tensor::Isa::kScalar: break;
   }

@@ -54,6 +54,7 @@ struct Kernels {
   // running max and sum, updated in place) over keys i0..i1-1 with ggml's one-key-a-step rule:
   //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);
   //   s = fma(s, ms[i], w[i]).
+  // Lanes outside [i0, i1) of w and ms are scratch (the SIMD tables may overwrite them).
   void (*online_f16)(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
   // One row's online-softmax step per tile: m' = max(m, sc[i0..i1)), w[i] = exp(sc[i] - m'),
   // s = s * exp(m - m') + w[i0] + ... + w[i1-1] (in key order); returns exp(m - m') and sets m = m'.

@@ -54,41 +54,39 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 }
 
 
+// Branch-free form of the reference's one-key-a-step rule: the running max before key i, mp[i],
+// comes from a max chain (std::max(m, sc) is the reference's "sc > m ? sc : m"); then per lane,
+// at vector width, rescaled = sc > mp, the exp argument, and w / ms by selects. The sum chain
+// runs row by row (out-of-order execution overlaps the rows). Lanes outside [i0, i1) of w and ms
+// are written with values nobody reads.
 void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
-  constexpr int kRows = 16;  // rows per pass (stack buffers)
-  alignas(64) float args[kRows][kKeyTile], e[kRows][kKeyTile];
-  bool resc[kRows][kKeyTile];
-  for (int32_t r0 = 0; r0 < nrows; r0 += kRows) {
-    const int32_t nr = std::min<int32_t>(kRows, nrows - r0);
-    for (int32_t r = 0; r < nr; ++r) {
-      const float* scr = sc + (r0 + r) * kKeyTile;
-      float m = m_io[r0 + r];
-      for (int32_t i = 0; i < kKeyTile; ++i) args[r][i] = 0.f;
-      for (int32_t i = i0; i < i1; ++i) {
-        resc[r][i] = scr[i] > m;
-        if (resc[r][i]) {
-          args[r][i] = m - scr[i];
-          m = scr[i];
-        } else {
-          args[r][i] = scr[i] - m;
-        }
-      }
-      m_io[r0 + r] = m;
-      exp_tile(args[r], e[r]);
+  const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
+  for (int32_t r = 0; r < nrows; ++r) {  // row by row, each chain in a register (rows overlap out of order)
+    alignas(64) float mp[kKeyTile], args[kKeyTile], e[kKeyTile];
+    const float* scr = sc + r * kKeyTile;
+    float* wr = w + r * kKeyTile;
+    float* mr = ms + r * kKeyTile;
+    for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp + off, inf);  // lanes past the range: never "rescaled"
+    float m = m_io[r];
+    for (int32_t i = i0; i < i1; ++i) {
+      mp[i] = m;
+      m = std::max(m, scr[i]);
     }
-    float s[kRows];
-    for (int32_t r = 0; r < nr; ++r) s[r] = s_io[r0 + r];
-    // Keys outer, rows inner: the rows' sum chains run side by side.
-    for (int32_t i = i0; i < i1; ++i)
-      for (int32_t r = 0; r < nr; ++r) {
-        float* wr = w + (r0 + r) * kKeyTile;
-        float* mr = ms + (r0 + r) * kKeyTile;
-        mr[i] = resc[r][i] ? e[r][i] : 1.f;
-        wr[i] = resc[r][i] ? 1.f : e[r][i];
-        s[r] = std::fma(s[r], mr[i], wr[i]);
-      }
-    for (int32_t r = 0; r < nr; ++r) s_io[r0 + r] = s[r];
+    m_io[r] = m;
+    for (int off = 0; off < kKeyTile; off += W) {
+      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off);
+      TS_STOREU(args + off, vsel_gt(x, p, TS_SUB(p, x), TS_SUB(x, p)));
+    }
+    exp_tile(args, e);
+    for (int off = 0; off < kKeyTile; off += W) {
+      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off), ex = TS_LOADU(e + off);
+      TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
+      TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
+    }
+    float sr = s_io[r];
+    for (int32_t i = i0; i < i1; ++i) sr = std::fma(sr, mr[i], wr[i]);
+    s_io[r] = sr;
   }
 }
 
@@ -159,23 +157,32 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
 template <bool kF16, int R>
 void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
                 int32_t i1, int32_t hd, int32_t d) {
+  // The 4 * R accumulators must stay in registers (an array GCC leaves on the stack puts a
+  // store-to-load forward in every chain step): fixed-trip loops, unrolled.
   TS_V a[R][4];
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
     if (!kF16) {
       const TS_V rs = TS_SET1(rescale[r]);
+#pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) a[r][c] = TS_MUL(a[r][c], rs);
     }
   }
   for (int32_t i = i0; i < i1; ++i) {
     const float* vi = v + static_cast<int64_t>(i) * hd + d;
     const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
+#pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
           const TS_V m = TS_SET1(msr);
-          for (int c = 0; c < 4; ++c) a[r][c] = r16(TS_MUL(a[r][c], m));
+          a[r][0] = r16(TS_MUL(a[r][0], m));
+          a[r][1] = r16(TS_MUL(a[r][1], m));
+          a[r][2] = r16(TS_MUL(a[r][2], m));
+          a[r][3] = r16(TS_MUL(a[r][3], m));
         }
       }
       const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
@@ -185,36 +192,52 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
       a[r][3] = acc_step<kF16>(a[r][3], v3, wv);
     }
   }
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
 }
 
-// Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time.
+// Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time;
+// NC chains per pass, a compile-time count so they stay in registers.
+template <bool kF16, int NC>
+void acc_chains(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
+                int32_t i1, int32_t hd, int32_t d0, int32_t per_row, int32_t c0) {
+  TS_V a[NC];
+  int32_t row[NC], off[NC];
+  for (int c = 0; c < NC; ++c) {
+    row[c] = (c0 + c) / per_row;
+    off[c] = d0 + (c0 + c) % per_row * W;
+    a[c] = TS_LOADU(acc + static_cast<int64_t>(row[c]) * hd + off[c]);
+    if (!kF16) a[c] = TS_MUL(a[c], TS_SET1(rescale[row[c]]));
+  }
+  for (int32_t i = i0; i < i1; ++i) {
+    const float* vi = v + static_cast<int64_t>(i) * hd;
+    for (int c = 0; c < NC; ++c) {
+      if (kF16) {
+        const float msr = ms[row[c] * kKeyTile + i];
+        if (msr != 1.f) a[c] = r16(TS_MUL(a[c], TS_SET1(msr)));
+      }
+      a[c] = acc_step<kF16>(a[c], TS_LOADU(vi + off[c]), TS_SET1(w[row[c] * kKeyTile + i]));
+    }
+  }
+  for (int c = 0; c < NC; ++c) TS_STOREU(acc + static_cast<int64_t>(row[c]) * hd + off[c], a[c]);
+}
+
 template <bool kF16>
 void acc_whole_vectors(float* acc, int32_t nrows, const float* v, const float* w, const float* ms,
                        const float* rescale, int32_t i0, int32_t i1, int32_t hd, int32_t d0, int32_t d1) {
   const int32_t per_row = (d1 - d0) / W, total = nrows * per_row;
-  for (int32_t c0 = 0; c0 < total; c0 += kChains) {
-    const int nc = std::min<int32_t>(kChains, total - c0);
-    TS_V a[kChains];
-    int32_t row[kChains], off[kChains];
-    for (int c = 0; c < nc; ++c) {
-      row[c] = (c0 + c) / per_row;
-      off[c] = d0 + (c0 + c) % per_row * W;
-      a[c] = TS_LOADU(acc + static_cast<int64_t>(row[c]) * hd + off[c]);
-      if (!kF16) a[c] = TS_MUL(a[c], TS_SET1(rescale[row[c]]));
-    }
-    for (int32_t i = i0; i < i1; ++i) {
-      const float* vi = v + static_cast<int64_t>(i) * hd;
-      for (int c = 0; c < nc; ++c) {
-        if (kF16) {
-          const float msr = ms[row[c] * kKeyTile + i];
-          if (msr != 1.f) a[c] = r16(TS_MUL(a[c], TS_SET1(msr)));
-        }
-        a[c] = acc_step<kF16>(a[c], TS_LOADU(vi + off[c]), TS_SET1(w[row[c] * kKeyTile + i]));
-      }
-    }
-    for (int c = 0; c < nc; ++c) TS_STOREU(acc + static_cast<int64_t>(row[c]) * hd + off[c], a[c]);
+  int32_t c0 = 0;
+  for (; c0 + kChains <= total; c0 += kChains)
+    acc_chains<kF16, kChains>(acc, v, w, ms, rescale, i0, i1, hd, d0, per_row, c0);
+  switch (total - c0) {
+#define TS_CHAINS_CASE(n) \
+  case n: acc_chains<kF16, n>(acc, v, w, ms, rescale, i0, i1, hd, d0, per_row, c0); break;
+    TS_CHAINS_CASE(1) TS_CHAINS_CASE(2) TS_CHAINS_CASE(3) TS_CHAINS_CASE(4)
+    TS_CHAINS_CASE(5) TS_CHAINS_CASE(6) TS_CHAINS_CASE(7)
+#undef TS_CHAINS_CASE
+    default: break;
   }
 }
 
@@ -244,26 +267,33 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
         wt[i][r] = w[(rb + r) * kKeyTile + i];
         if (kF16) mt[i][r] = ms[(rb + r) * kKeyTile + i];
       }
-    for (int32_t p = 0; p < np; ++p) {
-      rfirst[p] = p * W / nt;
+    // Lane maps, walking the flattened elements with (row, dimension) counters (no divisions:
+    // this runs once per key tile).
+    for (int32_t p = 0, r = 0, dd = 0; p < np; ++p) {
+      rfirst[p] = r;
       nvalid[p] = std::min<int32_t>(W, ne - p * W);
       for (int l = 0; l < W; ++l) {
-        iv[p][l] = (p * W + l) % nt;
-        iw[p][l] = (p * W + l) / nt - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
+        iv[p][l] = dd;
+        iw[p][l] = r - rfirst[p];  // < W: lanes of one W-wide load from row rfirst
+        if (++dd == nt) {
+          dd = 0;
+          ++r;
+        }
       }
     }
-    for (int32_t p0 = 0; p0 < np; p0 += kGroup) {
-      const int ng = std::min<int32_t>(kGroup, np - p0);
-      TS_V a[kGroup];
-      TS_VI xv[kGroup], xw[kGroup];
-      for (int g = 0; g < ng; ++g) {
+    // NG packed vectors per pass over the keys, a compile-time count (registers).
+    auto pass = [&](auto ng_tag, int32_t p0) {
+      constexpr int NG = decltype(ng_tag)::value;
+      TS_V a[NG];
+      TS_VI xv[NG], xw[NG];
+      for (int g = 0; g < NG; ++g) {
         a[g] = TS_LOADU(pk + (p0 + g) * W);
         xv[g] = vloadi(iv[p0 + g]);
         xw[g] = vloadi(iw[p0 + g]);
       }
       for (int32_t i = i0; i < i1; ++i) {
         const TS_V vrow = vload_n(v + static_cast<int64_t>(i) * hd + d0, nt);
-        for (int g = 0; g < ng; ++g) {
+        for (int g = 0; g < NG; ++g) {
           // Rows past nr read as 0 (lanes past ne, whose results are dropped).
           const int32_t rf = rfirst[p0 + g];
           if (kF16) {
@@ -273,7 +303,15 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
           a[g] = acc_step<kF16>(a[g], vperm(vrow, xv[g]), vperm(vload_n(&wt[i][rf], nr - rf), xw[g]));
         }
       }
-      for (int g = 0; g < ng; ++g) TS_STOREU(pk + (p0 + g) * W, a[g]);
+      for (int g = 0; g < NG; ++g) TS_STOREU(pk + (p0 + g) * W, a[g]);
+    };
+    int32_t p0 = 0;
+    for (; p0 + kGroup <= np; p0 += kGroup) pass(std::integral_constant<int, kGroup>{}, p0);
+    switch (np - p0) {
+      case 1: pass(std::integral_constant<int, 1>{}, p0); break;
+      case 2: pass(std::integral_constant<int, 2>{}, p0); break;
+      case 3: pass(std::integral_constant<int, 3>{}, p0); break;
+      default: break;
     }
     for (int32_t r = 0, e = 0; r < nr; ++r) {
       float* ar = acc + static_cast<int64_t>(rb + r) * hd + d0;

@@ -29,6 +29,7 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
 #include "tensor/kernels_x86_impl.h"
 #include "tensor/kernels_x86_more.h"
 #include "tensor/kernels_avx2_r16.h"
+#include "tensor/kernels_avxvnni_r16.h"
 
 void gemm_f32(const GemmArgs& g) { gemm_f32_256(g); }
 void gemm_f16(const GemmArgs& g) { gemm_f16_256(g); }
@@ -38,6 +39,7 @@ void gemm_q4_0(const GemmArgs& g) { gemm_q4_0_256(g); }
 void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
 void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
 void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_avx2(g); }
+void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
@@ -77,6 +79,15 @@ const KernelTable* avx2_kernels() {
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
        gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
+  return &table;
+}
+
+const KernelTable* avxvnni_kernels() {
+  static const KernelTable table = [] {
+    KernelTable t = *avx2_kernels();
+    t.gemm[static_cast<int>(Layout::kQ8_0_R16)] = gemm_q8_0_r16_avxvnni;
+    return t;
+  }();
   return &table;
 }
 

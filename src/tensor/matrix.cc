@@ -34,6 +34,9 @@ const kern::KernelTable& kernels_for(Isa isa) {
   if (isa == Isa::kAvx512) {
     if (const kern::KernelTable* t = kern::avx512_kernels()) return *t;
   }
+  if (isa == Isa::kAvxVnni) {
+    if (const kern::KernelTable* t = kern::avxvnni_kernels()) return *t;
+  }
   if (isa >= Isa::kAvx2) {
     if (const kern::KernelTable* t = kern::avx2_kernels()) return *t;
   }
@@ -68,6 +71,7 @@ Isa detected_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
     if (f.avx512_tier()) return Isa::kAvx512;
+    if (f.avx2_tier() && f.avx_vnni) return Isa::kAvxVnni;
     if (f.avx2_tier()) return Isa::kAvx2;
     return Isa::kScalar;
   }();
@@ -79,13 +83,20 @@ Isa active_isa() { return static_cast<Isa>(active_isa_slot().load(std::memory_or
 void set_isa(Isa isa) {
   const Isa best = detected_isa();
   if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
+  if (isa == Isa::kAvxVnni && !cpu_features().avx_vnni) isa = Isa::kAvx2;  // e.g. an AVX-512 CPU without it
   active_isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+bool isa_available(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(detected_isa())) return false;
+  return isa != Isa::kAvxVnni || cpu_features().avx_vnni;
 }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
+    case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kAmx: return "amx";
   }
@@ -99,16 +110,19 @@ Result<IsaChoice> resolve_isa(std::string_view name) {
   if (lower.empty()) return IsaChoice{best, ""};
   Isa want = Isa::kScalar;
   bool found = false;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx}) {
     if (lower == isa_name(i)) {
       want = i;
       found = true;
     }
   }
   if (!found) {
-    return invalid_argument("unknown ISA '" + std::string(name) + "' (expected scalar, avx2, avx512 or amx)");
+    return invalid_argument("unknown ISA '" + std::string(name) + "' (expected scalar, avx2, avxvnni, avx512 or amx)");
   }
-  if (static_cast<int>(want) <= static_cast<int>(best)) return IsaChoice{want, ""};
+  if (isa_available(want)) return IsaChoice{want, ""};
+  if (want == Isa::kAvxVnni && static_cast<int>(want) <= static_cast<int>(best)) {
+    return IsaChoice{Isa::kAvx2, "ISA avxvnni requested but this CPU has no AVX-VNNI; using avx2"};
+  }
   std::string why;
   if (want == Isa::kAmx && cpu_features().amx_int8 && cpu_features().amx_tile) {
     why = "this build has no AMX kernels yet";

@@ -40,9 +40,12 @@
 
 namespace ts::tensor {
 
-// Kernel tiers. kAmx is only a request: there are no AMX kernels yet, so detected_isa() is at
-// most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
+// Kernel tiers, in order. kAmx is only a request: there are no AMX kernels yet, so
+// detected_isa() is at most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
+// kAvxVnni is AVX2 plus AVX-VNNI (vpdpbusd on ymm) kernels where they exist; the AVX2 layouts.
+// It is detected only on CPUs with AVX-VNNI and no AVX-512 tier (Alder Lake+, Sierra Forest),
+// and may be forced below kAvx512 only where the CPU has AVX-VNNI (else it clamps to kAvx2).
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAmx = 4 };
 // Best ISA this CPU supports (cached), and an override for tests/benchmarks (clamped to what
 // the CPU has). set_isa affects matmuls and Matrix::create calls started afterwards,
 // process-wide (so force it before loading a model: layouts are chosen per ISA at load).
@@ -50,6 +53,8 @@ Isa detected_isa();
 Isa active_isa();
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
+// Whether set_isa(isa) runs that tier on this CPU (not clamped).
+bool isa_available(Isa isa);
 
 // What a requested tier resolves to on this CPU. Pure (no environment access: the caller reads
 // --isa / TOKENSERVE_ISA once at start-up and applies `isa` with set_isa).
@@ -57,7 +62,7 @@ struct IsaChoice {
   Isa isa = Isa::kScalar;  // the tier to use (never above detected_isa())
   std::string warning;     // non-empty when the request was clamped down, saying why
 };
-// name: "scalar", "avx2", "avx512", "amx" (case-insensitive), or empty for the best tier.
+// name: "scalar", "avx2", "avxvnni", "avx512", "amx" (case-insensitive), or empty for the best tier.
 // Errors: kInvalidArgument naming the accepted values.
 Result<IsaChoice> resolve_isa(std::string_view name);
 // One line for start-up logs: "kernels: avx512 (CPU: avx512 vnni, no amx)".

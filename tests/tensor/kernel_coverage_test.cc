@@ -47,7 +47,8 @@ struct IsaGuard {
 
 std::vector<Isa> host_isas() {
   std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) v.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i)
+    if (isa_available(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
   return v;
 }
 
@@ -421,6 +422,47 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
   IsaGuard guard;
   set_isa(Isa::kAmx);
   EXPECT_EQ(active_isa(), detected_isa());
+}
+
+// The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16
+// kernel gives the AVX2 kernel's bits (same integer block sums, same float steps) for 1..17
+// tokens and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
+TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
+  IsaGuard guard;
+  auto r = resolve_isa("AVXVNNI");
+  ASSERT_TRUE(r.ok());
+  if (!isa_available(Isa::kAvxVnni)) {
+    if (detected_isa() >= Isa::kAvx2) {
+      EXPECT_EQ(r->isa, Isa::kAvx2);
+      EXPECT_NE(r->warning.find("AVX-VNNI"), std::string::npos);
+      set_isa(Isa::kAvxVnni);
+      EXPECT_EQ(active_isa(), Isa::kAvx2);
+    }
+    GTEST_SKIP() << "this CPU has no AVX-VNNI";
+  }
+  EXPECT_EQ(r->isa, Isa::kAvxVnni);
+  EXPECT_TRUE(r->warning.empty());
+  const int64_t rows = 45, cols = 96;  // 3 blocks: an odd block count per pair record
+  const auto w = random_weights(DType::kQ8_0, rows, cols, 5u);
+  for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
+    const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 11u);
+    std::vector<float> y[2];
+    const Isa isas[2] = {Isa::kAvx2, Isa::kAvxVnni};
+    for (int k = 0; k < 2; ++k) {
+      set_isa(isas[k]);
+      ASSERT_EQ(active_isa(), isas[k]);
+      auto m = Matrix::create(DType::kQ8_0, w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      ASSERT_TRUE(m->repacked());
+      y[k].resize(static_cast<size_t>(n_tok * rows));
+      m->matmul(x.data(), n_tok, y[k].data(), nullptr);
+    }
+    ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << "n_tok " << n_tok;
+    // And the values are real: the reference agrees within the summation-order tolerance.
+    std::vector<double> ref, mag;
+    reference(DType::kQ8_0, w, rows, cols, x, n_tok, &ref, &mag);
+    for (size_t i = 0; i < y[1].size(); ++i) ASSERT_NEAR(y[1][i], ref[i], 2e-5 * mag[i] + 1e-6) << "n_tok " << n_tok;
+  }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ namespace {
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> v;
   if (detected_isa() >= Isa::kAvx2 && avx2_kernels()) v.push_back(avx2_kernels());
+  if (isa_available(Isa::kAvxVnni) && avxvnni_kernels()) v.push_back(avxvnni_kernels());
   if (detected_isa() >= Isa::kAvx512 && avx512_kernels()) v.push_back(avx512_kernels());
   return v;
 }

@@ -1,0 +1,72 @@
+// AVX-VNNI kernels (vpdpbusd on ymm, VEX-encoded: Intel Alder Lake+ / Sierra Forest, AMD Zen 5)
+// for the avxvnni tier: the AVX2 tier's table with the layouts below replaced. Used only when
+// CPUID reports AVX-VNNI (matrix.cc clamps a forced avxvnni tier to avx2 otherwise).
+//
+// NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace after
+// kernels_avx2_r16.h (whose helpers it uses), under the avx2,fma,f16c pragma; each function
+// here adds "avxvnni" with a target attribute.
+
+// ---- Q8_0_R16 (u8 = w + 128) x Q8_0 with vpdpbusd ----------------------------------------------
+
+// One 8-row half h of one group for tokens [t0, t0 + T): vpdpbusd multiplies the stored u8
+// bytes (w + 128) with the s8 activations straight into int32 (no saturation, no sign trick);
+// the +128 is undone with the block's activation sum. The integer block sums are exactly the
+// AVX2 kernel's, and the float steps are the same, so both tiers give identical results.
+#define TS_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+template <int T>
+TS_AVXVNNI void q8_0_r16_half_vnni(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out,
+                                   PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq[T];
+  const float* xd[T];
+  const int32_t* xs[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.q8 + (t0 + t) * a.cols;
+    xd[t] = a.d8 + (t0 + t) * nb;
+    xs[t] = a.s8 + (t0 + t) * nb;
+  }
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512 + 32 * h;
+    pf.step();
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_set1_epi32(-128 * xs[t][b]);
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i u = loadu256(vals + 64 * k4);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_dpbusd_avx_epi32(isum[t], u, bcast4(xq[t] + b * 32 + 4 * k4));
+    }
+    const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xd[t][b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t tiles = n_tok / 4 + (n_tok % 4 != 0);
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, tiles * halves * nb);
+    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) q8_0_r16_half_vnni<T>(g, grp, 0, t0, lo, pf);
+      if (lane1 > 8) q8_0_r16_half_vnni<T>(g, grp, 1, t0, hi, pf);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}
+#undef TS_AVXVNNI
