@@ -145,8 +145,9 @@ class Proxy {
   TryResult try_local(Gen& g);
   TryResult try_gie(Gen& g);  // proxy_gie.cc
   // Headers of every local upstream request: x-request-id, content type, GIE's objective and
-  // fairness id, the signed identity when gateway_secret is set.
-  http::HeaderList upstream_headers(const Gen& g) const;
+  // fairness id, the signed identity when gateway_secret is set (signed afresh at each call:
+  // one call per attempt).
+  http::HeaderList upstream_headers(Gen& g) const;
   TryResult try_remote(Gen& g, const RemoteConfig& remote);
   // How one upstream call ended.
   struct Upstream {
