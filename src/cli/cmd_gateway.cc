@@ -224,6 +224,8 @@ int cmd_gateway(int argc, char** argv) {
   app.add_flag("--no-auth", no_auth, "no API keys (every request is tenant 'anonymous')");
   app.add_option("--poll-interval-ms", poll_ms, "scrape /ready and /metrics of each endpoint every N ms (default 50)")
       ->check(CLI::Range(10, 60'000));
+  bool no_sched_hints = false;
+  app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io threads");
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
@@ -340,6 +342,7 @@ int cmd_gateway(int argc, char** argv) {
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
+  if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
   ho.error_renderer = server::OpenAIService::error_renderer();
   http::Server http(ho);
   proxy.register_routes(http);
