@@ -88,11 +88,12 @@ async function one(url, stream) {
   return { status: r.status, total: performance.now() - t0, first };
 }
 
-async function measure(up, gwUrl, stream) {
-  const direct = [], via = [];
+// Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway]}.
+async function measure(up, gwUrls, stream) {
+  const direct = [], via = gwUrls.map(() => []);
   const deadline = Date.now() + 120000;
   for (let done = 0; done < REQ && Date.now() < deadline; done += BLOCK) {
-    for (const [url, out] of [[up.url, direct], [gwUrl, via]]) {
+    for (const [url, out] of [[up.url, direct], ...gwUrls.map((g, i) => [g, via[i]])]) {
       const res = await H.pool(BLOCK, C, () => one(url, stream));
       for (const x of res) if (x.status === 200) out.push(stream ? x.first : x.total);
     }
@@ -101,25 +102,34 @@ async function measure(up, gwUrl, stream) {
 }
 
 console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
-console.log('| upstream | request | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
-console.log('|---|---|---|---|---|---|---|---|---|');
+// Gateways compared in the same run (GATEWAYS, space-separated setups): "default" and
+// "no-hints" (--no-sched-hints: the kernel's default slice for the io threads).
+const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
+const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'] };
+console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
   const up = u === 'static' ? await startStatic() : await H.startReplica('ovh');
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
-  const gw = await H.startGateway(ef);
+  const gws = [];
+  for (const g of GATEWAYS) gws.push(await H.startGateway(ef, gwArgs[g] || g.split(',')));
   try {
-    for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
-    await measure(up, gw.url, false);  // warm-up round (not reported) ... then the figures:
+    for (const gw of gws)
+      for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
+    await measure(up, gws.map((g) => g.url), false);  // warm-up round (not reported) ... then the figures:
     for (const stream of [false, true]) {
-      const { direct, via } = await measure(up, gw.url, stream);
+      const { direct, via } = await measure(up, gws.map((g) => g.url), stream);
       const f = (x) => x.toFixed(2);
-      const d50 = pct(direct, 0.5), v50 = pct(via, 0.5), d99 = pct(direct, 0.99), v99 = pct(via, 0.99);
-      console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
-                  `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${direct.length}/${via.length} |`);
+      const d50 = pct(direct, 0.5), d99 = pct(direct, 0.99);
+      via.forEach((v, i) => {
+        const v50 = pct(v, 0.5), v99 = pct(v, 0.99);
+        console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${GATEWAYS[i]} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
+                    `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${direct.length}/${v.length} |`);
+      });
     }
   } finally {
-    await gw.stop();
+    for (const gw of gws) await gw.stop();
     await up.stop('SIGKILL');
   }
 }

@@ -225,7 +225,7 @@ int cmd_gateway(int argc, char** argv) {
   app.add_option("--poll-interval-ms", poll_ms, "scrape /ready and /metrics of each endpoint every N ms (default 50)")
       ->check(CLI::Range(10, 60'000));
   bool no_sched_hints = false;
-  app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io threads");
+  app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io and worker threads");
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
@@ -337,7 +337,8 @@ int cmd_gateway(int argc, char** argv) {
                                           .gateway_secret = gateway_secret,
                                           .gie_pool = gie_pool,
                                           .gie_ca_file = pool_ca_file,
-                                          .chain_to = chain_to});
+                                          .chain_to = chain_to,
+                                          .worker_slice = std::chrono::microseconds(no_sched_hints ? 0 : 100)});
   http::ServerOptions ho;
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);
