@@ -224,6 +224,12 @@ int cmd_gateway(int argc, char** argv) {
   app.add_flag("--no-auth", no_auth, "no API keys (every request is tenant 'anonymous')");
   app.add_option("--poll-interval-ms", poll_ms, "scrape /ready and /metrics of each endpoint every N ms (default 50)")
       ->check(CLI::Range(10, 60'000));
+  int ledger_sync_ms = 10;
+  app.add_option("--ledger-sync-ms", ledger_sync_ms,
+                 "ledger journal: one fdatasync per N ms for every row of that interval, off the request path (a crash "
+                 "of the process loses no row; a power loss at most the last N ms not yet in the database); 0 = "
+                 "fdatasync each row before its request ends, as serve does (default 10)")
+      ->check(CLI::Range(0, 1000));
   bool no_sched_hints = false;
   app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io and worker threads");
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
@@ -297,7 +303,8 @@ int cmd_gateway(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto gov = gateway::Governor::open(
-      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth});
+      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth,
+                                 .writer = gateway::LedgerWriterOptions{.sync_interval = gateway::Millis(ledger_sync_ms)}});
   if (!gov.ok()) return fail("gateway", gov.status().message());
   log::set_level((*gov)->config()->log_level);
 
