@@ -102,10 +102,13 @@ async function measure(up, gwUrls, stream) {
 }
 
 console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
-// Gateways compared in the same run (GATEWAYS, space-separated setups): "default" and
-// "no-hints" (--no-sched-hints: the kernel's default slice for the io threads).
+// Gateways compared in the same run (GATEWAYS, space-separated setups): "default"; "no-hints"
+// (--no-sched-hints: the kernel's default slices); "old-knobs" (2 io threads, a journal sync per
+// row, no hints: this build with last session's settings); "bin:/path" (another tokenserve
+// build, e.g. a copy of main's, with its defaults); or comma-separated gateway flags.
 const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
-const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'] };
+const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
+  'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
 console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
@@ -113,7 +116,10 @@ for (const u of UPSTREAMS) {
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
   const gws = [];
-  for (const g of GATEWAYS) gws.push(await H.startGateway(ef, gwArgs[g] || g.split(',')));
+  for (const g of GATEWAYS) {
+    gws.push(g.startsWith('bin:') ? await H.startGateway(ef, [], { binary: g.slice(4) })
+      : await H.startGateway(ef, gwArgs[g] || g.split(',')));
+  }
   try {
     for (const gw of gws)
       for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);

@@ -199,7 +199,7 @@ int cmd_gateway(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "decisions") return cmd_gateway_decisions(argc - 1, argv + 1);
   CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
-  int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
+  int port = 8080, io_threads = 1, poll_ms = 50, max_attempts = 3;
   double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5, shed_batch_waiting = 0;
   bool no_auth = false, no_guard = false, trust_destination = false;
   std::string rules_path, secret_file, secret_env;
@@ -216,7 +216,11 @@ int cmd_gateway(int argc, char** argv) {
                  "endpoint first in x-gateway-destination-endpoint");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
-  app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
+  // One io thread by default: the gateway's io threads never block (workers do the upstream
+  // calls), and a second one in the same io_context hands every posted write across threads
+  // (condition-variable wake-ups: ~2 context switches per request more, SCALEOUT.md §8.14).
+  app.add_option("--io-threads", io_threads, "HTTP io threads (default 1; more only for very high request rates)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
   app.add_option("--ledger", ledger, "usage ledger and API keys: SQLite file or postgresql:// URL (default tokenserve.db)");
   app.add_option("--limits", limits, "shared rate-limit/quota store, redis://host:port (default: in this process)");
