@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
@@ -162,6 +163,44 @@ test('replay to ANOTHER replica: refused when the replicas share Redis, and the 
     assert.equal(code(await call(solo, h3)), '401 replayed_gateway_signature');  // its own guard
     // Distinct signatures keep working on both.
     for (const r of [a, b, a, b]) assert.equal(code(await call(r, sign())), 200);
+
+    // Failover through the gateway is not a replay: a stand-in in front of `a` passes the signed
+    // request on (so `a` claims its nonce in Redis), then answers 503; the gateway fails over to
+    // `b` with a freshly signed identity, which `b` serves. (Signing once per request instead of
+    // per attempt would make `b` refuse it as replayed.)
+    const standPort = await freePort();
+    const forwarded = [];
+    const stand = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => { body += d; });
+      req.on('end', async () => {
+        if (req.url === '/ready' || req.url === '/metrics') {
+          const r = await fetch(a.url + req.url);
+          res.writeHead(r.status, { 'content-type': r.headers.get('content-type') || 'text/plain' });
+          return res.end(await r.text());
+        }
+        const r = await fetch(a.url + req.url, { method: req.method, headers: { 'content-type': 'application/json', authorization: req.headers.authorization }, body });
+        forwarded.push({ status: r.status, auth: req.headers.authorization });
+        await r.text();
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+        res.end(JSON.stringify({ error: { message: 'stand-in refusal after the replica served it', type: 'server_error' } }));
+      });
+    });
+    await new Promise((r) => stand.listen(standPort, '127.0.0.1', r));
+    const ef = path.join(tmp, 'trust-failover-endpoints.yaml');
+    writeEndpoints(ef, [{ name: 'stand', port: standPort }, b]);
+    const g = await startGateway(ef, ['--gateway-secret-file', secretFile, '--trust-destination-header']);
+    try {
+      const r = await completion(g.url, { prompt: 'Hi', max_tokens: 2 },
+        { 'x-gateway-destination-endpoint': `127.0.0.1:${standPort},127.0.0.1:${b.port}` });
+      assert.equal(r.status, 200, r.body);
+      assert.equal(r.headers.get('x-gateway-destination-endpoint-served'), `127.0.0.1:${b.port}`);
+      assert.equal(forwarded.length, 1);
+      assert.equal(forwarded[0].status, 200);  // `a` really served (and claimed) the first attempt
+    } finally {
+      await g.stop();
+      await new Promise((r) => stand.close(r));
+    }
 
     // Redis gone: fresh headers are served (fail open), a replay to the same replica is still
     // refused by its own guard, one to the other replica is not (it cannot be known), and the
