@@ -18,6 +18,7 @@
 //      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica").
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
+import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { spawn } from 'node:child_process';
@@ -88,6 +89,14 @@ async function one(url, stream) {
   return { status: r.status, total: performance.now() - t0, first };
 }
 
+// CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere).
+function cpuMs(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 1000 / 100;  // clock ticks (USER_HZ 100)
+  } catch { return NaN; }
+}
+
 // Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway]}.
 async function measure(up, gwUrls, stream) {
   const direct = [], via = gwUrls.map(() => []);
@@ -109,8 +118,8 @@ console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLO
 const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
 const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
   'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
-console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
   const up = u === 'static' ? await startStatic() : await H.startReplica('ovh');
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
@@ -125,13 +134,17 @@ for (const u of UPSTREAMS) {
       for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
     await measure(up, gws.map((g) => g.url), false);  // warm-up round (not reported) ... then the figures:
     for (const stream of [false, true]) {
+      // Each gateway's CPU over the measurement (its idle /ready and /metrics polling included)
+      // per request it proxied: the figure least disturbed by other load on the host.
+      const cpu0 = gws.map((g) => cpuMs(g.proc.pid));
       const { direct, via } = await measure(up, gws.map((g) => g.url), stream);
+      const cpu = gws.map((g, i) => (cpuMs(g.proc.pid) - cpu0[i]) * 1000 / Math.max(1, via[i].length));
       const f = (x) => x.toFixed(2);
       const d50 = pct(direct, 0.5), d99 = pct(direct, 0.99);
       via.forEach((v, i) => {
         const v50 = pct(v, 0.5), v99 = pct(v, 0.99);
         console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${GATEWAYS[i]} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
-                    `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${direct.length}/${v.length} |`);
+                    `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${cpu[i].toFixed(0)} us | ${direct.length}/${v.length} |`);
       });
     }
   } finally {
