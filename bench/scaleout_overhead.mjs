@@ -18,6 +18,7 @@
 //      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica").
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
+import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { spawn } from 'node:child_process';
@@ -88,11 +89,20 @@ async function one(url, stream) {
   return { status: r.status, total: performance.now() - t0, first };
 }
 
-async function measure(up, gwUrl, stream) {
-  const direct = [], via = [];
+// CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere).
+function cpuMs(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 1000 / 100;  // clock ticks (USER_HZ 100)
+  } catch { return NaN; }
+}
+
+// Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway]}.
+async function measure(up, gwUrls, stream) {
+  const direct = [], via = gwUrls.map(() => []);
   const deadline = Date.now() + 120000;
   for (let done = 0; done < REQ && Date.now() < deadline; done += BLOCK) {
-    for (const [url, out] of [[up.url, direct], [gwUrl, via]]) {
+    for (const [url, out] of [[up.url, direct], ...gwUrls.map((g, i) => [g, via[i]])]) {
       const res = await H.pool(BLOCK, C, () => one(url, stream));
       for (const x of res) if (x.status === 200) out.push(stream ? x.first : x.total);
     }
@@ -101,25 +111,44 @@ async function measure(up, gwUrl, stream) {
 }
 
 console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
-console.log('| upstream | request | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | n |');
-console.log('|---|---|---|---|---|---|---|---|---|');
+// Gateways compared in the same run (GATEWAYS, space-separated setups): "default"; "no-hints"
+// (--no-sched-hints: the kernel's default slices); "old-knobs" (2 io threads, a journal sync per
+// row, no hints: this build with last session's settings); "bin:/path" (another tokenserve
+// build, e.g. a copy of main's, with its defaults); or comma-separated gateway flags.
+const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
+const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
+  'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
+console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
   const up = u === 'static' ? await startStatic() : await H.startReplica('ovh');
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
-  const gw = await H.startGateway(ef);
+  const gws = [];
+  for (const g of GATEWAYS) {
+    gws.push(g.startsWith('bin:') ? await H.startGateway(ef, [], { binary: g.slice(4) })
+      : await H.startGateway(ef, gwArgs[g] || g.split(',')));
+  }
   try {
-    for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
-    await measure(up, gw.url, false);  // warm-up round (not reported) ... then the figures:
+    for (const gw of gws)
+      for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
+    await measure(up, gws.map((g) => g.url), false);  // warm-up round (not reported) ... then the figures:
     for (const stream of [false, true]) {
-      const { direct, via } = await measure(up, gw.url, stream);
+      // Each gateway's CPU over the measurement (its idle /ready and /metrics polling included)
+      // per request it proxied: the figure least disturbed by other load on the host.
+      const cpu0 = gws.map((g) => cpuMs(g.proc.pid));
+      const { direct, via } = await measure(up, gws.map((g) => g.url), stream);
+      const cpu = gws.map((g, i) => (cpuMs(g.proc.pid) - cpu0[i]) * 1000 / Math.max(1, via[i].length));
       const f = (x) => x.toFixed(2);
-      const d50 = pct(direct, 0.5), v50 = pct(via, 0.5), d99 = pct(direct, 0.99), v99 = pct(via, 0.99);
-      console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
-                  `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${direct.length}/${via.length} |`);
+      const d50 = pct(direct, 0.5), d99 = pct(direct, 0.99);
+      via.forEach((v, i) => {
+        const v50 = pct(v, 0.5), v99 = pct(v, 0.99);
+        console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${GATEWAYS[i]} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
+                    `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${cpu[i].toFixed(0)} us | ${direct.length}/${v.length} |`);
+      });
     }
   } finally {
-    await gw.stop();
+    for (const gw of gws) await gw.stop();
     await up.stop('SIGKILL');
   }
 }

@@ -199,7 +199,7 @@ int cmd_gateway(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "decisions") return cmd_gateway_decisions(argc - 1, argv + 1);
   CLI::App app("Route OpenAI requests across tokenserve replicas, with one governance for all", "gateway");
   std::string endpoints_path, host = "127.0.0.1", ledger = "tokenserve.db", limits, config_path, log_format = "text";
-  int port = 8080, io_threads = 2, poll_ms = 50, max_attempts = 3;
+  int port = 8080, io_threads = 1, poll_ms = 50, max_attempts = 3;
   double drain_timeout_s = 30.0, guard_abs = 8, guard_rel = 1.5, shed_batch_waiting = 0;
   bool no_auth = false, no_guard = false, trust_destination = false;
   std::string rules_path, secret_file, secret_env;
@@ -216,7 +216,11 @@ int cmd_gateway(int argc, char** argv) {
                  "endpoint first in x-gateway-destination-endpoint");
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
-  app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
+  // One io thread by default: the gateway's io threads never block (workers do the upstream
+  // calls), and a second one in the same io_context hands every posted write across threads
+  // (condition-variable wake-ups: ~2 context switches per request more, SCALEOUT.md §8.14).
+  app.add_option("--io-threads", io_threads, "HTTP io threads (default 1; more only for very high request rates)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
   app.add_option("--ledger", ledger, "usage ledger and API keys: SQLite file or postgresql:// URL (default tokenserve.db)");
   app.add_option("--limits", limits, "shared rate-limit/quota store, redis://host:port (default: in this process)");
@@ -224,6 +228,14 @@ int cmd_gateway(int argc, char** argv) {
   app.add_flag("--no-auth", no_auth, "no API keys (every request is tenant 'anonymous')");
   app.add_option("--poll-interval-ms", poll_ms, "scrape /ready and /metrics of each endpoint every N ms (default 50)")
       ->check(CLI::Range(10, 60'000));
+  int ledger_sync_ms = 10;
+  app.add_option("--ledger-sync-ms", ledger_sync_ms,
+                 "ledger journal: one fdatasync per N ms for every row of that interval, off the request path (a crash "
+                 "of the process loses no row; a power loss at most the last N ms not yet in the database); 0 = "
+                 "fdatasync each row before its request ends, as serve does (default 10)")
+      ->check(CLI::Range(0, 1000));
+  bool no_sched_hints = false;
+  app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io and worker threads");
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
@@ -295,7 +307,8 @@ int cmd_gateway(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto gov = gateway::Governor::open(
-      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth});
+      gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth,
+                                 .writer = gateway::LedgerWriterOptions{.sync_interval = gateway::Millis(ledger_sync_ms)}});
   if (!gov.ok()) return fail("gateway", gov.status().message());
   log::set_level((*gov)->config()->log_level);
 
@@ -335,11 +348,13 @@ int cmd_gateway(int argc, char** argv) {
                                           .gateway_secret = gateway_secret,
                                           .gie_pool = gie_pool,
                                           .gie_ca_file = pool_ca_file,
-                                          .chain_to = chain_to});
+                                          .chain_to = chain_to,
+                                          .worker_slice = std::chrono::microseconds(no_sched_hints ? 0 : 100)});
   http::ServerOptions ho;
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
+  if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
   ho.error_renderer = server::OpenAIService::error_renderer();
   http::Server http(ho);
   proxy.register_routes(http);

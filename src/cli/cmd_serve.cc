@@ -71,6 +71,10 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--port", port, "port to listen on (default 8080; 0 = any free port)")->check(CLI::Range(0, 65535));
   app.add_option("-t,--threads", threads, "compute threads (default: all cores)");
   app.add_option("--io-threads", io_threads, "HTTP io threads (default 2)")->check(CLI::Range(1, 64));
+  bool no_sched_hints = false;
+  app.add_flag("--no-sched-hints", no_sched_hints,
+               "keep the kernel's default scheduling (otherwise compute threads run SCHED_BATCH and HTTP io threads "
+               "ask for a short slice, so scrapes and streams are answered at once while every core computes)");
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
                  "capped at max-seqs full-context sequences and 8GiB)");
@@ -252,6 +256,7 @@ int cmd_serve(int argc, char** argv) {
   }
   engine::EngineOptions eo;
   eo.kv_type = *kvt;
+  eo.compute_sched_batch = !no_sched_hints;
   const model::KvFootprint kv_fp = model::kv_footprint(model::KvLayout::windowed((*model)->config()),
                                                        (*model)->config(), eo.kv_type, eo.block_size);
   log::info(std::string("kv cache type: ") + model::kv_type_name(eo.kv_type) + " (" +
@@ -364,6 +369,7 @@ int cmd_serve(int argc, char** argv) {
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
+  if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
   ho.max_connections = max_connections;
   ho.max_connections_per_client = max_connections_per_client;

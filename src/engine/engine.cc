@@ -2,6 +2,11 @@
 
 #include "engine/engine_impl.h"
 
+#include <atomic>
+
+#include "core/log.h"
+#include "core/thread_sched.h"
+
 namespace ts::engine {
 
 const char* tier_name(Tier t) { return t == Tier::kBatch ? "batch" : "interactive"; }
@@ -299,6 +304,15 @@ Result<std::shared_ptr<RequestHandle>> Engine::submit(Request req) {
 
 void Engine::loop() {
   auto& im = *impl_;
+  set_current_thread_name("ts-engine");
+  if (im.opts.compute_sched_batch) {
+    // run() calls this on every pool thread, the loop thread being index 0.
+    std::atomic<int> failed{0};
+    im.pool.run([&](int, int) {
+      if (!set_current_thread_batch().ok()) failed.fetch_add(1);
+    });
+    if (failed.load() > 0) log::debug("engine compute threads keep the default scheduling policy");
+  }
   while (!im.stopping) {
     bool busy = false;
     try {

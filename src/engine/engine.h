@@ -56,6 +56,10 @@ struct EngineOptions {
   float step_latency_fraction = 0.25f;
   int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
   bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
+  // The loop thread and its compute workers run as SCHED_BATCH (core/thread_sched.h: same CPU
+  // share, no wake-up favour), so a replica's io threads answer scrapes and write SSE at once
+  // while both cores compute. serve sets it unless --no-sched-hints.
+  bool compute_sched_batch = false;
   uint64_t seed = 0;                 // seeds requests without their own seed; 0 = random_device
   SpecOptions spec;                  // speculative decoding (off by default; spec_decode.h)
 };

@@ -101,6 +101,10 @@ class BreakerLimitStore final : public LimitStore {
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     return call([&] { return inner_->quota_used(key); });
   }
+  bool shared() const override { return inner_->shared(); }
+  Result<bool> claim_once(const std::string& key, Millis ttl) override {
+    return call([&] { return inner_->claim_once(key, ttl); });
+  }
 
  private:
   static const Status& status_of(const Status& s) { return s; }

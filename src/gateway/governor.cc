@@ -222,12 +222,32 @@ bool Governor::identify(AdmitContext& c, AdmitResult& out) {
       ++num_refused_auth_;
       return false;
     }
-    // The same signed header set once only, inside its validity window (trust.h ReplayGuard).
-    if (!replay_guard_.first_use(id->signature, id->signed_at_ms + kGatewayMaxSkewMs, to_unix_ms(c.now))) {
+    // The same signed header set once only, inside its validity window: this process's
+    // seen-set (trust.h ReplayGuard) always, and with a shared limit store (Redis) also a
+    // SET NX across every replica sharing it. When that store fails, the local guard alone
+    // decides (counted as a limit store error, logged at most every 10 s).
+    const int64_t now_ms = to_unix_ms(c.now);
+    const int64_t expires_ms = id->signed_at_ms + kGatewayMaxSkewMs;
+    bool first = replay_guard_.first_use(id->signature, expires_ms, now_ms);
+    if (first && parts_.limits && parts_.limits->shared()) {
+      auto claimed = parts_.limits->claim_once("gwn:" + id->signature, Millis(std::max<int64_t>(1, expires_ms - now_ms)));
+      if (claimed.ok()) {
+        first = *claimed;
+      } else {
+        ++num_limit_errors_;
+        ++num_nonce_store_errors_;
+        int64_t last = last_nonce_log_ms_.load();
+        if (now_ms - last >= 10'000 && last_nonce_log_ms_.compare_exchange_strong(last, now_ms))
+          log::warn("gateway nonce check in the shared limit store failed (" + claimed.status().message() +
+                    "): replays are checked by this replica only until it answers");
+      }
+    }
+    if (!first) {
       out.status = Status(StatusCode::kUnauthenticated, "gateway identity refused (--trust-gateway): request " +
                                                            id->request_id + " replays a signature already used");
       out.error_code = "replayed_gateway_signature";
       ++num_refused_auth_;
+      ++num_refused_replay_;
       return false;
     }
     if (id->tier != engine::tier_name(c.req.tier)) {
@@ -619,6 +639,8 @@ GovernorStats Governor::stats() const {
   s.num_admitted_fail_open = num_fail_open_.load();
   s.num_refused_outage = num_refused_outage_.load();
   s.num_refused_backpressure = num_refused_backpressure_.load();
+  s.num_refused_replay = num_refused_replay_.load();
+  s.num_nonce_store_errors = num_nonce_store_errors_.load();
   s.journal_pending_tokens = journal_.tokens_pending();
   s.journal_replayed = journal_.num_replayed();
   if (parts_.limits) s.limits = parts_.limits->health();

@@ -31,8 +31,10 @@
 // gateway's signed identity (trust.h) instead of an API key: tenant/app come from it, the
 // request's tier must be the signed one (403 otherwise), anything else is 401
 // "invalid_gateway_signature" (or "replayed_gateway_signature": a signed header set is accepted
-// once per replica inside its validity window); limits and quotas of the config then apply per
-// replica.
+// once inside its validity window: once per replica by its own ReplayGuard, and once across all
+// replicas when the limit store is shared (Redis: SET NX of the signature with the window's
+// TTL); if that store fails the local guard alone decides); limits and quotas of the config then
+// apply per replica.
 //
 // Ledger back-pressure: while the ledger writer's spool is full (the database has been away
 // for long), admit() refuses with 503 + Retry-After (code "ledger_unavailable"), counted and
@@ -156,6 +158,9 @@ struct GovernorStats {
   int64_t num_admitted_fail_open = 0;  // admitted without the limit store
   int64_t num_refused_outage = 0;      // 503: limit store down and the tenant fails closed
   int64_t num_refused_backpressure = 0;  // 503: ledger spool full
+  int64_t num_refused_replay = 0;      // 401 replayed_gateway_signature (also in num_refused_auth)
+  int64_t num_nonce_store_errors = 0;  // --trust-gateway nonce checks the shared store failed
+                                       // (also in num_limit_errors; the local guard decided)
   int64_t journal_pending_tokens = 0;  // quota charges waiting for the store
   int64_t journal_replayed = 0;        // journaled charges applied after an outage
   LimitStoreHealth limits;             // breaker state
@@ -252,8 +257,8 @@ class Governor {
   std::unique_ptr<Owned> owned_;       // set by open()
   std::atomic<int64_t> num_admitted_{0}, num_refused_auth_{0}, num_refused_rate_{0},
       num_refused_quota_{0}, num_limit_errors_{0}, num_fail_open_{0}, num_refused_outage_{0},
-      num_refused_backpressure_{0};
-  std::atomic<int64_t> last_backpressure_log_ms_{0}, last_outage_log_ms_{-100'000};
+      num_refused_backpressure_{0}, num_refused_replay_{0}, num_nonce_store_errors_{0};
+  std::atomic<int64_t> last_backpressure_log_ms_{0}, last_outage_log_ms_{-100'000}, last_nonce_log_ms_{-100'000};
   QuotaJournal journal_;
   // Seeding a counter from the ledger (exclusive) versus settling or replaying charges
   // (shared): a seed first flushes the ledger writer, so every settle is either wholly before

@@ -242,9 +242,12 @@ bool LedgerWriter::append(UsageRecord record) {
     }
     spool_.push_back(Entry{std::move(record), std::move(seg)});
     ++num_enqueued_;
-    work_cv_.notify_one();
+    // Batched sync: the writer gathers for sync_interval after the first record, so it needs a
+    // wake-up only for the first one and for a full batch.
+    if (options_.sync_interval.count() <= 0 || spool_.size() == 1 || spool_.size() >= options_.batch_size)
+      work_cv_.notify_one();
   }
-  if (seq > 0 && options_.sync) sync_journal(seq);
+  if (seq > 0 && options_.sync && options_.sync_interval.count() <= 0) sync_journal(seq);
   return true;
 }
 
@@ -324,6 +327,15 @@ void LedgerWriter::run() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !spool_.empty(); });
     if (spool_.empty()) return;  // stopping and drained
+    if (options_.sync && options_.sync_interval.count() > 0 && !options_.spill_path.empty()) {
+      // Gather (a stop or a full batch ends it early), then one fdatasync covers every line.
+      work_cv_.wait_for(lock, options_.sync_interval,
+                        [&] { return stopping_ || spool_.size() >= options_.batch_size; });
+      const uint64_t seq = written_seq_;
+      lock.unlock();
+      sync_journal(seq);
+      lock.lock();
+    }
     size_t n = std::min(options_.batch_size, spool_.size());
     batch.clear();
     for (size_t i = 0; i < n; ++i) batch.push_back(spool_[i].record);

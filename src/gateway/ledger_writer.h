@@ -48,6 +48,13 @@ struct LedgerWriterOptions {
   std::string spill_path;                // journal base path; "" = none (see the header)
   size_t segment_records = 4096;         // records per journal segment before a new one
   bool sync = true;                      // fdatasync each append (tests of bulk paths may skip)
+  // > 0 (with sync): group commit off the request path. append() writes the journal line and
+  // returns at once (the line is in the kernel's page cache: a SIGKILL of the process loses
+  // nothing); the writer thread gathers records for up to this long (or batch_size of them),
+  // fdatasyncs the journal once for all of them, then commits the batch. A power loss may lose
+  // the journal lines of the last interval that the database had not yet committed. 0 = each
+  // append() syncs before it returns (group commit among concurrent appends only).
+  Millis sync_interval{0};
 };
 
 // One record as a JSON line (spill files) and back; kDataLoss for a malformed line.

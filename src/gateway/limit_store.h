@@ -96,6 +96,18 @@ class LimitStore {
   virtual Result<bool> quota_add_existing_once(const std::string& key, int64_t delta, Millis ttl,
                                                const std::string& charge_id) = 0;
   virtual LimitStoreHealth health() const { return {}; }
+  // True when other processes see the same counters (Redis): then claim_once() is a
+  // cross-process check. False for a store local to this process.
+  virtual bool shared() const { return false; }
+  // Creates `key` only if it does not exist (it then lives for ttl): true when this call
+  // created it, false when it already existed (claimed by this or another process sharing the
+  // store). Used for --trust-gateway nonces (a signature accepted once across every replica).
+  // A store that is not shared() answers kUnimplemented (the caller keeps its own seen-set).
+  virtual Result<bool> claim_once(const std::string& key, Millis ttl) {
+    (void)key;
+    (void)ttl;
+    return Status(StatusCode::kUnimplemented, "claim_once: the limit store " + describe() + " is not shared");
+  }
   // Current value, or nullopt when the counter does not exist.
   virtual Result<std::optional<int64_t>> quota_used(const std::string& key) = 0;
 };

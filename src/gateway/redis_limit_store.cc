@@ -208,6 +208,17 @@ class RedisLimitStore final : public LimitStore {
     return reply->integer == 1;
   }
 
+  bool shared() const override { return true; }
+
+  Result<bool> claim_once(const std::string& key, Millis ttl) override {
+    std::vector<std::string> args = {"SET", options_.prefix + key, "1", "NX", "PX",
+                                     std::to_string(std::max<int64_t>(1, ttl.count()))};
+    TS_ASSIGN_OR_RETURN(Reply reply, command(args));
+    if (reply->type == REDIS_REPLY_NIL) return false;  // the key existed: not created
+    if (reply->type == REDIS_REPLY_STATUS) return true;  // "OK"
+    return internal_error("redis: unexpected reply to SET NX");
+  }
+
   Result<std::optional<int64_t>> quota_used(const std::string& key) override {
     std::vector<std::string> args = {"GET", options_.prefix + key};
     TS_ASSIGN_OR_RETURN(Reply reply, command(args));

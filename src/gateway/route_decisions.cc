@@ -80,6 +80,11 @@ Result<std::vector<RouteDecisionRow>> RouteDecisionStore::rows() {
   return out;
 }
 
+namespace {
+constexpr size_t kBatch = 256;          // rows per transaction at most
+constexpr Millis kGather{10};           // how long the writer gathers rows before a transaction
+}  // namespace
+
 RouteDecisionWriter::RouteDecisionWriter(std::shared_ptr<SqlDb> db, size_t max_queue)
     : store_(std::move(db)), max_queue_(max_queue), thread_([this] { run(); }) {}
 
@@ -95,7 +100,9 @@ void RouteDecisionWriter::append(RouteDecisionRow row) {
     ++dropped_;
     ++retired_;
   }
-  work_cv_.notify_one();
+  // The writer gathers for kGather after the first row: it needs waking for that one only (and
+  // for a full batch), not once per request.
+  if (queue_.size() == 1 || queue_.size() >= kBatch) work_cv_.notify_one();
 }
 
 void RouteDecisionWriter::run() {
@@ -104,7 +111,9 @@ void RouteDecisionWriter::run() {
   while (true) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and drained
-    std::vector<RouteDecisionRow> batch(queue_.begin(), queue_.begin() + std::min<size_t>(queue_.size(), 256));
+    // One transaction per kGather (or per full batch) instead of one per request.
+    work_cv_.wait_for(lock, kGather, [&] { return stop_ || queue_.size() >= kBatch; });
+    std::vector<RouteDecisionRow> batch(queue_.begin(), queue_.begin() + std::min<size_t>(queue_.size(), kBatch));
     lock.unlock();
     Status st = store_.append(batch);
     lock.lock();

@@ -52,6 +52,9 @@ class RouteDecisionStore {
   std::mutex mu_;
 };
 
+// Appends rows from a background thread: it gathers rows for 10 ms after the first one (or
+// until 256 wait) and writes them in one transaction, so the audit costs one wake-up and one
+// commit per interval rather than per request. flush() therefore may wait up to that long more.
 class RouteDecisionWriter {
  public:
   explicit RouteDecisionWriter(std::shared_ptr<SqlDb> db, size_t max_queue = 100'000);

@@ -11,9 +11,12 @@
 // be within max_skew of the replica's clock; the request id makes each signature unique.
 // Replays inside the skew window: a ReplayGuard (below) remembers each accepted signature until
 // its timestamp leaves the window, so the same signed header set is accepted once per replica
-// (serve --trust-gateway refuses a second use with 401 "replayed_gateway_signature"). A replay
-// sent to a different replica than the original is not caught (each replica keeps its own set;
-// the network between gateway and replicas is assumed private).
+// (serve --trust-gateway refuses a second use with 401 "replayed_gateway_signature"). With a
+// shared limit store (serve --limits redis://...) the Governor also claims each signature there
+// (SET NX with the window's TTL), so a replay sent to a different replica is refused too; without
+// one (or while Redis is down) each replica only knows its own set. The gateway signs every
+// attempt afresh (a distinct timestamp per failover attempt), so failing over to another replica
+// is not mistaken for a replay.
 //
 // Functions are pure and thread-safe; ReplayGuard is thread-safe.
 #pragma once

@@ -2,6 +2,8 @@
 // server_internal.h for the threading and ownership rules).
 #include "http/server_internal.h"
 
+#include "core/thread_sched.h"
+
 namespace ts::http {
 
 // ------------------------------------------------------------------------------------------
@@ -134,7 +136,15 @@ Status Server::start() {
   s.started.store(true);
   s.do_accept(impl_);
   int n = std::max(1, s.opts.num_io_threads);
-  for (int i = 0; i < n; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 0; i < n; ++i)
+    s.threads.emplace_back([&s] {
+      ts::set_current_thread_name("ts-http-io");
+      if (s.opts.io_thread_slice.count() > 0) {
+        if (Status st = ts::set_current_thread_slice(s.opts.io_thread_slice); !st.ok())
+          log::debug("http io thread keeps the default scheduler slice: " + st.message());
+      }
+      s.ioc.run();
+    });
   return ok_status();
 }
 

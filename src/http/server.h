@@ -45,6 +45,10 @@ struct ServerOptions {
   HeaderList extra_headers;                           // added to every response (e.g.
                                                       // x-tokenserve-served-by), also errors
   ErrorRenderer error_renderer;                       // empty: text/plain
+  // > 0: each io thread asks the kernel for this short scheduler slice (core/thread_sched.h), so
+  // it preempts compute threads at once when a request or a write completion wakes it; 0 =
+  // kernel default. serve and gateway set 100 us unless --no-sched-hints.
+  std::chrono::microseconds io_thread_slice{0};
   // >= 0: adopt this already bound and listening TCP socket (from another Server's
   // release_listener()) instead of binding host:port; start() owns it from then on.
   int listen_fd = -1;

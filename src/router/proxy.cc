@@ -26,7 +26,10 @@ int64_t utc_day() {
 }
 }  // namespace
 
-Proxy::Proxy(EndpointPool& pool, Picker& picker, ProxyOptions opts) : pool_(pool), picker_(picker), opts_(opts) {}
+Proxy::Proxy(EndpointPool& pool, Picker& picker, ProxyOptions opts)
+    : pool_(pool), picker_(picker), opts_(opts),
+      workers_(std::make_unique<WorkerPool>(WorkerPool::Options{
+          .max_threads = static_cast<size_t>(std::max(1, opts_.max_in_flight)), .slice = opts_.worker_slice})) {}
 
 Proxy::~Proxy() { shutdown(std::chrono::milliseconds(30'000)); }
 
@@ -57,8 +60,7 @@ void Proxy::register_routes(http::Server& server) {
 
 void Proxy::shutdown(std::chrono::milliseconds deadline) {
   draining_.store(true);
-  std::unique_lock lock(mu_);
-  idle_cv_.wait_for(lock, deadline, [this] { return workers_ == 0; });
+  workers_->wait_idle(deadline);
 }
 
 void Proxy::count(const std::string& endpoint, int code) {
@@ -76,20 +78,7 @@ void Proxy::handle_generate(const http::ExchangePtr& ex, bool chat) {
     ex->respond(std::move(r));
   };
   if (draining_.load()) return refuse(503, "The gateway is shutting down; retry on another instance.");
-  {
-    std::lock_guard lock(mu_);
-    if (workers_ >= opts_.max_in_flight) {
-      // fallthrough to refuse below, outside the lock
-    } else {
-      ++workers_;
-      std::thread([this, ex, chat, request_id]() mutable {
-        run_generate(ex, chat, std::move(request_id));
-        std::lock_guard g(mu_);
-        if (--workers_ == 0) idle_cv_.notify_all();
-      }).detach();
-      return;
-    }
-  }
+  if (workers_->post([this, ex, chat, request_id]() mutable { run_generate(ex, chat, std::move(request_id)); })) return;
   refuse(503, "The gateway has too many requests in flight; retry shortly.");
 }
 
@@ -114,14 +103,19 @@ void Proxy::fill_state(RouteInputs* in) {
   {
     auto now = std::chrono::steady_clock::now();
     std::vector<int64_t> xs;
-    std::lock_guard lock(mu_);
-    for (const auto& [t, ms] : ttft_)
-      if (now - t <= opts_.ttft_window) xs.push_back(ms);
+    {
+      std::lock_guard lock(mu_);  // copy only: the selection below runs without the lock
+      xs.reserve(ttft_.size());
+      for (const auto& [t, ms] : ttft_)
+        if (now - t <= opts_.ttft_window) xs.push_back(ms);
+    }
     if (xs.empty()) {
       in->p95_ttft_ms = -1;
     } else {
-      std::sort(xs.begin(), xs.end());
-      in->p95_ttft_ms = xs[std::min(xs.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(xs.size())))];
+      // The same element a full sort would put there, in O(n) (this runs once per request).
+      const size_t k = std::min(xs.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(xs.size())));
+      std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end());
+      in->p95_ttft_ms = xs[k];
     }
   }
   in->remotes_cooling.clear();
@@ -312,18 +306,7 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
 }
 
 void Proxy::handle_models(const http::ExchangePtr& ex) {
-  {
-    std::lock_guard lock(mu_);
-    ++workers_;  // shutdown() waits for this thread too
-  }
-  std::thread([this, ex] {
-    struct Done {
-      Proxy* p;
-      ~Done() {
-        std::lock_guard g(p->mu_);
-        if (--p->workers_ == 0) p->idle_cv_.notify_all();
-      }
-    } done{this};
+  bool posted = workers_->post([this, ex] {
     std::vector<net::Url> urls;
     if (opts_.gie_pool) urls.push_back(*opts_.gie_pool);
     for (const EndpointState& s : pool_.snapshot()) {
@@ -342,7 +325,13 @@ void Proxy::handle_models(const http::ExchangePtr& ex) {
       return;
     }
     ex->respond(json_response(503, make_error(503, "No ready endpoint.", "server_error", "no_endpoint").to_json()));
-  }).detach();
+  });
+  if (!posted) {
+    http::Response r = json_response(503, make_error(503, "The gateway has too many requests in flight; retry shortly.",
+                                                     "server_error", "service_unavailable").to_json());
+    r.set_header("Retry-After", "1");
+    ex->respond(std::move(r));
+  }
 }
 
 std::string Proxy::decisions_json() const {

@@ -5,8 +5,9 @@
 // of its own inside the pool (the data plane retries), and reads the serving endpoint from the
 // response's x-gateway-destination-endpoint-served into served_by / the ledger).
 //
-// Per generation request (POST /v1/completions, /v1/chat/completions), on its own worker thread
-// (io threads never block; at most max_in_flight workers, more get 503 + Retry-After):
+// Per generation request (POST /v1/completions, /v1/chat/completions), on a worker thread of a
+// pool that keeps its threads (worker_pool.h; io threads never block; at most max_in_flight
+// requests at once, more get 503 + Retry-After):
 //   1. parse the JSON body (400 OpenAI error on bad JSON or a missing model);
 //   2. governance (when a Governor is given): admit with an estimated prompt size (body bytes
 //      of the prompt / 4: the gateway has no tokenizer) + max_tokens (default_max_tokens when
@@ -76,6 +77,7 @@
 #include "router/pool.h"
 #include "router/cooldown.h"
 #include "router/rules.h"
+#include "router/worker_pool.h"
 
 namespace ts::gateway {
 class RouteDecisionWriter;
@@ -110,6 +112,8 @@ struct ProxyOptions {
   // each attempt goes to this URL with x-gateway-destination-endpoint = the ranked list from
   // the attempted endpoint on; the proxy routes to its first entry. Empty = direct.
   std::optional<net::Url> chain_to;
+  // Scheduler slice hint for the worker threads (worker_pool.h); 0 = kernel default.
+  std::chrono::microseconds worker_slice{0};
 };
 
 // What a target attempt ended with.
@@ -145,8 +149,9 @@ class Proxy {
   TryResult try_local(Gen& g);
   TryResult try_gie(Gen& g);  // proxy_gie.cc
   // Headers of every local upstream request: x-request-id, content type, GIE's objective and
-  // fairness id, the signed identity when gateway_secret is set.
-  http::HeaderList upstream_headers(const Gen& g) const;
+  // fairness id, the signed identity when gateway_secret is set (signed afresh at each call:
+  // one call per attempt).
+  http::HeaderList upstream_headers(Gen& g) const;
   TryResult try_remote(Gen& g, const RemoteConfig& remote);
   // How one upstream call ended.
   struct Upstream {
@@ -190,8 +195,6 @@ class Proxy {
   std::atomic<bool> draining_{false};
   std::mutex pick_mu_;  // pick + count on the winner, atomically
   mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  int workers_ = 0;
   std::deque<std::string> decisions_;                   // serialized records
   std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, code) -> count
   std::map<std::pair<std::string, std::string>, int64_t> attempts_;  // (endpoint, result)
@@ -199,6 +202,8 @@ class Proxy {
   std::atomic<int64_t> shed_batch_{0};
   std::map<std::tuple<std::string, std::string, int>, int64_t> routed_;  // (rule, target, code)
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> ttft_;  // local TTFT samples
+  // Last member: destroyed first, so no worker outlives the state it uses.
+  std::unique_ptr<WorkerPool> workers_;
 };
 
 }  // namespace ts::router

@@ -112,6 +112,10 @@ struct Proxy::Gen {
   std::string last_refusal_from;
   std::string outcome = "error";
   int status = 0;              // what the client got
+  // Timestamp (unix ms) of the last signed identity sent (gateway_secret): each attempt is
+  // signed with a later one, so no two attempts carry the same signature (replicas refuse a
+  // signature seen before, across replicas when they share Redis).
+  int64_t last_signed_ms = 0;
 
   // x-tokenserve-route for the target now answering.
   std::string route_header(const std::string& target) const {

@@ -1,5 +1,6 @@
 // The proxy's targets: the local pool (picker + failover down the ranked list) and named
 // remotes, and the relay of an upstream's answer to the client (see proxy.h).
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -192,7 +193,7 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
   return out;
 }
 
-http::HeaderList Proxy::upstream_headers(const Gen& g) const {
+http::HeaderList Proxy::upstream_headers(Gen& g) const {
   http::HeaderList h = {{"Content-Type", "application/json"},
                         {"x-request-id", g.request_id},
                         {"x-gateway-inference-objective", engine::tier_name(g.tier)},
@@ -202,7 +203,8 @@ http::HeaderList Proxy::upstream_headers(const Gen& g) const {
                                 .app = g.admission ? g.admission->key.app : "default",
                                 .tier = engine::tier_name(g.tier),
                                 .request_id = g.request_id};
-    h.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, unix_ms_now()));
+    g.last_signed_ms = std::max(unix_ms_now(), g.last_signed_ms + 1);
+    h.emplace_back("Authorization", gateway::gateway_authorization(opts_.gateway_secret, id, g.last_signed_ms));
   }
   return h;
 }
@@ -291,7 +293,6 @@ TryResult Proxy::try_local(Gen& g) {
     return TryResult::kFailed;
   }
 
-  const http::HeaderList base_headers = upstream_headers(g);
   // GIE's EPP header for a chained proxy (HAProxy set-dst): the ranked list from `from` on, so a
   // retry through the chain names the next endpoint first.
   std::vector<std::string> ranked_addrs;
@@ -303,7 +304,7 @@ TryResult Proxy::try_local(Gen& g) {
     ranked_addrs.push_back(e.address + ":" + std::to_string(e.port));
   }
   auto headers_from = [&](const std::string& first) {
-    http::HeaderList hl = base_headers;
+    http::HeaderList hl = upstream_headers(g);  // signed per attempt
     std::string list;
     bool on = false;
     for (const std::string& a : ranked_addrs) {

@@ -5,6 +5,10 @@
 
 #include <thread>
 
+#include <atomic>
+#include <chrono>
+
+#include "gateway/circuit_breaker.h"
 #include "gateway_test_util.h"
 
 namespace ts::gateway {
@@ -134,6 +138,40 @@ TEST_P(LimitStoreTest, ConcurrentTakersNeverExceedTheBucket) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(admitted.load(), 50);
+}
+
+TEST_P(LimitStoreTest, ClaimOnceIsSharedAcrossProcessesAndExpires) {
+  if (GetParam() == "memory") {
+    // A store local to the process is not shared: the caller keeps its own seen-set.
+    EXPECT_FALSE(store_->shared());
+    EXPECT_EQ(store_->claim_once("gwn:x", Millis(1000)).status().code(), StatusCode::kUnimplemented);
+    return;
+  }
+  EXPECT_TRUE(store_->shared());
+  std::unique_ptr<LimitStore> other = second();  // a second replica on the same Redis
+  auto first = store_->claim_once("gwn:sig-a", Millis(300));
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_TRUE(*first);
+  EXPECT_FALSE(*other->claim_once("gwn:sig-a", Millis(300)));  // the other replica sees it
+  EXPECT_FALSE(*store_->claim_once("gwn:sig-a", Millis(300)));
+  EXPECT_TRUE(*other->claim_once("gwn:sig-b", Millis(300)));  // a different nonce is free
+  // Concurrent claims of one nonce from both: exactly one wins.
+  std::atomic<int> won{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      LimitStore* s = t % 2 ? other.get() : store_.get();
+      if (auto r = s->claim_once("gwn:sig-race", Millis(5000)); r.ok() && *r) ++won;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(won.load(), 1);
+  // The claim lives for its TTL only.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(*other->claim_once("gwn:sig-a", Millis(300)));
+  // Through the circuit breaker the store stays shared and claims still reach it.
+  auto wrapped = make_breaker_limit_store(std::move(other), BreakerOptions{});
+  EXPECT_TRUE(wrapped->shared());
+  EXPECT_FALSE(*wrapped->claim_once("gwn:sig-race", Millis(5000)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LimitStoreTest, ::testing::Values("memory", "redis"),

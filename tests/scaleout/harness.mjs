@@ -22,9 +22,9 @@ if (haveShared) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export function launch(args, readyUrl, timeoutMs = 30000, env = {}) {
+export function launch(args, readyUrl, timeoutMs = 30000, env = {}, binary = bin) {
   // cwd: the temp dir, so journals a PostgreSQL ledger keeps in the working directory stay there.
-  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd: tmp });
+  const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, cwd: tmp });
   started.add(proc);
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
@@ -73,12 +73,13 @@ export function writeEndpoints(file, replicas) {
   fs.renameSync(file + '.tmp', file);
 }
 
-export async function startGateway(endpointsFile, args = [], { auth = false, ledger = '' } = {}) {
+// binary: another tokenserve build (benchmarks comparing builds in one run).
+export async function startGateway(endpointsFile, args = [], { auth = false, ledger = '', binary = bin } = {}) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   ledger = ledger || path.join(tmp, `gateway-${port}.db`);
   const h = launch(['gateway', '--endpoints', endpointsFile, '--host', '127.0.0.1', '--port', String(port),
-    ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`);
+    ...(auth ? [] : ['--no-auth']), '--ledger', ledger, ...args], `${url}/ready`, 30000, {}, binary);
   await h.ready;
   return Object.assign(h, { port, url, ledger });
 }

@@ -1,0 +1,135 @@
+// The §8.1 scrape clause's workload, shared by tests/scaleout/scrape.test.mjs (the bounded
+// timed test) and bench/scaleout_scrape.mjs (the longer benchmark): a busy replica (REQUESTS
+// concurrent long streams against --max-seqs 2, so two decode while the rest wait) scraped at
+// `hz` like an endpoint picker does, from a worker thread (its own event loop, as a separate
+// scraper process would have: the load generator's SSE parsing does not delay the scrapes it
+// times). Runs alternate scraping off / on so host noise hits both alike.
+//
+// measure() returns {scrapes: [ms...], waiting: [num_requests_waiting per scrape], off: [tok/s
+// per run], on: [tok/s per run]}, where tok/s
+// is the completion tokens of all REQUESTS streams over the run's wall time (the replica's
+// decode throughput). Every loop is bounded (fixed counts, a deadline per scrape and per run).
+import { Worker } from 'node:worker_threads';
+
+export const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
+export const median = (xs) => pct(xs, 0.5);
+
+// One stream of `tokens` tokens; resolves to the completion tokens its usage reports (events
+// may carry several tokens when the client reads late).
+async function stream(url, model, tokens) {
+  const r = await fetch(`${url}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, prompt: 'Once upon a time', max_tokens: tokens, ignore_eos: true, stream: true,
+      stream_options: { include_usage: true } }),
+    signal: AbortSignal.timeout(120000),
+  });
+  if (r.status !== 200) throw new Error(`stream answered ${r.status}: ${await r.text()}`);
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let used = 0, text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    const parts = text.split('\n\n');
+    text = parts.pop();
+    for (const p of parts) {
+      if (!p.startsWith('data: {') || !p.includes('"usage"')) continue;
+      const u = JSON.parse(p.slice(6)).usage;
+      if (u) used = u.completion_tokens;
+    }
+  }
+  return used;
+}
+
+// The scraper thread: warms up (its first fetch sets up the HTTP client: not a scrape cost),
+// then scrapes GET /metrics every 1/hz s while on ('on' / 'off' messages), posting each
+// latency (ms); 'quit' ends it. Bounded by workerData.maxMs.
+const scraperSource = `
+const { parentPort, workerData } = require('node:worker_threads');
+let on = false, quit = false;
+parentPort.on('message', (m) => { if (m === 'on') on = true; else if (m === 'off') on = false; else quit = true; });
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+async function scrape() {
+  const t0 = performance.now();
+  const r = await fetch(workerData.url + '/metrics', { signal: AbortSignal.timeout(5000) });
+  const m = await r.text();
+  if (r.status !== 200 || !m.includes('tokenserve:num_requests_running')) throw new Error('bad scrape ' + r.status);
+  const ms = performance.now() - t0;
+  let waiting = 0;  // summed over the per-tier series
+  for (const w of m.matchAll(/^tokenserve:num_requests_waiting(?:\\{[^}]*\\})? (\\S+)$/gm)) waiting += Number(w[1]);
+  return { ms, waiting };
+}
+(async () => {
+  for (let i = 0; i < 5; i++) await scrape();
+  parentPort.postMessage({ ready: true });
+  const period = 1000 / workerData.hz;
+  const deadline = Date.now() + workerData.maxMs;
+  while (!quit && Date.now() < deadline) {
+    if (!on) { await sleep(5); continue; }
+    const { ms, waiting } = await scrape();
+    parentPort.postMessage({ ms, waiting });
+    await sleep(Math.max(0, period - ms));
+  }
+  parentPort.postMessage({ done: true });
+})().catch((e) => parentPort.postMessage({ error: String(e) }));
+`;
+
+async function startScraper(url, hz, maxMs, sink, waitingSink) {
+  const w = new Worker(scraperSource, { eval: true, workerData: { url, hz, maxMs } });
+  let error = null, readyResolve;
+  const ready = new Promise((r) => { readyResolve = r; });
+  const done = new Promise((resolve) => {
+    w.on('message', (m) => {
+      if (m.ready) readyResolve();
+      if (m.ms !== undefined) { sink.push(m.ms); waitingSink.push(m.waiting); }
+      if (m.error) error = m.error;
+      if (m.done || m.error) { readyResolve(); resolve(); }
+    });
+    w.on('error', (e) => { error = String(e); readyResolve(); resolve(); });
+    w.on('exit', () => { readyResolve(); resolve(); });
+  });
+  await ready;
+  const check = () => { if (error) throw new Error(`scraper: ${error}`); };
+  check();
+  return {
+    on() { check(); w.postMessage('on'); },
+    off() { w.postMessage('off'); check(); },
+    async quit() {
+      w.postMessage('quit');
+      await Promise.race([done, new Promise((r) => setTimeout(r, 6000))]);
+      await w.terminate();
+      check();
+    },
+  };
+}
+
+// runs: per mode; tokens: per stream; requests: concurrent streams.
+export async function measure({ url, model, runs = 3, tokens = 600, requests = 8, hz = 20 }) {
+  const scrapes = [], waiting = [], off = [], on = [];
+  const scraper = await startScraper(url, hz, 600000, scrapes, waiting);
+  try {
+    await Promise.all(Array.from({ length: 2 }, () => stream(url, model, 32)));  // warm-up
+    for (let run = 0; run < 2 * runs; run++) {
+      const scraping = run % 2 === 1;
+      if (scraping) scraper.on();
+      const t0 = performance.now();
+      const counts = await Promise.all(Array.from({ length: requests }, () => stream(url, model, tokens)));
+      const secs = (performance.now() - t0) / 1000;
+      if (scraping) scraper.off();
+      const total = counts.reduce((a, b) => a + b, 0);
+      if (total !== requests * tokens) throw new Error(`usage says ${total} completion tokens, not ${requests * tokens}`);
+      (scraping ? on : off).push(total / secs);
+    }
+  } finally {
+    await scraper.quit();
+  }
+  return { scrapes, waiting, off, on };
+}
+
+// The figures the test and the benchmark print.
+export function summary(m) {
+  const drop = 100 * (median(m.off) - median(m.on)) / median(m.off);
+  return { p50: pct(m.scrapes, 0.5), p99: pct(m.scrapes, 0.99), n: m.scrapes.length,
+    off: median(m.off), on: median(m.on), drop, maxWaiting: Math.max(...m.waiting) };
+}
