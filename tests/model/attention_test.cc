@@ -10,8 +10,11 @@
 
 #include "model/attention.h"
 #include "model/attention_kernels.h"
+#include "model/model.h"
+#include "model_test_util.h"
 #include "tensor/fp16.h"
 #include "tensor/matrix.h"
+#include "test_util.h"
 
 namespace ts::model {
 namespace {
@@ -361,6 +364,35 @@ TEST(TiledAttention, Q8KvCloseToF32Kv) {
   const double e = rel_err(ob, oa);
   EXPECT_LT(e, 0.05);
   EXPECT_GT(e, 0.0);  // it really is quantized
+}
+
+// stories260K end to end (head_dim 8: the packed narrow-head kernels) on every ISA tier:
+// with F32 KV the greedy ids are llama.cpp's reference ids, and F16 KV (the engine default,
+// the fp16-accumulator path) gives the same ids on every tier.
+TEST(NarrowHeads, Stories260KGreedyOnEveryIsa) {
+  TS_REQUIRE_SHARED(path, "models/stories260K/stories260K-f32.gguf");
+  TS_REQUIRE_SHARED(ref, "models/stories260K/expected/greedy_once_upon_a_time_n64.ids");
+  const auto expect = testing::read_ids(ref);
+  constexpr int kPrompt = 5;
+  ASSERT_GT(static_cast<int>(expect.size()), kPrompt);
+  const std::vector<int32_t> prompt(expect.begin(), expect.begin() + kPrompt), want(expect.begin() + kPrompt, expect.end());
+  std::vector<int32_t> first_f16;
+  ThreadPool pool(2);
+  for (tensor::Isa isa : host_isas()) {
+    IsaScope scope(isa);
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_EQ((*m)->config().head_dim, 8);
+    testing::SoloRunner f32(**m, KvType::kF32, 32);
+    EXPECT_EQ(f32.greedy(prompt, static_cast<int>(want.size()), &pool), want) << tensor::isa_name(isa);
+    testing::SoloRunner f16(**m, KvType::kF16, 32);
+    const auto got = f16.greedy(prompt, static_cast<int>(want.size()), &pool);
+    if (first_f16.empty()) {
+      first_f16 = got;
+    } else {
+      EXPECT_EQ(got, first_f16) << tensor::isa_name(isa);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, TiledAttention, ::testing::ValuesIn(host_isas()),
