@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -110,6 +111,42 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
       const float rb = k->online_f32(sc.data(), i0, i1, &fb, &gb, w2.data());
       ASSERT_TRUE(same_bits(ra, rb) && same_bits(fa, fb) && same_bits(ga, gb)) << k->name;
       for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i])) << k->name;
+    }
+  }
+}
+
+// The SIMD running max is a prefix scan: ties (equal scores, +0 against -0), -inf scores and a
+// NaN score (the serial fallback) must still give the scalar reference's values.
+TEST(AttentionKernels, OnlineSoftmaxScanKeepsTiesZerosAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || same_bits(a, b); };
+  for (const auto* k : simd_tables()) {
+    for (int variant = 0; variant < 5; ++variant) {
+      const int32_t nrows = 5;
+      std::vector<float> sc(static_cast<size_t>(nrows) * kKeyTile);
+      for (size_t i = 0; i < sc.size(); ++i) {
+        const int v = static_cast<int>(i * 7 % 5);  // few distinct values: many ties
+        sc[i] = v == 0 ? (i % 2 ? -0.f : 0.f) : (v == 4 ? -INFINITY : static_cast<float>(v) * 0.5f);
+      }
+      if (variant == 1) sc[2 * kKeyTile + 6] = nan;
+      if (variant == 2) std::fill(sc.begin(), sc.begin() + kKeyTile, -INFINITY);  // a row of -inf scores
+      if (variant == 4) {  // rows whose maximum is a tie: only zeros of both signs, or one repeated value
+        for (int32_t r = 0; r < 4; ++r)
+          for (int32_t i = 0; i < kKeyTile; ++i) sc[r * kKeyTile + i] = r == 3 ? 1.f : ((i + r) % 2 ? -0.f : 0.f);
+      }
+      const int32_t i0 = variant == 3 ? 5 : 0, i1 = variant == 3 ? 9 : kKeyTile;
+      std::vector<float> m0 = {-INFINITY, 0.f, -0.f, 0.5f, -INFINITY}, s0 = {0.f, 1.f, 2.f, 3.f, 0.f};
+      std::vector<float> w1(sc.size()), ms1(sc.size()), w2(sc.size()), ms2(sc.size());
+      std::vector<float> ma = m0, sa = s0, mb = m0, sb = s0;
+      attn::scalar_kernels().online_f16(sc.data(), nrows, i0, i1, ma.data(), sa.data(), w1.data(), ms1.data());
+      k->online_f16(sc.data(), nrows, i0, i1, mb.data(), sb.data(), w2.data(), ms2.data());
+      for (int32_t r = 0; r < nrows; ++r) {
+        ASSERT_TRUE(same(ma[r], mb[r]) && same(sa[r], sb[r]))
+            << k->name << " variant " << variant << " row " << r << ": m " << mb[r] << " vs " << ma[r];
+        for (int32_t i = i0; i < i1; ++i)
+          ASSERT_TRUE(same(w1[r * kKeyTile + i], w2[r * kKeyTile + i]) && same(ms1[r * kKeyTile + i], ms2[r * kKeyTile + i]))
+              << k->name << " variant " << variant << " row " << r << " key " << i;
+      }
     }
   }
 }
