@@ -64,7 +64,10 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 // feeds every thread); each item keeps the GQA group's query heads together and walks its keys
 // in tiles of 16 positions, each K/V tile converted from the cache once for all the item's
 // queries and heads (F16 and Q8_0 values are read straight from the pages into the tile), and
-// tiles past the item's last query (causal) or before its window are never read.
+// tiles past the item's last query (causal) or before its window are never read. Within a key
+// tile, the item's queries with the same key range (all of them off the causal diagonal) run
+// as one block of rows through the softmax and accumulate kernels, so their independent chains
+// overlap; heads narrower than a vector (stories260K's 8) are packed several rows to a vector.
 // Keys are also split into chunks of kKvChunk positions (fixed boundaries), each chunk its own
 // item, so one long sequence's decode step still feeds every thread; a query whose context
 // spans several chunks gets its chunks' (max, sum, accumulator) merged in chunk order.

@@ -51,6 +51,48 @@ inline __m256 load_i8(const int8_t* p) {
 #define TS_SUB _mm256_sub_ps
 // (a > b ? x : y) per lane, ordered compare (NaN: y), as the scalar "if (a > b)".
 inline __m256 vsel_gt(__m256 a, __m256 b, __m256 x, __m256 y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+// Running max of online_f16 without a serial chain: mp[i] = the reference's m before key i
+// (i0 <= i < i1; other lanes +inf) and the returned m after key i1 - 1, where each step is
+// m = (x > m ? x : m). That step is associative on non-NaN values (ties keep the earlier one,
+// as the serial form does), so a log-step prefix scan with _mm256_max_ps(later, earlier) gives
+// the same bits (two 8-lane scans, the high one continued from the low one's last lane).
+// Returns false (nothing written) when a score in range is NaN: the caller runs the serial loop.
+inline __m256 shift_lanes_up(__m256 v, int k, __m256 fill) {  // lane i <- lane i - k, fill below
+  const __m256i idx = _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(k));
+  const __m256 moved = _mm256_permutevar8x32_ps(v, _mm256_max_epi32(idx, _mm256_setzero_si256()));
+  return _mm256_blendv_ps(moved, fill, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setzero_si256(), idx)));
+}
+inline __m256 scan8(__m256 v, __m256 ninf) {
+  v = _mm256_max_ps(v, shift_lanes_up(v, 1, ninf));
+  v = _mm256_max_ps(v, shift_lanes_up(v, 2, ninf));
+  return _mm256_max_ps(v, shift_lanes_up(v, 4, ninf));
+}
+inline bool prefix_max_tile(const float* x, int32_t i0, int32_t i1, float m0, float* mp, float* m_out) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 ninf = _mm256_set1_ps(-INFINITY), pinf = _mm256_set1_ps(INFINITY), m0v = _mm256_set1_ps(m0);
+  __m256 in[2], xv[2];
+  int nan = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * h));
+    in[h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(i1), l),
+                                                 _mm256_cmpgt_epi32(l, _mm256_set1_epi32(i0 - 1))));
+    xv[h] = _mm256_blendv_ps(ninf, _mm256_loadu_ps(x + 8 * h), in[h]);
+    nan |= _mm256_movemask_ps(_mm256_and_ps(in[h], _mm256_cmp_ps(xv[h], xv[h], _CMP_UNORD_Q)));
+  }
+  if (nan != 0) return false;
+  const __m256 lo = scan8(xv[0], ninf);
+  const __m256 carry = _mm256_permutevar8x32_ps(lo, _mm256_set1_epi32(7));
+  const __m256 hi = _mm256_max_ps(scan8(xv[1], ninf), carry);
+  // Exclusive prefix: lane i <- inclusive lane i - 1 (lane 8 from the low half's last lane).
+  const __m256 ex_lo = shift_lanes_up(lo, 1, ninf), ex_hi = shift_lanes_up(hi, 1, carry);
+  _mm256_storeu_ps(mp, _mm256_blendv_ps(pinf, _mm256_max_ps(ex_lo, m0v), in[0]));
+  _mm256_storeu_ps(mp + 8, _mm256_blendv_ps(pinf, _mm256_max_ps(ex_hi, m0v), in[1]));
+  alignas(32) float inc[16];
+  _mm256_store_ps(inc, _mm256_max_ps(lo, m0v));
+  _mm256_store_ps(inc + 8, _mm256_max_ps(hi, m0v));
+  *m_out = inc[i1 - 1];
+  return true;
+}
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m256i
 inline __m256i vloadi(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

@@ -53,6 +53,30 @@ inline __m512 load_i8(const int8_t* p) {
 inline __m512 vsel_gt(__m512 a, __m512 b, __m512 x, __m512 y) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), y, x);
 }
+// Running max of online_f16 without a serial chain: mp[i] = the reference's m before key i
+// (i0 <= i < i1; other lanes +inf) and the returned m after key i1 - 1, where each step is
+// m = (x > m ? x : m). That step is associative on non-NaN values (ties keep the earlier one,
+// as the serial form does), so a log-step prefix scan with _mm512_max_ps(later, earlier) gives
+// the same bits. Returns false (nothing written) when a score in range is NaN: the caller
+// runs the serial loop then.
+inline bool prefix_max_tile(const float* x, int32_t i0, int32_t i1, float m0, float* mp, float* m_out) {
+  const __mmask16 in = static_cast<__mmask16>(((1u << i1) - 1) & ~((1u << i0) - 1));
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __m512 xv = _mm512_mask_loadu_ps(ninf, in, x);
+  if (_mm512_mask_cmp_ps_mask(in, xv, xv, _CMP_UNORD_Q) != 0) return false;
+  __m512 incl = xv;
+  incl = _mm512_max_ps(incl, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(incl), _mm512_castps_si512(ninf), 15)));
+  incl = _mm512_max_ps(incl, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(incl), _mm512_castps_si512(ninf), 14)));
+  incl = _mm512_max_ps(incl, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(incl), _mm512_castps_si512(ninf), 12)));
+  incl = _mm512_max_ps(incl, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(incl), _mm512_castps_si512(ninf), 8)));
+  const __m512 m0v = _mm512_set1_ps(m0);
+  const __m512 excl = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(incl), _mm512_castps_si512(ninf), 15));
+  _mm512_storeu_ps(mp, _mm512_mask_blend_ps(in, _mm512_set1_ps(INFINITY), _mm512_max_ps(excl, m0v)));
+  alignas(64) float inc[16];
+  _mm512_store_ps(inc, _mm512_max_ps(incl, m0v));
+  *m_out = inc[i1 - 1];
+  return true;
+}
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m512i
 inline __m512i vloadi(const int32_t* p) { return _mm512_loadu_si512(p); }

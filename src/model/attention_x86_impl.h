@@ -67,11 +67,13 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
     const float* scr = sc + r * kKeyTile;
     float* wr = w + r * kKeyTile;
     float* mr = ms + r * kKeyTile;
-    for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp + off, inf);  // lanes past the range: never "rescaled"
     float m = m_io[r];
-    for (int32_t i = i0; i < i1; ++i) {
-      mp[i] = m;
-      m = std::max(m, scr[i]);
+    if (!prefix_max_tile(scr, i0, i1, m, mp, &m)) {  // a NaN score: the serial chain
+      for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp + off, inf);  // lanes past the range: never "rescaled"
+      for (int32_t i = i0; i < i1; ++i) {
+        mp[i] = m;
+        m = std::max(m, scr[i]);
+      }
     }
     m_io[r] = m;
     for (int off = 0; off < kKeyTile; off += W) {

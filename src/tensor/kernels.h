@@ -172,7 +172,8 @@ struct KernelTable {
 const KernelTable& scalar_kernels();
 // Null when the build or the CPU lacks the ISA (callers check detected ISA first).
 const KernelTable* avx2_kernels();
-// The AVX2 table with AVX-VNNI (vpdpbusd on ymm) kernels where they exist (Q8_0_R16); needs
+// The AVX2 table with AVX-VNNI (vpdpbusd on ymm) kernels where they exist (Q8_0_R16,
+// Q4_0_R16); needs
 // AVX2 + FMA + F16C + AVX-VNNI.
 const KernelTable* avxvnni_kernels();
 const KernelTable* avx512_kernels();

@@ -40,6 +40,7 @@ void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
 void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
 void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_avx2(g); }
 void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
+void gemm_q4_0_r16_avxvnni(const GemmArgs& g) { gemm_q4_0_r16_vnni(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
@@ -86,6 +87,7 @@ const KernelTable* avxvnni_kernels() {
   static const KernelTable table = [] {
     KernelTable t = *avx2_kernels();
     t.gemm[static_cast<int>(Layout::kQ8_0_R16)] = gemm_q8_0_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kQ4_0_R16)] = gemm_q4_0_r16_avxvnni;
     return t;
   }();
   return &table;

@@ -1,5 +1,6 @@
 // AVX-VNNI kernels (vpdpbusd on ymm, VEX-encoded: Intel Alder Lake+ / Sierra Forest, AMD Zen 5)
-// for the avxvnni tier: the AVX2 tier's table with the layouts below replaced. Used only when
+// for the avxvnni tier: the AVX2 tier's table with the layouts below (Q8_0_R16, Q4_0_R16)
+// replaced. Used only when
 // CPUID reports AVX-VNNI (matrix.cc clamps a forced avxvnni tier to avx2 otherwise).
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace after
@@ -67,6 +68,65 @@ TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) {
       if (lane1 > 8) q8_0_r16_half_vnni<T>(g, grp, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
+  });
+}
+// ---- Q4_0_R16 (nibble - 8) x Q8_0 with vpdpbusd ----------------------------------------------
+
+// The AVX2 tile (q4_0_r16_tile_avx2) with each nibble plane's vpmaddubsw + int16 add replaced by
+// one vpdpbusd into int32; the block sum starts at -8 * sum(x) (stored nibbles are w + 8), so
+// the integer sums, and the results, are the AVX2 kernel's.
+template <int T>
+TS_AVXVNNI void q4_0_r16_tile_vnni(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
+                                   int64_t t0, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 256;
+    pf.step();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_set1_epi32(-8 * a.s8[(t0 + t) * nb + b]);
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m256i v = loadu256(vals + 64 * m + 32 * h);
+        const __m256i lo = _mm256_and_si256(v, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a.q8 + (t0 + t) * a.cols + b * 32;
+          isum[t] = _mm256_dpbusd_avx_epi32(isum[t], lo, bcast4(xq + 4 * m));
+          isum[t] = _mm256_dpbusd_avx_epi32(isum[t], hi, bcast4(xq + 16 + 4 * m));
+        }
+      }
+      const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), d, acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 #undef TS_AVXVNNI

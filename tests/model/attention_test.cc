@@ -4,14 +4,18 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "model/attention.h"
 #include "model/attention_kernels.h"
+#include "model/model.h"
+#include "model_test_util.h"
 #include "tensor/fp16.h"
 #include "tensor/matrix.h"
+#include "test_util.h"
 
 namespace ts::model {
 namespace {
@@ -107,6 +111,42 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
       const float rb = k->online_f32(sc.data(), i0, i1, &fb, &gb, w2.data());
       ASSERT_TRUE(same_bits(ra, rb) && same_bits(fa, fb) && same_bits(ga, gb)) << k->name;
       for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i])) << k->name;
+    }
+  }
+}
+
+// The SIMD running max is a prefix scan: ties (equal scores, +0 against -0), -inf scores and a
+// NaN score (the serial fallback) must still give the scalar reference's values.
+TEST(AttentionKernels, OnlineSoftmaxScanKeepsTiesZerosAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || same_bits(a, b); };
+  for (const auto* k : simd_tables()) {
+    for (int variant = 0; variant < 5; ++variant) {
+      const int32_t nrows = 5;
+      std::vector<float> sc(static_cast<size_t>(nrows) * kKeyTile);
+      for (size_t i = 0; i < sc.size(); ++i) {
+        const int v = static_cast<int>(i * 7 % 5);  // few distinct values: many ties
+        sc[i] = v == 0 ? (i % 2 ? -0.f : 0.f) : (v == 4 ? -INFINITY : static_cast<float>(v) * 0.5f);
+      }
+      if (variant == 1) sc[2 * kKeyTile + 6] = nan;
+      if (variant == 2) std::fill(sc.begin(), sc.begin() + kKeyTile, -INFINITY);  // a row of -inf scores
+      if (variant == 4) {  // rows whose maximum is a tie: only zeros of both signs, or one repeated value
+        for (int32_t r = 0; r < 4; ++r)
+          for (int32_t i = 0; i < kKeyTile; ++i) sc[r * kKeyTile + i] = r == 3 ? 1.f : ((i + r) % 2 ? -0.f : 0.f);
+      }
+      const int32_t i0 = variant == 3 ? 5 : 0, i1 = variant == 3 ? 9 : kKeyTile;
+      std::vector<float> m0 = {-INFINITY, 0.f, -0.f, 0.5f, -INFINITY}, s0 = {0.f, 1.f, 2.f, 3.f, 0.f};
+      std::vector<float> w1(sc.size()), ms1(sc.size()), w2(sc.size()), ms2(sc.size());
+      std::vector<float> ma = m0, sa = s0, mb = m0, sb = s0;
+      attn::scalar_kernels().online_f16(sc.data(), nrows, i0, i1, ma.data(), sa.data(), w1.data(), ms1.data());
+      k->online_f16(sc.data(), nrows, i0, i1, mb.data(), sb.data(), w2.data(), ms2.data());
+      for (int32_t r = 0; r < nrows; ++r) {
+        ASSERT_TRUE(same(ma[r], mb[r]) && same(sa[r], sb[r]))
+            << k->name << " variant " << variant << " row " << r << ": m " << mb[r] << " vs " << ma[r];
+        for (int32_t i = i0; i < i1; ++i)
+          ASSERT_TRUE(same(w1[r * kKeyTile + i], w2[r * kKeyTile + i]) && same(ms1[r * kKeyTile + i], ms2[r * kKeyTile + i]))
+              << k->name << " variant " << variant << " row " << r << " key " << i;
+      }
     }
   }
 }
@@ -361,6 +401,35 @@ TEST(TiledAttention, Q8KvCloseToF32Kv) {
   const double e = rel_err(ob, oa);
   EXPECT_LT(e, 0.05);
   EXPECT_GT(e, 0.0);  // it really is quantized
+}
+
+// stories260K end to end (head_dim 8: the packed narrow-head kernels) on every ISA tier:
+// with F32 KV the greedy ids are llama.cpp's reference ids, and F16 KV (the engine default,
+// the fp16-accumulator path) gives the same ids on every tier.
+TEST(NarrowHeads, Stories260KGreedyOnEveryIsa) {
+  TS_REQUIRE_SHARED(path, "models/stories260K/stories260K-f32.gguf");
+  TS_REQUIRE_SHARED(ref, "models/stories260K/expected/greedy_once_upon_a_time_n64.ids");
+  const auto expect = testing::read_ids(ref);
+  constexpr int kPrompt = 5;
+  ASSERT_GT(static_cast<int>(expect.size()), kPrompt);
+  const std::vector<int32_t> prompt(expect.begin(), expect.begin() + kPrompt), want(expect.begin() + kPrompt, expect.end());
+  std::vector<int32_t> first_f16;
+  ThreadPool pool(2);
+  for (tensor::Isa isa : host_isas()) {
+    IsaScope scope(isa);
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_EQ((*m)->config().head_dim, 8);
+    testing::SoloRunner f32(**m, KvType::kF32, 32);
+    EXPECT_EQ(f32.greedy(prompt, static_cast<int>(want.size()), &pool), want) << tensor::isa_name(isa);
+    testing::SoloRunner f16(**m, KvType::kF16, 32);
+    const auto got = f16.greedy(prompt, static_cast<int>(want.size()), &pool);
+    if (first_f16.empty()) {
+      first_f16 = got;
+    } else {
+      EXPECT_EQ(got, first_f16) << tensor::isa_name(isa);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, TiledAttention, ::testing::ValuesIn(host_isas()),

@@ -425,7 +425,7 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
 }
 
 // The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16
-// kernel gives the AVX2 kernel's bits (same integer block sums, same float steps) for 1..17
+// and Q4_0_R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
 // tokens and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
 TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   IsaGuard guard;
@@ -443,25 +443,28 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   EXPECT_EQ(r->isa, Isa::kAvxVnni);
   EXPECT_TRUE(r->warning.empty());
   const int64_t rows = 45, cols = 96;  // 3 blocks: an odd block count per pair record
-  const auto w = random_weights(DType::kQ8_0, rows, cols, 5u);
-  for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
-    const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 11u);
-    std::vector<float> y[2];
-    const Isa isas[2] = {Isa::kAvx2, Isa::kAvxVnni};
-    for (int k = 0; k < 2; ++k) {
-      set_isa(isas[k]);
-      ASSERT_EQ(active_isa(), isas[k]);
-      auto m = Matrix::create(DType::kQ8_0, w.data(), rows, cols);
-      ASSERT_TRUE(m.ok());
-      ASSERT_TRUE(m->repacked());
-      y[k].resize(static_cast<size_t>(n_tok * rows));
-      m->matmul(x.data(), n_tok, y[k].data(), nullptr);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    const auto w = random_weights(type, rows, cols, 5u);
+    for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
+      const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 11u);
+      std::vector<float> y[2];
+      const Isa isas[2] = {Isa::kAvx2, Isa::kAvxVnni};
+      for (int k = 0; k < 2; ++k) {
+        set_isa(isas[k]);
+        ASSERT_EQ(active_isa(), isas[k]);
+        auto m = Matrix::create(type, w.data(), rows, cols);
+        ASSERT_TRUE(m.ok());
+        ASSERT_TRUE(m->repacked());
+        y[k].resize(static_cast<size_t>(n_tok * rows));
+        m->matmul(x.data(), n_tok, y[k].data(), nullptr);
+      }
+      const std::string what = std::string(type_name(static_cast<uint32_t>(type))) + " n_tok " + std::to_string(n_tok);
+      ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << what;
+      // And the values are real: the reference agrees within the summation-order tolerance.
+      std::vector<double> ref, mag;
+      reference(type, w, rows, cols, x, n_tok, &ref, &mag);
+      for (size_t i = 0; i < y[1].size(); ++i) ASSERT_NEAR(y[1][i], ref[i], 2e-5 * mag[i] + 1e-6) << what;
     }
-    ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << "n_tok " << n_tok;
-    // And the values are real: the reference agrees within the summation-order tolerance.
-    std::vector<double> ref, mag;
-    reference(DType::kQ8_0, w, rows, cols, x, n_tok, &ref, &mag);
-    for (size_t i = 0; i < y[1].size(); ++i) ASSERT_NEAR(y[1][i], ref[i], 2e-5 * mag[i] + 1e-6) << "n_tok " << n_tok;
   }
 }
 
