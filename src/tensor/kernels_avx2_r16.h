@@ -531,7 +531,10 @@ inline void q8_0_r16_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, int
   for (int t = 0; t < T; ++t) out[t] = acc[t];
 }
 
-inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
+// The Q8_0_R16 driver over 16-row groups and token tiles of up to 4, with Half::run<T> doing one
+// 8-row half of a group (the AVX2 kernel above, or the AVX-VNNI one in kernels_avxvnni_r16.h).
+template <typename Half>
+inline void gemm_q8_0_r16_halves(const GemmArgs& g) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
@@ -542,12 +545,21 @@ inline void gemm_q8_0_r16_avx2(const GemmArgs& g) {
     for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) q8_0_r16_half_avx2<T>(g, grp, 0, t0, lo, pf);
-      if (lane1 > 8) q8_0_r16_half_avx2<T>(g, grp, 1, t0, hi, pf);
+      if (lane0 < 8) Half::template run<T>(g, grp, 0, t0, lo, pf);
+      if (lane1 > 8) Half::template run<T>(g, grp, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });
 }
+
+struct Q8_0R16HalfAvx2 {
+  template <int T>
+  static void run(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out, PrefetchSpread& pf) {
+    q8_0_r16_half_avx2<T>(g, grp, h, t0, out, pf);
+  }
+};
+
+inline void gemm_q8_0_r16_avx2(const GemmArgs& g) { gemm_q8_0_r16_halves<Q8_0R16HalfAvx2>(g); }
 
 // ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
 

@@ -53,23 +53,15 @@ TS_AVXVNNI void q8_0_r16_half_vnni(const GemmArgs& g, const uint8_t* grp, int h,
   for (int t = 0; t < T; ++t) out[t] = acc[t];
 }
 
-TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) {
-  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
-  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
-  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
-  const int64_t tiles = n_tok / 4 + (n_tok % 4 != 0);
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    const int halves = (lane0 < 8) + (lane1 > 8);
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, tiles * halves * nb);
-    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
-      __m256 lo[T], hi[T];
-      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) q8_0_r16_half_vnni<T>(g, grp, 0, t0, lo, pf);
-      if (lane1 > 8) q8_0_r16_half_vnni<T>(g, grp, 1, t0, hi, pf);
-      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
-    });
-  });
-}
+struct Q8_0R16HalfVnni {
+  template <int T>
+  TS_AVXVNNI static void run(const GemmArgs& g, const uint8_t* grp, int h, int64_t t0, __m256* out,
+                             PrefetchSpread& pf) {
+    q8_0_r16_half_vnni<T>(g, grp, h, t0, out, pf);
+  }
+};
+
+TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) { gemm_q8_0_r16_halves<Q8_0R16HalfVnni>(g); }
 // ---- Q4_0_R16 (nibble - 8) x Q8_0 with vpdpbusd ----------------------------------------------
 
 // The AVX2 tile (q4_0_r16_tile_avx2) with each nibble plane's vpmaddubsw + int16 add replaced by
