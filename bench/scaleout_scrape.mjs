@@ -36,13 +36,13 @@ async function replica(extra) {
 }
 
 const setups = { hints: [], 'no-hints': ['--no-sched-hints'] };
-const acc = Object.fromEntries(Object.keys(setups).map((k) => [k, { scrapes: [], waiting: [], off: [], on: [] }]));
+const acc = Object.fromEntries(Object.keys(setups).map((k) => [k, { scrapes: [], waiting: [], off: [], on: [], parts: [] }]));
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, extra] of Object.entries(setups)) {
       const rep = await replica(extra);
       try {
-        const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ });
+        const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ, pid: rep.proc.pid });
         for (const k of Object.keys(m)) acc[name][k].push(...m[k]);
       } finally {
         await rep.stop('SIGKILL');
@@ -58,4 +58,5 @@ for (const [name, m] of Object.entries(acc)) {
   const s = S.summary(m);
   console.log(`${name.padEnd(9)} scrape ms p50 ${s.p50.toFixed(2)} p99 ${s.p99.toFixed(2)} (n ${s.n}); decode tok/s off ${s.off.toFixed(0)} ` +
               `on ${s.on.toFixed(0)} drop ${s.drop.toFixed(1)} %`);
+  console.log(`${''.padEnd(9)} ${s.split}`);
 }

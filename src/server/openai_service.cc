@@ -624,6 +624,10 @@ void OpenAIService::handle_ready(const http::ExchangePtr& ex) {
 
 void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   if (!metrics_authorized(ex)) return;
+  // The render's own time goes out as a Server-Timing header (W3C), so a scraper can split its
+  // latency into the server's render and everything else (its own and the io thread's wait for a
+  // CPU, the loopback transfer): tests/scaleout/scrape_load.mjs records both (SCALEOUT.md §8.1).
+  const auto render_start = std::chrono::steady_clock::now();
   std::string m;
   if (opts_.metrics) {
     refresh_metrics();
@@ -702,6 +706,10 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = std::move(m);
+  char timing[48];
+  std::snprintf(timing, sizeof(timing), "render;dur=%.3f",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - render_start).count());
+  r.set_header("Server-Timing", timing);
   ex->respond(std::move(r));
 }
 

@@ -66,7 +66,7 @@ test(`20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens
     let undisturbed = 0, passed = false;
     for (let attempt = 1; attempt <= ATTEMPTS && !passed; attempt++) {
       const m0 = machineTicks(), r0 = processTicks(rep.proc.pid), self0 = processTicks(process.pid);
-      const s = summary(await measure({ url, model: modelName, runs: RUNS, tokens: TOKENS, requests: 8, hz: 20 }));
+      const s = summary(await measure({ url, model: modelName, runs: RUNS, tokens: TOKENS, requests: 8, hz: 20, pid: rep.proc.pid }));
       const m1 = machineTicks(), r1 = processTicks(rep.proc.pid), self1 = processTicks(process.pid);
       // Busy time of everything but the replica and this test, as a share of the machine.
       const foreign = m0 && m1 && m1.total > m0.total && Number.isFinite(r1 - r0) && Number.isFinite(self1 - self0)
@@ -78,6 +78,7 @@ test(`20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens
         `other processes ${foreign.toFixed(0)} % of the CPU${disturbed ? ' (disturbed)' : ''}; ` +
         `host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`;
       console.log(line);
+      console.log(`  scrape split (ms): ${s.split}`);
       seen.push(line);
       assert.ok(s.n >= 10 * RUNS, `too few scrapes (${s.n})`);  // the scraper really ran during the on runs
       assert.ok(s.maxWaiting >= 1, 'no request ever waited: not the intended load');  // 8 streams > 2 slots

@@ -13,6 +13,17 @@
 // needs root), to see how much of the latency is the scraping client's own wait for a CPU on a
 // host whose cores the replica keeps busy. Measured on a quiet 2-core host: N = -10 took the p50
 // from 3.2 to 2.0 ms, and the p99 stayed at 6-12 ms.
+//
+// Each scrape is also split (the `parts` of measure()'s result, one entry per scrape, ms):
+//   render  the replica's own render time (its Server-Timing header, handle_metrics)
+//   io_wait how long the replica's HTTP io threads (ts-http-io) sat runnable without a CPU while
+//           the scrape ran (the growth of their run_delay, /proc/PID/task/TID/schedstat; needs
+//           `pid`, Linux only, NaN otherwise)
+//   self_wait the same for the scraper thread itself (/proc/thread-self/schedstat)
+// so the tail can be attributed to the server's render, the server's wait for a CPU or the
+// client's own wait (what is left: loopback transfer, parsing, wake-ups). The parts are not
+// disjoint: the two waits can overlap in time and a render preempted mid-way holds io wait, so
+// `rest` (total minus the parts) can come out negative.
 import { Worker } from 'node:worker_threads';
 
 export const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
@@ -55,15 +66,30 @@ let on = false, quit = false;
 parentPort.on('message', (m) => { if (m === 'on') on = true; else if (m === 'off') on = false; else quit = true; });
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 if (workerData.nice !== undefined) require('node:os').setPriority(0, workerData.nice);  // this thread only (Linux)
+const fs = require('node:fs');
+// run_delay (ns waiting on a run queue, 2nd field of schedstat) of a thread, NaN if unreadable.
+const runDelayMs = (f) => { try { return Number(fs.readFileSync(f, 'utf8').split(' ')[1]) / 1e6; } catch { return NaN; } };
+let ioFiles = [];
+if (workerData.pid) {
+  try {
+    const dir = '/proc/' + workerData.pid + '/task';
+    ioFiles = fs.readdirSync(dir).filter((t) => { try { return fs.readFileSync(dir + '/' + t + '/comm', 'utf8').trim() === 'ts-http-io'; } catch { return false; } })
+      .map((t) => dir + '/' + t + '/schedstat');
+  } catch { ioFiles = []; }
+}
+const ioDelay = () => ioFiles.length ? ioFiles.reduce((a, f) => a + runDelayMs(f), 0) : NaN;
 async function scrape() {
+  const io0 = ioDelay(), self0 = runDelayMs('/proc/thread-self/schedstat');
   const t0 = performance.now();
   const r = await fetch(workerData.url + '/metrics', { signal: AbortSignal.timeout(5000) });
   const m = await r.text();
-  if (r.status !== 200 || !m.includes('tokenserve:num_requests_running')) throw new Error('bad scrape ' + r.status);
   const ms = performance.now() - t0;
+  const io_wait = ioDelay() - io0, self_wait = runDelayMs('/proc/thread-self/schedstat') - self0;
+  if (r.status !== 200 || !m.includes('tokenserve:num_requests_running')) throw new Error('bad scrape ' + r.status);
+  const st = /render;dur=([0-9.]+)/.exec(r.headers.get('server-timing') || '');
   let waiting = 0;  // summed over the per-tier series
   for (const w of m.matchAll(/^tokenserve:num_requests_waiting(?:\\{[^}]*\\})? (\\S+)$/gm)) waiting += Number(w[1]);
-  return { ms, waiting };
+  return { ms, waiting, part: { render: st ? Number(st[1]) : NaN, io_wait, self_wait } };
 }
 (async () => {
   for (let i = 0; i < 5; i++) await scrape();
@@ -72,23 +98,23 @@ async function scrape() {
   const deadline = Date.now() + workerData.maxMs;
   while (!quit && Date.now() < deadline) {
     if (!on) { await sleep(5); continue; }
-    const { ms, waiting } = await scrape();
-    parentPort.postMessage({ ms, waiting });
+    const { ms, waiting, part } = await scrape();
+    parentPort.postMessage({ ms, waiting, part });
     await sleep(Math.max(0, period - ms));
   }
   parentPort.postMessage({ done: true });
 })().catch((e) => parentPort.postMessage({ error: String(e) }));
 `;
 
-async function startScraper(url, hz, maxMs, sink, waitingSink) {
+async function startScraper(url, hz, maxMs, sink, waitingSink, partSink, pid) {
   const nice = process.env.SCRAPE_CLIENT_NICE !== undefined ? Number(process.env.SCRAPE_CLIENT_NICE) : undefined;
-  const w = new Worker(scraperSource, { eval: true, workerData: { url, hz, maxMs, nice } });
+  const w = new Worker(scraperSource, { eval: true, workerData: { url, hz, maxMs, nice, pid } });
   let error = null, readyResolve;
   const ready = new Promise((r) => { readyResolve = r; });
   const done = new Promise((resolve) => {
     w.on('message', (m) => {
       if (m.ready) readyResolve();
-      if (m.ms !== undefined) { sink.push(m.ms); waitingSink.push(m.waiting); }
+      if (m.ms !== undefined) { sink.push(m.ms); waitingSink.push(m.waiting); partSink.push(m.part); }
       if (m.error) error = m.error;
       if (m.done || m.error) { readyResolve(); resolve(); }
     });
@@ -110,10 +136,10 @@ async function startScraper(url, hz, maxMs, sink, waitingSink) {
   };
 }
 
-// runs: per mode; tokens: per stream; requests: concurrent streams.
-export async function measure({ url, model, runs = 3, tokens = 600, requests = 8, hz = 20 }) {
-  const scrapes = [], waiting = [], off = [], on = [];
-  const scraper = await startScraper(url, hz, 600000, scrapes, waiting);
+// runs: per mode; tokens: per stream; requests: concurrent streams; pid: the replica's (for io_wait).
+export async function measure({ url, model, runs = 3, tokens = 600, requests = 8, hz = 20, pid = 0 }) {
+  const scrapes = [], waiting = [], off = [], on = [], parts = [];
+  const scraper = await startScraper(url, hz, 600000, scrapes, waiting, parts, pid);
   try {
     await Promise.all(Array.from({ length: 2 }, () => stream(url, model, 32)));  // warm-up
     for (let run = 0; run < 2 * runs; run++) {
@@ -130,12 +156,27 @@ export async function measure({ url, model, runs = 3, tokens = 600, requests = 8
   } finally {
     await scraper.quit();
   }
-  return { scrapes, waiting, off, on };
+  return { scrapes, waiting, off, on, parts };
 }
 
 // The figures the test and the benchmark print.
 export function summary(m) {
   const drop = 100 * (median(m.off) - median(m.on)) / median(m.off);
   return { p50: pct(m.scrapes, 0.5), p99: pct(m.scrapes, 0.99), n: m.scrapes.length,
-    off: median(m.off), on: median(m.on), drop, maxWaiting: Math.max(...m.waiting) };
+    off: median(m.off), on: median(m.on), drop, maxWaiting: Math.max(...m.waiting), split: split(m) };
+}
+
+// Where the time of the slowest scrapes went: the mean of each part over the slowest 2 % (at
+// least one) next to the mean over all, as "total = render + io_wait + self_wait + rest" (ms).
+export function split(m) {
+  const idx = m.scrapes.map((ms, i) => i).sort((a, b) => m.scrapes[b] - m.scrapes[a]);
+  const mean = (ids, f) => ids.reduce((a, i) => a + f(i), 0) / Math.max(1, ids.length);
+  const line = (ids) => {
+    const t = mean(ids, (i) => m.scrapes[i]);
+    const r = mean(ids, (i) => m.parts[i].render), io = mean(ids, (i) => m.parts[i].io_wait), me = mean(ids, (i) => m.parts[i].self_wait);
+    const f = (x) => x.toFixed(2);
+    return `${f(t)} = render ${f(r)} + replica io wait ${f(io)} + scraper wait ${f(me)} + rest ${f(t - r - io - me)}`;
+  };
+  const tail = idx.slice(0, Math.max(1, Math.ceil(0.02 * idx.length)));
+  return `slowest 2 % (n ${tail.length}): ${line(tail)}; all: ${line(idx)}`;
 }
