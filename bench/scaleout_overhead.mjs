@@ -86,7 +86,10 @@ async function one(url, stream) {
     text += dec.decode(value, { stream: true });
     if (Number.isNaN(first) && text.includes('data: ')) first = performance.now() - t0;
   }
-  return { status: r.status, total: performance.now() - t0, first };
+  // The gateway's own account (its Server-Timing header; absent direct and from older builds).
+  const timing = {};
+  for (const m of (r.headers.get('server-timing') || '').matchAll(/(\w+);dur=([0-9.]+)/g)) timing[m[1]] = Number(m[2]);
+  return { status: r.status, total: performance.now() - t0, first, timing };
 }
 
 // CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere).
@@ -99,15 +102,20 @@ function cpuMs(pid) {
 
 // Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway]}.
 async function measure(up, gwUrls, stream) {
-  const direct = [], via = gwUrls.map(() => []);
+  const direct = [], via = gwUrls.map(() => []), timings = gwUrls.map(() => []);
   const deadline = Date.now() + 120000;
   for (let done = 0; done < REQ && Date.now() < deadline; done += BLOCK) {
     for (const [url, out] of [[up.url, direct], ...gwUrls.map((g, i) => [g, via[i]])]) {
       const res = await H.pool(BLOCK, C, () => one(url, stream));
-      for (const x of res) if (x.status === 200) out.push(stream ? x.first : x.total);
+      const gi = via.indexOf(out);
+      for (const x of res) {
+        if (x.status !== 200) continue;
+        out.push(stream ? x.first : x.total);
+        if (gi >= 0 && x.timing.upstream !== undefined) timings[gi].push(x.timing);
+      }
     }
   }
-  return { direct, via };
+  return { direct, via, timings };
 }
 
 console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
@@ -118,6 +126,7 @@ console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLO
 const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
 const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
   'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
+const splits = [];
 console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
@@ -137,7 +146,7 @@ for (const u of UPSTREAMS) {
       // Each gateway's CPU over the measurement (its idle /ready and /metrics polling included)
       // per request it proxied: the figure least disturbed by other load on the host.
       const cpu0 = gws.map((g) => cpuMs(g.proc.pid));
-      const { direct, via } = await measure(up, gws.map((g) => g.url), stream);
+      const { direct, via, timings } = await measure(up, gws.map((g) => g.url), stream);
       const cpu = gws.map((g, i) => (cpuMs(g.proc.pid) - cpu0[i]) * 1000 / Math.max(1, via[i].length));
       const f = (x) => x.toFixed(2);
       const d50 = pct(direct, 0.5), d99 = pct(direct, 0.99);
@@ -145,6 +154,9 @@ for (const u of UPSTREAMS) {
         const v50 = pct(v, 0.5), v99 = pct(v, 0.99);
         console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${GATEWAYS[i]} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
                     `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${cpu[i].toFixed(0)} us | ${direct.length}/${v.length} |`);
+        if (timings[i].length) splits.push(`${u} ${stream ? 'SSE' : 'JSON'} ${GATEWAYS[i]}: ` + ['queue', 'pre', 'upstream', 'post']
+          .map((k) => `${k} ${f(pct(timings[i].map((t) => t[k]), 0.5))}/${f(pct(timings[i].map((t) => t[k]), 0.99))}`).join(', ') +
+          ` (n ${timings[i].length})`);
       });
     }
   } finally {
@@ -153,4 +165,9 @@ for (const u of UPSTREAMS) {
   }
 }
 console.log('(ms; "added" = via gateway - direct at the same percentile)');
+// The gateway's Server-Timing parts, p50/p99 (ms): queue = io thread to worker hand-off, pre =
+// parse + admission + routing, upstream = its call (to the head for SSE), post = after the call
+// until the answer goes to the io thread. The client-observed time minus these is the io threads'
+// reading and writing plus the client's own share (its wait for a CPU included).
+if (splits.length) console.log('gateway Server-Timing p50/p99 (ms):\n  ' + splits.join('\n  '));
 H.stopAll();

@@ -78,7 +78,10 @@ void Proxy::handle_generate(const http::ExchangePtr& ex, bool chat) {
     ex->respond(std::move(r));
   };
   if (draining_.load()) return refuse(503, "The gateway is shutting down; retry on another instance.");
-  if (workers_->post([this, ex, chat, request_id]() mutable { run_generate(ex, chat, std::move(request_id)); })) return;
+  if (workers_->post([this, ex, chat, request_id, posted = std::chrono::steady_clock::now()]() mutable {
+        run_generate(ex, chat, std::move(request_id), posted);
+      }))
+    return;
   refuse(503, "The gateway has too many requests in flight; retry shortly.");
 }
 
@@ -183,8 +186,10 @@ void Proxy::audit(Gen& g) {
   opts_.audit->append(std::move(row));
 }
 
-void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id) {
+void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id,
+                         std::chrono::steady_clock::time_point posted) {
   Gen g;
+  g.posted = posted;
   g.ex = ex;
   ex->on_cancel([c = g.cancel] { c->store(true); });
   g.chat = chat;

@@ -143,7 +143,8 @@ class Proxy {
  private:
   struct Gen;  // proxy_request.h
   void handle_generate(const http::ExchangePtr& ex, bool chat);
-  void run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id);
+  void run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id,
+                    std::chrono::steady_clock::time_point posted);
   // Routing inputs from the pool, the TTFT window and the cooldowns.
   void fill_state(RouteInputs* in);
   TryResult try_local(Gen& g);

@@ -86,6 +86,10 @@ struct Proxy::Gen {
   bool chat = false;
   std::string request_id;
   std::chrono::steady_clock::time_point start;
+  // Where a proxied request's time goes (SCALEOUT.md §8.14), sent to the client as Server-Timing:
+  // posted = the io thread handed it to a worker, start (above) = the worker took it,
+  // upstream_start = the answering attempt's call began.
+  std::chrono::steady_clock::time_point posted, upstream_start;
   nlohmann::json body;
   std::string model;
   std::string prompt;          // the text the picker hashes

@@ -2,6 +2,7 @@
 // remotes, and the relay of an upstream's answer to the client (see proxy.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/log.h"
@@ -27,6 +28,21 @@ const char* failure_name(net::CallStage stage, const Status& st) {
     case net::CallStage::kSending: return "send_error";
     default: return "reset_before_head";
   }
+}
+
+// Server-Timing (W3C) for a proxied answer, ms: queue = the io thread's hand-off to a worker
+// until the worker ran it; pre = parsing, admission, routing and any failed attempts; upstream =
+// the answering call until `upstream_end` (its head for a stream, its whole body otherwise); post
+// = from then until this header is made (the answer is handed to the io thread right after).
+std::string server_timing(std::chrono::steady_clock::time_point posted, std::chrono::steady_clock::time_point start,
+                          std::chrono::steady_clock::time_point upstream_start,
+                          std::chrono::steady_clock::time_point upstream_end) {
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "queue;dur=%.3f, pre;dur=%.3f, upstream;dur=%.3f, post;dur=%.3f", ms(posted, start),
+                ms(start, upstream_start), ms(upstream_start, upstream_end),
+                ms(upstream_end, std::chrono::steady_clock::now()));
+  return buf;
 }
 
 }  // namespace
@@ -63,6 +79,7 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
   std::string content_type, body;
   bool first = true, client_gone = false, too_big = false;
   net::SseParser sse;
+  std::chrono::steady_clock::time_point head_at;
   net::CallStage stage = net::CallStage::kConnecting;
   opts.stage = &stage;
   opts.cancel = g.cancel.get();
@@ -78,11 +95,13 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
       for (const auto& x : g.admission->headers) out_headers.push_back(x);
     out_headers.emplace_back("x-request-id", g.request_id);
     out_headers.emplace_back("x-tokenserve-route", g.route_header(g.served_target));
+    head_at = std::chrono::steady_clock::now();
     content_type = hd.header("content-type");
     if (content_type.empty()) content_type = "application/json";
     std::string te = hd.header("transfer-encoding");
     for (char& c : te) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (te.find("chunked") != std::string::npos || content_type.starts_with("text/event-stream")) {
+      out_headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, head_at));
       g.ex->start_stream(hd.status, content_type, std::move(out_headers));
       g.status = hd.status;
       mode = Mode::kStreaming;
@@ -128,7 +147,9 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
   };
   const std::string session_key = url.origin() + "|" + opts.ca_file;
   std::unique_ptr<net::HttpSession> session = take_session(session_key);
+  g.upstream_start = std::chrono::steady_clock::now();
   auto r = session->stream(url, req, opts, h);
+  const auto upstream_end = std::chrono::steady_clock::now();
   give_session(session_key, std::move(session));  // an aborted transfer left no connection in it
   const Status st = r.ok() ? Status() : r.status();
   switch (mode) {
@@ -158,6 +179,7 @@ Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::Htt
       resp.status = head.status;
       resp.content_type = content_type;
       resp.headers = std::move(out_headers);
+      resp.headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, upstream_end));
       resp.body = std::move(body);
       count(label, resp.status);
       g.status = resp.status;

@@ -178,5 +178,9 @@ export function split(m) {
     return `${f(t)} = render ${f(r)} + replica io wait ${f(io)} + scraper wait ${f(me)} + rest ${f(t - r - io - me)}`;
   };
   const tail = idx.slice(0, Math.max(1, Math.ceil(0.02 * idx.length)));
-  return `slowest 2 % (n ${tail.length}): ${line(tail)}; all: ${line(idx)}`;
+  // The replica's share of each scrape (its render plus its io threads' run-queue wait), as its
+  // own distribution: what the scrape would cost a client that never waits for a CPU itself.
+  const server = m.parts.map((p) => p.render + p.io_wait).filter(Number.isFinite);
+  return `replica share (render + io wait) p50 ${pct(server, 0.5).toFixed(2)} p99 ${pct(server, 0.99).toFixed(2)}; ` +
+    `slowest 2 % (n ${tail.length}): ${line(tail)}; all: ${line(idx)}`;
 }
