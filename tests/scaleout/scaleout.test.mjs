@@ -29,6 +29,7 @@ test('replica contract: metrics, vllm twin, served-by, waiting under load', { sk
     for (const p of ['/health', '/ready', '/metrics', '/v1/models', '/no-such-route']) {
       const res = await fetch(r.url + p);
       assert.equal(res.headers.get('x-tokenserve-served-by'), 'solo', p);
+      if (p === '/metrics') assert.match(res.headers.get('server-timing') || '', /^render;dur=[0-9]+\.[0-9]{3}$/);
     }
     // 8 concurrent long requests with --max-seqs 2: waiting >= 1 seen within 1 s, then back to 0.
     const t0 = Date.now();
@@ -138,6 +139,11 @@ test('gateway spreads distinct prompts over all replicas', { skip, timeout: 6000
   assert.ok(x.headers.get('x-request-id'));
   assert.match(x.headers.get('x-tokenserve-route'), /^rule=builtin; target=local:r[123]; reason=/);
   assert.match(x.headers.get('x-gateway-destination-endpoint-served'), /^127\.0\.0\.1:\d+$/);
+  // The gateway's own account of where the time went (bench/scaleout_overhead.mjs reads it).
+  const st = x.headers.get('server-timing') || '';
+  assert.match(st, /^queue;dur=[0-9.]+, pre;dur=[0-9.]+, upstream;dur=[0-9.]+, post;dur=[0-9.]+$/, st);
+  const part = Object.fromEntries([...st.matchAll(/(\w+);dur=([0-9.]+)/g)].map((m) => [m[1], Number(m[2])]));
+  assert.ok(part.upstream > 0 && part.upstream < 30000, st);  // a real upstream call took some time
   const models = await (await fetch(`${gw.url}/v1/models`)).json();
   assert.equal(models.data[0].id, modelName);
   const decisions = await (await fetch(`${gw.url}/router/decisions`)).json();
