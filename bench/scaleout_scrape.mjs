@@ -13,7 +13,9 @@
 // Env: TOKENSERVE_BIN (default build/tokenserve), ROUNDS (3), RUNS (4 per mode and round),
 //      TOKENS (400 per stream), REQUESTS (8), HZ (20), THREADS ("" = default, all cores).
 // Bounded: fixed counts; loopback only; every replica is killed on exit.
+import fs from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -35,13 +37,29 @@ async function replica(extra) {
   return Object.assign(h, { url });
 }
 
-const setups = { hints: [], 'no-hints': ['--no-sched-hints'] };
+// SETUPS picks which (space-separated; default "hints no-hints"). "idle-compute" is an
+// experiment, not a serve option: the default replica, then every thread but its HTTP io threads
+// moved to SCHED_IDLE with chrt(1) (threads they start later inherit it), so any runnable
+// normal thread (the io threads, the scraper, the stream client) preempts compute at once.
+const allSetups = { hints: [], 'no-hints': ['--no-sched-hints'], 'idle-compute': [] };
+const setups = Object.fromEntries((process.env.SETUPS || 'hints no-hints').split(/\s+/).filter(Boolean).map((k) => [k, allSetups[k]]));
+function idleCompute(pid) {
+  const dir = `/proc/${pid}/task`;
+  let n = 0;
+  for (const t of fs.readdirSync(dir)) {
+    if (fs.readFileSync(`${dir}/${t}/comm`, 'utf8').trim() === 'ts-http-io') continue;
+    execFileSync('chrt', ['-i', '-p', '0', t]);
+    n++;
+  }
+  return n;
+}
 const acc = Object.fromEntries(Object.keys(setups).map((k) => [k, { scrapes: [], waiting: [], off: [], on: [], parts: [] }]));
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, extra] of Object.entries(setups)) {
       const rep = await replica(extra);
       try {
+        if (name === 'idle-compute') idleCompute(rep.proc.pid);
         const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ, pid: rep.proc.pid });
         for (const k of Object.keys(m)) acc[name][k].push(...m[k]);
       } finally {
