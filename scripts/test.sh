@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test tier: Release unit + golden + integration tests (ctest, including the Node
 # openai-client and headless-Chromium dashboard tests against the real server, and PostgreSQL /
-# Redis gateway tests), the ASan+UBSan build of the unit tests, and bounded libFuzzer runs.
+# Redis gateway tests), then one clang ASan+UBSan tree that runs the unit tests and builds the
+# libFuzzer targets for bounded fuzzing runs.
 # Installs what it needs first (scripts/setup.sh, test-only Debian and npm packages).
 # Shared test data is found at ../shared or $TOKENSERVE_SHARED.
 set -euo pipefail
@@ -10,8 +11,11 @@ ROOT=$(pwd)
 JOBS=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 SUMMARY=$(mktemp)
+T0=$(date +%s); TP=$T0
+phase() { local t; t=$(date +%s); echo "-- time: $1 $((t - TP)) s (total $((t - T0)) s)"; TP=$t; }
 
 scripts/setup.sh
+phase "setup + Release build"
 
 # Test-only packages: a browser for the dashboard test, Node for the openai client tests,
 # PostgreSQL and Redis servers for the gateway tests; openssl (https remotes) and iproute2
@@ -38,33 +42,40 @@ done
 echo "== Test services (PostgreSQL, Redis) =="
 services=$(scripts/start_test_services.sh)
 eval "$services"
+phase "test packages + services"
 trap 'scripts/stop_test_services.sh "$TOKENSERVE_TEST_SERVICES_DIR" >/dev/null 2>&1 || true; rm -f "$SUMMARY"' EXIT
 
 echo "== Release tests =="
 ctest --test-dir build --output-on-failure -j"$JOBS" --timeout 900 2>&1 | tee -a "$SUMMARY"
+phase "Release tests"
 
-echo "== ASan + UBSan unit tests =="
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON -DTS_UNIT_ONLY=ON \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" >/dev/null
+echo "== ASan + UBSan unit tests (clang; the same tree builds the fuzz targets) =="
+# A tree configured by an older version of this script with gcc is started afresh.
+if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' build-asan/CMakeCache.txt; then
+  rm -rf build-asan
+fi
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTS_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" >/dev/null
 ninja -C build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TS_SANITIZER_BUILD=1 \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS" --timeout 900 2>&1 | tee -a "$SUMMARY"
+phase "ASan + UBSan"
 
 echo "== Fuzz (libFuzzer, ${FUZZ_SECONDS}s per target) =="
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DTS_FUZZ=ON >/dev/null
 fuzzers=$(cd fuzz && ls *_fuzz.cc | sed 's/\.cc$//')
-ninja -C build-fuzz -j"$JOBS" $fuzzers
 fuzz_ok=0
 for f in $fuzzers; do
-  corpus=build-fuzz/corpus-$f
+  corpus=build-asan/corpus-$f
   mkdir -p "$corpus"
   [ -d "fuzz/seeds/$f" ] && cp -n fuzz/seeds/"$f"/* "$corpus"/ 2>/dev/null || true
   echo "-- $f"
-  build-fuzz/fuzz/$f "$corpus" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -max_len=65536 \
-    -timeout=10 -print_final_stats=1 >build-fuzz/$f.log 2>&1 || { tail -n 40 build-fuzz/$f.log; exit 1; }
-  grep -E 'stat::number_of_executed_units' build-fuzz/$f.log || true
+  build-asan/fuzz/$f "$corpus" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -max_len=65536 \
+    -timeout=10 -print_final_stats=1 >build-asan/$f.log 2>&1 || { tail -n 40 build-asan/$f.log; exit 1; }
+  grep -E 'stat::number_of_executed_units' build-asan/$f.log || true
   fuzz_ok=$((fuzz_ok + 1))
 done
+
+phase "fuzz"
 
 # One closing line over every tier (ctest counts + fuzz targets).
 passed=$(grep -Eo 'tests passed, [0-9]+ tests failed out of [0-9]+' "$SUMMARY" | awk '{t+=$8; f+=$4} END {print t-f}')

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -169,9 +170,8 @@ TEST(VocabFiles, LargeVocabLoadsFast) {
   EXPECT_EQ((*tok)->n_vocab(), 151936);
   const double ms = std::chrono::duration<double, std::milli>(dt).count();
   std::printf("qwen2 tokenizer build: %.1f ms\n", ms);
-#if !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(ms, 1000.0);
-#endif
+  // The bound is for optimised builds; sanitized ones (gcc and clang, see scripts/test.sh) skip it.
+  if (std::getenv("TS_SANITIZER_BUILD") == nullptr) EXPECT_LT(ms, 1000.0);
 }
 
 }  // namespace
