@@ -171,7 +171,9 @@ TEST(VocabFiles, LargeVocabLoadsFast) {
   const double ms = std::chrono::duration<double, std::milli>(dt).count();
   std::printf("qwen2 tokenizer build: %.1f ms\n", ms);
   // The bound is for optimised builds; sanitized ones (gcc and clang, see scripts/test.sh) skip it.
-  if (std::getenv("TS_SANITIZER_BUILD") == nullptr) EXPECT_LT(ms, 1000.0);
+  if (std::getenv("TS_SANITIZER_BUILD") == nullptr) {
+    EXPECT_LT(ms, 1000.0);
+  }
 }
 
 }  // namespace
