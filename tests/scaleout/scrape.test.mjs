@@ -41,8 +41,8 @@ const P99_MS = 5, MAX_DROP_PCT = 5;
 // The p99 < 5 ms half of the clause is NOT met reliably on the 2-core hosts measured so far
 // (Zen 4, session 7, with the lean clients; bench runs of ~75-130 scrapes, test attempts of ~80-120):
 //   every core busy  bench p99 6.3-7.3 ms, test attempts 5.5-17.2 ms (none of 9 under 5 ms);
-//   --threads 1      bench p99 4.9-7.6 ms (one 53 ms outlier), test attempts 4.0-5.8 ms (about
-//                    half under 5 ms: with the repeat policy it would pass most runs, not all).
+//   --threads 1      bench p99 4.9-7.6 ms (one 53 ms outlier), test attempts 4.0-5.8 ms (2 of
+//                    5 under 5 ms: with the repeat policy it would pass most runs, not all).
 // The slowest 2 % are mostly the scraper's own wait for a CPU (3-5.5 ms: it shares the cores
 // with the load generator and the compute thread), then the replica's io-thread wait (1-3 ms);
 // the render is 0.15 ms. So p99 is asserted only with SCRAPE_ASSERT_P99=1 (the way to check a
