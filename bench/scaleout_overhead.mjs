@@ -16,6 +16,12 @@
 // Usage: TOKENSERVE_SHARED=/work/shared node bench/scaleout_overhead.mjs
 // Env: TOKENSERVE_BIN (default build/tokenserve), CONCURRENCY (8), REQUESTS (400 per path and
 //      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica").
+// Reading the c=8 figure (measured on the 2-core Zen 4 host, session 7): client, gateway and
+// upstream form a closed loop on two shared cores that is CPU-bound at c=8, so by Little's law
+// the added p50 is about C x (gateway CPU per request) / 2 cores: 8 x 338/375/400 us / 2 =
+// 1.35/1.50/1.60 ms predicted vs 1.25/1.51/1.69 ms measured (replica upstream, 1-token JSON).
+// p50 < 1 ms at c=8 therefore needs the gateway below ~250 us CPU per request (it is 300-400 us:
+// worker threads ~59 %, io thread ~20 %, ledger + audit writer threads ~21 % of it; kernel ~45 %).
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';

@@ -1,8 +1,14 @@
 // SCALEOUT.md §8 item 1, the scrape clause, as a bounded timed test: a real replica with
-// --max-seqs 2 and its default compute threads (every core busy) serving 8 concurrent long
-// streams, scraped at 20 Hz like an endpoint picker does: the scrape latency p99 must be (asserted only
-// with SCRAPE_ASSERT_P99=1, see P99_MS) < 5 ms and decode tokens/s may drop at most 5 % with scraping on vs off (runs alternate off /
-// on; medians of the runs; tests/scaleout/scrape_load.mjs has the workload).
+// --max-seqs 2 serving 8 concurrent long streams, scraped at 20 Hz like an endpoint picker does:
+// the scrape latency p99 must be < 5 ms (asserted only with SCRAPE_ASSERT_P99=1, see P99_MS)
+// and decode tokens/s may drop at most 5 % with scraping on vs off (runs alternate off / on;
+// medians of the runs; tests/scaleout/scrape_load.mjs has the workload and its lean node:http
+// clients). Two configurations, each its own test and both always printed:
+//   every core busy  the replica's default compute threads (both cores compute);
+//   --threads 1      SCALEOUT.md §6.4's harness replica (a core left for io and the scraper, as
+//                    a pod with a CPU limit and a remote scraper would have).
+// Neither meets p99 < 5 ms reliably on the 2-core host (see ASSERT_P99), so p99 is asserted in
+// neither by default; the drop clause is asserted in both.
 //
 // Repeat policy (a 2-core host: the clause is about this replica's own load, not about other
 // builds or benchmarks on the machine): up to ATTEMPTS measurements, each complete on its own
@@ -14,9 +20,9 @@
 // and is skipped, with the foreign shares, when every attempt was disturbed. ctest runs it
 // RUN_SERIAL, so under ctest only processes outside the suite can disturb it.
 // bench/scaleout_scrape.mjs is the longer benchmark of the same workload.
-// Env: SCRAPE_ATTEMPTS (4), SCRAPE_RUNS (4 per mode), SCRAPE_TOKENS (400 per stream),
+// Env: SCRAPE_ATTEMPTS (4), SCRAPE_RUNS (4 per mode), SCRAPE_TOKENS (800 per stream: with the lean clients a run of 8 x 400 tokens took ~0.45 s, too few scrapes),
 //      FOREIGN_MAX_PCT (20).
-// Bounded: fixed counts and a 280 s test timeout; loopback only; the replica is killed in `after`.
+// Bounded: fixed counts and a 140 s timeout per test; loopback only; the replica is killed in `after`.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -29,12 +35,18 @@ const skip = !haveShared && 'shared models not found (set TOKENSERVE_SHARED)';
 after(stopAll);
 
 const ATTEMPTS = Number(process.env.SCRAPE_ATTEMPTS || 4), RUNS = Number(process.env.SCRAPE_RUNS || 4);
-const TOKENS = Number(process.env.SCRAPE_TOKENS || 400);
+const TOKENS = Number(process.env.SCRAPE_TOKENS || 800);
 const FOREIGN_MAX_PCT = Number(process.env.FOREIGN_MAX_PCT || 20);
 const P99_MS = 5, MAX_DROP_PCT = 5;
-// The p99 < 5 ms half of the clause is NOT met on the 2-core hosts measured so far (p50 2.5-3.5 ms,
-// p99 6.7-18 ms with every core busy; 0.5 ms idle): it is asserted only with SCRAPE_ASSERT_P99=1
-// (the way to check a fix), and issue #14 stays open for it. The drop clause is always asserted.
+// The p99 < 5 ms half of the clause is NOT met reliably on the 2-core hosts measured so far
+// (Zen 4, session 7, with the lean clients; bench runs of ~75-130 scrapes, test attempts of ~80-120):
+//   every core busy  bench p99 6.3-7.3 ms, test attempts 5.5-17.2 ms (none of 9 under 5 ms);
+//   --threads 1      bench p99 4.9-7.6 ms (one 53 ms outlier), test attempts 4.0-5.8 ms (2 of
+//                    5 under 5 ms: with the repeat policy it would pass most runs, not all).
+// The slowest 2 % are mostly the scraper's own wait for a CPU (3-5.5 ms: it shares the cores
+// with the load generator and the compute thread), then the replica's io-thread wait (1-3 ms);
+// the render is 0.15 ms. So p99 is asserted only with SCRAPE_ASSERT_P99=1 (the way to check a
+// fix), and issue #14 stays open for it.
 const ASSERT_P99 = process.env.SCRAPE_ASSERT_P99 === '1';
 
 // CPU ticks (USER_HZ) of the whole machine from /proc/stat: busy = user + nice + system + steal
@@ -55,11 +67,11 @@ function processTicks(pid) {
   } catch { return NaN; }
 }
 
-test(`20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens/s drop <= 5 %${ASSERT_P99 ? ', p99 < 5 ms' : ' (p99 printed, not asserted)'}`, { skip, timeout: 280000 }, async (t) => {
+async function clause(t, name, threads) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const rep = launch(['serve', '-m', modelPath, '--host', '127.0.0.1', '--port', String(port), '--no-auth',
-    '--replica-id', 'scrape', '--max-seqs', '2', '--ledger', path.join(tmp, 'scrape.db')], `${url}/ready`);
+    '--replica-id', 'scrape', '--max-seqs', '2', '--ledger', path.join(tmp, `scrape-${port}.db`), ...threads], `${url}/ready`);
   await rep.ready;
   try {
     const seen = [];
@@ -73,7 +85,7 @@ test(`20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens
         ? Math.max(0, 100 * ((m1.busy - m0.busy) - (r1 - r0) - (self1 - self0)) / (m1.total - m0.total)) : 0;
       const disturbed = foreign > FOREIGN_MAX_PCT;
       if (!disturbed) undisturbed++;
-      const line = `attempt ${attempt}: scrape p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms (n ${s.n}); ` +
+      const line = `${name} attempt ${attempt}: scrape p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms (n ${s.n}); ` +
         `decode tok/s off ${s.off.toFixed(0)} on ${s.on.toFixed(0)} (drop ${s.drop.toFixed(1)} %); ` +
         `other processes ${foreign.toFixed(0)} % of the CPU${disturbed ? ' (disturbed)' : ''}; ` +
         `host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`;
@@ -94,4 +106,16 @@ test(`20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens
   } finally {
     await rep.stop('SIGKILL');
   }
+}
+
+// Every core busy (the replica's default compute threads): printed; p99 asserted only with
+// SCRAPE_ASSERT_P99=1 (see ASSERT_P99).
+test(`every core busy: 20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens/s drop <= 5 %${ASSERT_P99 ? ', p99 < 5 ms' : ' (p99 printed, not asserted)'}`, { skip, timeout: 140000 }, async (t) => {
+  await clause(t, 'every core busy', []);
+});
+
+// SCALEOUT.md §6.4's harness replica (--threads 1: a core left for io and the scraper): the
+// same clause, the same assertion policy (see ASSERT_P99 for why p99 is not asserted by default).
+test(`--threads 1: 20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens/s drop <= 5 %${ASSERT_P99 ? ', p99 < 5 ms' : ' (p99 printed, not asserted)'}`, { skip, timeout: 140000 }, async (t) => {
+  await clause(t, '--threads 1', ['--threads', '1']);
 });

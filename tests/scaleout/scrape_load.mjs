@@ -24,37 +24,46 @@
 // client's own wait (what is left: loopback transfer, parsing, wake-ups). The parts are not
 // disjoint: the two waits can overlap in time and a render preempted mid-way holds io wait, so
 // `rest` (total minus the parts) can come out negative.
+import http from 'node:http';
 import { Worker } from 'node:worker_threads';
 
 export const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 export const median = (xs) => pct(xs, 0.5);
 
 // One stream of `tokens` tokens; resolves to the completion tokens its usage reports (events
-// may carry several tokens when the client reads late).
-async function stream(url, model, tokens) {
-  const r = await fetch(`${url}/v1/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, prompt: 'Once upon a time', max_tokens: tokens, ignore_eos: true, stream: true,
-      stream_options: { include_usage: true } }),
-    signal: AbortSignal.timeout(120000),
+// may carry several tokens when the client reads late). node:http with a keep-alive agent, not
+// fetch: this load generator shares the host's two cores with the replica and the scraper, and
+// fetch's web streams cost it several times the CPU per event (a remote client's cost is not the
+// replica's). Only the tail of the body is kept: the usage event is the last data event.
+const streamAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+function stream(url, model, tokens) {
+  const body = JSON.stringify({ model, prompt: 'Once upon a time', max_tokens: tokens, ignore_eos: true, stream: true,
+    stream_options: { include_usage: true } });
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}/v1/completions`, {
+      method: 'POST', agent: streamAgent, timeout: 120000,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.setEncoding('utf8');
+      let tail = '', all = res.statusCode === 200 ? null : '';
+      res.on('data', (d) => {
+        if (all !== null) { all += d; return; }
+        tail = (tail + d).slice(-8192);
+      });
+      res.on('end', () => {
+        if (all !== null) return reject(new Error(`stream answered ${res.statusCode}: ${all}`));
+        const at = tail.lastIndexOf('"usage"');
+        const start = tail.lastIndexOf('data: {', at);
+        if (at < 0 || start < 0) return resolve(0);
+        const u = JSON.parse(tail.slice(start + 6, tail.indexOf('\n', start))).usage;
+        resolve(u ? u.completion_tokens : 0);
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('stream timed out')));
+    req.on('error', reject);
+    req.end(body);
   });
-  if (r.status !== 200) throw new Error(`stream answered ${r.status}: ${await r.text()}`);
-  const reader = r.body.getReader();
-  const dec = new TextDecoder();
-  let used = 0, text = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += dec.decode(value, { stream: true });
-    const parts = text.split('\n\n');
-    text = parts.pop();
-    for (const p of parts) {
-      if (!p.startsWith('data: {') || !p.includes('"usage"')) continue;
-      const u = JSON.parse(p.slice(6)).usage;
-      if (u) used = u.completion_tokens;
-    }
-  }
-  return used;
 }
 
 // The scraper thread: warms up (its first fetch sets up the HTTP client: not a scrape cost),
@@ -78,15 +87,30 @@ if (workerData.pid) {
   } catch { ioFiles = []; }
 }
 const ioDelay = () => ioFiles.length ? ioFiles.reduce((a, f) => a + runDelayMs(f), 0) : NaN;
+// GET /metrics on a kept-alive connection with node:http (a lean client, as Prometheus' or an
+// endpoint picker's Go client is; fetch's own CPU per call would be timed as scrape latency).
+const http = require('node:http');
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+const get = (url) => new Promise((resolve, reject) => {
+  const req = http.get(url, { agent, timeout: 5000 }, (res) => {
+    res.setEncoding('utf8');
+    let text = '';
+    res.on('data', (d) => { text += d; });
+    res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+    res.on('error', reject);
+  });
+  req.on('timeout', () => req.destroy(new Error('scrape timed out')));
+  req.on('error', reject);
+});
 async function scrape() {
   const io0 = ioDelay(), self0 = runDelayMs('/proc/thread-self/schedstat');
   const t0 = performance.now();
-  const r = await fetch(workerData.url + '/metrics', { signal: AbortSignal.timeout(5000) });
-  const m = await r.text();
+  const r = await get(workerData.url + '/metrics');
+  const m = r.text;
   const ms = performance.now() - t0;
   const io_wait = ioDelay() - io0, self_wait = runDelayMs('/proc/thread-self/schedstat') - self0;
   if (r.status !== 200 || !m.includes('tokenserve:num_requests_running')) throw new Error('bad scrape ' + r.status);
-  const st = /render;dur=([0-9.]+)/.exec(r.headers.get('server-timing') || '');
+  const st = /render;dur=([0-9.]+)/.exec(r.headers['server-timing'] || '');
   let waiting = 0;  // summed over the per-tier series
   for (const w of m.matchAll(/^tokenserve:num_requests_waiting(?:\\{[^}]*\\})? (\\S+)$/gm)) waiting += Number(w[1]);
   return { ms, waiting, part: { render: st ? Number(st[1]) : NaN, io_wait, self_wait } };
