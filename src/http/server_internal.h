@@ -252,45 +252,15 @@ class ExchangeImpl : public Exchange {
     });
   }
 
-  // Coalescing: while an earlier write's handler is still queued on the strand (the io thread
-  // has not run it yet: it is busy or waiting for a CPU), later data is appended to that
-  // handler's buffer instead of posting (and waking the io thread) once per event. Nothing is
-  // held back: the queued handler takes everything appended until it runs, and a write after
-  // it ran posts again at once. Order is kept (one buffer, strand FIFO; finish() posts after
-  // the handler that carries the last data). The data then goes out as one chunk.
   bool write(std::string data) override {
-    std::shared_ptr<PendingWrite> pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!streaming_ || finished_ || cancelled_) return false;
-      if (!pending_) pending_ = std::make_shared<PendingWrite>();
-      pending = pending_;
-    }
-    {
-      std::lock_guard<std::mutex> lock(pending->mu);
-      if (pending->queued) {
-        pending->data += data;
-        return true;
-      }
-      pending->data = std::move(data);
-      pending->queued = true;
     }
     auto conn = conn_;
-    bool posted = conn->server().post(conn->strand(), [conn, id = id_, pending]() mutable {
-      std::string d;
-      {
-        std::lock_guard<std::mutex> lock(pending->mu);
-        d.swap(pending->data);
-        pending->queued = false;
-      }
+    return conn->server().post(conn->strand(), [conn, id = id_, d = std::move(data)]() mutable {
       conn->queue_chunk(id, std::move(d));
     });
-    if (!posted) {
-      std::lock_guard<std::mutex> lock(pending->mu);
-      pending->data.clear();
-      pending->queued = false;
-    }
-    return posted;
   }
 
   void finish() override {
@@ -338,13 +308,6 @@ class ExchangeImpl : public Exchange {
   mutable std::mutex mu_;
   bool started_ = false, streaming_ = false, finished_ = false, cancelled_ = false;
   std::function<void()> on_cancel_;
-  // Stream data waiting for its queued strand handler (see write()); shared with that handler.
-  struct PendingWrite {
-    std::mutex mu;
-    std::string data;     // appended by write() until the handler takes it
-    bool queued = false;  // a handler that will take `data` is on the strand
-  };
-  std::shared_ptr<PendingWrite> pending_;  // created by the first write(); under mu_
 };
 
 }  // namespace ts::http
