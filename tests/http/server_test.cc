@@ -341,6 +341,42 @@ TEST_F(ServerTest, StreamsChunksPushedFromAnotherThread) {
   EXPECT_EQ(r->body, "hello");
 }
 
+// Writes pushed from another thread faster than the io thread sends them: every byte arrives
+// once and in order, however the server groups them into chunks, and a write after finish() is
+// refused.
+TEST_F(ServerTest, BurstOfStreamWritesArrivesCompleteAndInOrder) {
+  start();
+  Client c = connect();
+  ASSERT_TRUE(c.send_request("POST", "/park", "{}").ok());
+  ExchangePtr ex = parking_.wait_one();
+  ASSERT_NE(ex, nullptr);
+  constexpr int kWrites = 5000;
+  std::string expected;
+  for (int i = 0; i < kWrites; ++i) expected += "data: " + std::to_string(i) + "\n\n";
+  std::thread producer([ex] {
+    ex->start_stream(200, "text/event-stream");
+    for (int i = 0; i < kWrites; ++i) EXPECT_TRUE(ex->write("data: " + std::to_string(i) + "\n\n"));
+    ex->finish();
+    EXPECT_FALSE(ex->write("late"));
+  });
+  auto head = c.read_head();
+  ASSERT_TRUE(head.ok());
+  EXPECT_TRUE(head->chunked);
+  std::string all;
+  int num_chunks = 0;
+  while (true) {
+    auto chunk = c.read_chunk();
+    ASSERT_TRUE(chunk.ok()) << chunk.status().to_string();
+    if (chunk->empty()) break;
+    all += *chunk;
+    ++num_chunks;
+  }
+  producer.join();
+  EXPECT_EQ(all, expected);
+  EXPECT_LE(num_chunks, kWrites);
+  EXPECT_FALSE(ex->cancelled());
+}
+
 TEST_F(ServerTest, DisconnectMidStreamCancelsWithinMilliseconds) {
   start();
   Client c = connect();
