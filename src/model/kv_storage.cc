@@ -1,5 +1,7 @@
 #include "model/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <new>
 
@@ -245,19 +247,27 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
   size_t scales = type == KvType::kQ8_0
                       ? 2ull * slots * num_blocks * cfg.n_head_kv * block_size * sizeof(float)
                       : 0;
-  try {
-    s.data_.assign(values + scales, 0);
-  } catch (const std::bad_alloc&) {
+  s.bytes_ = values + scales;
+  void* p = mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    s.bytes_ = 0;
     return resource_exhausted("cannot allocate " + std::to_string(values + scales) + " bytes of KV cache");
   }
+  // Advisory: where THP is off, or for a cache under one huge page, 4 KiB pages are used.
+  if (s.bytes_ >= (size_t{2} << 20)) madvise(p, s.bytes_, MADV_HUGEPAGE);
+  s.mem_ = std::unique_ptr<uint8_t[], KvUnmap>(static_cast<uint8_t*>(p), KvUnmap{s.bytes_});
   return s;
+}
+
+void KvUnmap::operator()(uint8_t* p) const {
+  if (p != nullptr) munmap(p, bytes);
 }
 
 uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) {
   const size_t slot = identity_slots_ ? static_cast<size_t>(layer)
                                       : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((slot * 2 + (is_v ? 1 : 0)) * num_blocks_ + block);
-  return data_.data() + idx * block_bytes_ + head * head_page_bytes_;
+  return mem_.get() + idx * block_bytes_ + head * head_page_bytes_;
 }
 const uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) const {
   return const_cast<KvStorage*>(this)->page_ptr(layer, is_v, block, head);
@@ -267,7 +277,7 @@ float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t hea
                                     : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((((sl * 2 + (is_v ? 1 : 0)) * num_blocks_ + block) * n_head_kv_ + head) *
                 block_size_) + slot;
-  return reinterpret_cast<float*>(data_.data() + scale_offset_) + idx;
+  return reinterpret_cast<float*>(mem_.get() + scale_offset_) + idx;
 }
 const float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) const {
   return const_cast<KvStorage*>(this)->scale_ptr(layer, is_v, block, head, slot);
