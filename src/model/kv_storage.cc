@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace ts::model {
@@ -255,6 +256,10 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
   }
   // Advisory: where THP is off, or for a cache under one huge page, 4 KiB pages are used.
   if (s.bytes_ >= (size_t{2} << 20)) madvise(p, s.bytes_, MADV_HUGEPAGE);
+  // Fault every page in now (the kernel zeroes it), as the zero-filled vector this replaced
+  // did: a lazily faulted 2 MiB page would otherwise be zeroed inside the step that first
+  // writes it (perf: ~5 % of an 8-sequence benchmark in do_huge_pmd_anonymous_page).
+  if (madvise(p, s.bytes_, MADV_POPULATE_WRITE) != 0) std::memset(p, 0, s.bytes_);  // kernels before 5.14
   s.mem_ = std::unique_ptr<uint8_t[], KvUnmap>(static_cast<uint8_t*>(p), KvUnmap{s.bytes_});
   return s;
 }
