@@ -104,12 +104,14 @@ inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
 
 // Runs one item: queries [q_begin, q_end) of one sequence, one KV head, all `group` query heads.
 void run_item(const TileCtx& c, const AttentionItem& it) {
-  const int32_t hd = c.p.head_dim, group = c.p.n_head / c.p.n_head_kv;
+  const int32_t hd = c.p.head_dim;
+  const int32_t h0 = it.head_begin, group = (it.head_end > 0 ? it.head_end : c.p.n_head / c.p.n_head_kv) - h0;
   const int32_t bs = c.kv.block_size();
   const bool golden = c.kv.type() == KvType::kF16;
   const SeqSlice& s = c.seqs[static_cast<size_t>(it.seq)];
   const int32_t nq = it.q_end - it.q_begin, nh = nq * group;  // (query, head) rows
   const int64_t QD = int64_t{c.p.n_head} * hd;
+  const int32_t gsize = c.p.n_head / c.p.n_head_kv;  // the whole group (query/output stride)
 
   // Per-thread tile buffers: queries, accumulators [nh][hd]; K^T [hd][16]; V [16][hd];
   // running max / sum [nh]; per-tile scores, weights and rescales [nh][16] and [nh].
@@ -131,7 +133,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   thread_local std::vector<uint16_t> qh;
   if (golden && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
   for (int32_t j = 0; j < nq; ++j) {
-    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
+    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{it.kv_head} * gsize + h0) * hd;
     float* dst = qs + static_cast<size_t>(j) * group * hd;
     if (golden) {
       // fp16-rounded queries (round to nearest even), through the vector conversions.
@@ -237,7 +239,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     return;
   }
   for (int32_t j = 0; j < nq; ++j) {
-    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + int64_t{it.kv_head} * group * hd;
+    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{it.kv_head} * gsize + h0) * hd;
     for (int32_t g = 0; g < group; ++g) {
       const int32_t r = j * group + g;
       const float inv = srun[r] > 0 ? 1.f / srun[r] : 0.f;
@@ -334,6 +336,29 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
     }
   }
   if (static_cast<int64_t>(scratch.partials.size()) < partial_end) scratch.partials.resize(partial_end);
+  // Too few items to feed the threads (decode of one or two sequences: one item per KV head):
+  // split the whole-context items by query heads. K/V tiles are then converted once per part
+  // (the parts of a head run side by side, so the second read mostly hits cache).
+  const int32_t nt = pool ? pool->num_threads() : 1;
+  if (nt > 1 && group > 1 && static_cast<int64_t>(items.size()) < 2 * nt) {
+    const int32_t parts = std::min<int32_t>(group, static_cast<int32_t>((2 * nt + items.size() - 1) / items.size()));
+    const size_t n0 = items.size();
+    for (size_t i = 0; i < n0; ++i) {
+      if (items[i].partial >= 0) continue;  // chunked items stay whole (their merge reads the group)
+      const AttentionItem whole = items[i];
+      for (int32_t part = 0; part < parts; ++part) {
+        AttentionItem it = whole;
+        it.head_begin = group * part / parts;
+        it.head_end = group * (part + 1) / parts;
+        it.cost = whole.cost * (it.head_end - it.head_begin) / group;
+        if (part == 0) {
+          items[i] = it;
+        } else {
+          items.push_back(it);
+        }
+      }
+    }
+  }
   // Largest first, so the long tail of a causal prompt does not land on one thread at the end.
   std::stable_sort(items.begin(), items.end(),
                    [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });

@@ -27,6 +27,10 @@ struct AttentionItem {
   int32_t seq = 0, kv_head = 0;
   int32_t q_begin = 0, q_end = 0;  // query tokens [q_begin, q_end) of the sequence
   int32_t k_begin = 0, k_end = 0;  // key positions [k_begin, k_end) this item reads
+  // Query heads [head_begin, head_end) of the KV head's group (head_end = 0: the whole group).
+  // A layer with fewer items than threads (decode of one or two sequences) splits its groups so
+  // every thread gets work; each head's arithmetic does not depend on the split.
+  int32_t head_begin = 0, head_end = 0;
   int64_t partial = -1;            // >= 0: slot of its unnormalized (m, s, acc) in scratch.partials
   int64_t cost = 0;                // query x key pairs, for largest-first scheduling
 };

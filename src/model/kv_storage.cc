@@ -1,6 +1,9 @@
 #include "model/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace ts::model {
@@ -245,19 +248,31 @@ Result<KvStorage> KvStorage::create(const ModelConfig& cfg, KvType type, int32_t
   size_t scales = type == KvType::kQ8_0
                       ? 2ull * slots * num_blocks * cfg.n_head_kv * block_size * sizeof(float)
                       : 0;
-  try {
-    s.data_.assign(values + scales, 0);
-  } catch (const std::bad_alloc&) {
+  s.bytes_ = values + scales;
+  void* p = mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    s.bytes_ = 0;
     return resource_exhausted("cannot allocate " + std::to_string(values + scales) + " bytes of KV cache");
   }
+  // Advisory: where THP is off, or for a cache under one huge page, 4 KiB pages are used.
+  if (s.bytes_ >= (size_t{2} << 20)) madvise(p, s.bytes_, MADV_HUGEPAGE);
+  // Fault every page in now (the kernel zeroes it), as the zero-filled vector this replaced
+  // did: a lazily faulted 2 MiB page would otherwise be zeroed inside the step that first
+  // writes it (perf: ~5 % of an 8-sequence benchmark in do_huge_pmd_anonymous_page).
+  if (madvise(p, s.bytes_, MADV_POPULATE_WRITE) != 0) std::memset(p, 0, s.bytes_);  // kernels before 5.14
+  s.mem_ = std::unique_ptr<uint8_t[], KvUnmap>(static_cast<uint8_t*>(p), KvUnmap{s.bytes_});
   return s;
+}
+
+void KvUnmap::operator()(uint8_t* p) const {
+  if (p != nullptr) munmap(p, bytes);
 }
 
 uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) {
   const size_t slot = identity_slots_ ? static_cast<size_t>(layer)
                                       : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((slot * 2 + (is_v ? 1 : 0)) * num_blocks_ + block);
-  return data_.data() + idx * block_bytes_ + head * head_page_bytes_;
+  return mem_.get() + idx * block_bytes_ + head * head_page_bytes_;
 }
 const uint8_t* KvStorage::page_ptr(int32_t layer, bool is_v, int32_t block, int32_t head) const {
   return const_cast<KvStorage*>(this)->page_ptr(layer, is_v, block, head);
@@ -267,7 +282,7 @@ float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t hea
                                     : static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   size_t idx = ((((sl * 2 + (is_v ? 1 : 0)) * num_blocks_ + block) * n_head_kv_ + head) *
                 block_size_) + slot;
-  return reinterpret_cast<float*>(data_.data() + scale_offset_) + idx;
+  return reinterpret_cast<float*>(mem_.get() + scale_offset_) + idx;
 }
 const float* KvStorage::scale_ptr(int32_t layer, bool is_v, int32_t block, int32_t head, int32_t slot) const {
   return const_cast<KvStorage*>(this)->scale_ptr(layer, is_v, block, head, slot);

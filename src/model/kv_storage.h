@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -94,6 +95,12 @@ uint64_t kv_bytes_per_token(const ModelConfig& cfg, KvType type);
 // layout; block rounding included).
 uint64_t window_only_kv_bytes(const ModelConfig& cfg, KvType type, int64_t n_tokens, int32_t block_size = 16);
 
+// Deleter of KvStorage's mapping.
+struct KvUnmap {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const;
+};
+
 class KvStorage {
  public:
   // Bytes one block takes over all its slots (K and V, including q8_0 scales); the full
@@ -121,7 +128,7 @@ class KvStorage {
   int32_t n_layer() const { return n_layer_; }
   int32_t n_head_kv() const { return n_head_kv_; }
   int32_t head_dim() const { return head_dim_; }
-  size_t total_bytes() const { return data_.size(); }
+  size_t total_bytes() const { return bytes_; }
   const KvLayout& layout() const { return layout_; }
 
   // Start of one page (see the layout above): K (is_v=false) or V of `layer` (its slot),
@@ -142,7 +149,11 @@ class KvStorage {
   size_t head_page_bytes_ = 0;   // block_size * head_dim * elem bytes
   size_t block_bytes_ = 0;       // per layer per K/V: n_head_kv * head_page_bytes_
   size_t scale_offset_ = 0;      // where q8_0 scales start
-  std::vector<uint8_t> data_;
+  // Zeroed anonymous memory with transparent huge pages requested: attention reads the pages
+  // of a step scattered over the whole cache after the weights' stream evicted the TLB, and
+  // with 4 KiB pages nearly every 16-token page costs a page walk.
+  std::unique_ptr<uint8_t[], KvUnmap> mem_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace ts::model

@@ -10,6 +10,8 @@
 
 #include "gguf/gguf.h"
 #include "model/attention.h"
+#include "model/forward_profile.h"
+#include "model/fused_matmul.h"
 #include "model/model_weights.h"
 #include "model/ops.h"
 #include "tokenizer/tokenizer.h"
@@ -214,6 +216,8 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     }
   }
 
+  prof::Lap lap(T);
+  lap(prof::kEmbed);
   const MoeParams moe_params{.n_embd = c.n_embd, .n_ff_exp = c.n_ff_exp, .n_expert_used = c.n_expert_used,
                              .norm_weights = c.expert_weights_norm, .act = spec.act};
   for (int32_t l = 0; l < c.n_layer; ++l) {
@@ -222,6 +226,7 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     // --- attention block ---
     // Later layers get their attention norm fused into the previous layer's residual add.
     if (l == 0) rms_norm_rows(S.x.data(), L.attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
+    lap(prof::kNorm);
     S.h_prep.reset(S.h.data(), T, E);  // Q, K and V share one activation quantization
     if (spec.fused_qkv) {
       L.wqkv.matmul(S.h_prep, S.qkv.data(), pool);
@@ -233,10 +238,10 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
         std::memcpy(S.v.data() + t * KD, r + QD + KD, sizeof(float) * KD);
       }
     } else {
-      L.wq.matmul(S.h_prep, S.q.data(), pool);
-      L.wk.matmul(S.h_prep, S.k.data(), pool);
-      L.wv.matmul(S.h_prep, S.v.data(), pool);
+      const MatmulPart qkv[] = {{&L.wq, S.q.data()}, {&L.wk, S.k.data()}, {&L.wv, S.v.data()}};
+      fused_matmuls(qkv, S.h_prep, pool);
     }
+    lap(prof::kQkv);
     if (!L.bq.empty()) {
       add_bias(S.q.data(), L.bq, T);
       add_bias(S.k.data(), L.bk, T);
@@ -254,16 +259,21 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       apply_rope(S.q.data() + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
       apply_rope(S.k.data() + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
     }
+    lap(prof::kRopeBias);
     write_kv(kv, l, seqs_of(l), S.k.data(), S.v.data());
+    lap(prof::kKvWrite);
     const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                              .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
     paged_attention(kv, l, ap, seqs_of(l), S.q.data(), S.attn.data(), S.attn_scratch, pool);
+    lap(prof::kAttention);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
     if (!L.post_attn_norm.empty()) {
       rms_norm_rows(S.h.data(), L.post_attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     }
     // --- feed-forward block (residual add + ffn norm in one pass) ---
+    lap(prof::kOProj);
     add_rms_norm_rows(S.x.data(), S.h.data(), L.ffn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
+    lap(prof::kFfnNorm);
     if (c.n_expert > 0) {
       moe_ffn(L.moe, moe_params, S.h.data(), T, S.moe_out.data(), S.moe, pool);
       std::memcpy(S.h.data(), S.moe_out.data(), sizeof(float) * T * E);
@@ -277,14 +287,16 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
           std::memmove(S.ffn_b.data() + t * F, S.ffn_b.data() + t * 2 * F + F, sizeof(float) * F);
         }
       } else {
-        L.w_gate.matmul(S.h_prep, S.ffn_a.data(), pool);
-        L.w_up.matmul(S.h_prep, S.ffn_b.data(), pool);
+        fused_gate_up(L.w_gate, L.w_up, S.h_prep, spec.act != FfnAct::kGeluTanh, S.ffn_a.data(), S.ffn_b.data(), pool);
       }
-      if (spec.act == FfnAct::kGeluTanh) {
-        geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
-      } else {
-        swiglu(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
+      if (spec.fused_gate_up) {
+        if (spec.act == FfnAct::kGeluTanh) {
+          geglu_ggml(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
+        } else {
+          swiglu(S.ffn_a.data(), S.ffn_b.data(), T * F, pool);
+        }
       }
+      lap(prof::kGateUp);
       L.w_down.matmul(S.ffn_a.data(), T, S.h.data(), pool);
     }
     if (!L.post_ffw_norm.empty()) {
@@ -295,6 +307,7 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     } else {
       add_inplace(S.x.data(), S.h.data(), T * E, pool);
     }
+    lap(prof::kDown);
   }
 
   // Final norm and output projection only for the rows that need logits.
@@ -310,6 +323,7 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     w.output->matmul(S.logit_in.data(), num_logits, logits, pool);
     if (c.final_logit_softcap > 0) softcap(logits, num_logits * c.n_vocab, c.final_logit_softcap);
   }
+  lap(prof::kLogits);
   return ok_status();
 }
 

@@ -9,8 +9,16 @@
 namespace ts::model {
 
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // Four interleaved double sums (fixed order, the same on every ISA tier), then combined: one
+  // sequential chain of n dependent double adds (~4 cycles each) made this loop ~0.7 us per
+  // 576-wide row, ~2 % of an 8-sequence SmolLM2 step.
+  double s4[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) s4[j] += static_cast<double>(x[i + j]) * x[i + j];
+  }
+  for (; i < n; ++i) s4[0] += static_cast<double>(x[i]) * x[i];
+  const double sum = (s4[0] + s4[1]) + (s4[2] + s4[3]);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
