@@ -118,7 +118,14 @@ struct Act {
   // kActIlBias0 + S are the float 1.5 * 2^23 + S.
   // Slots of tokens >= n_tok in the last tile are unspecified (never read).
   const uint8_t* q8_il = nullptr;
+  // Optional (Q8_0_R16 under the AVX2 tier, n_tok >= kActQ16MinTokens): q8 widened to int16,
+  // [n_tok][cols], for the batched vpmaddwd kernel (kernels_avx2_r16.h, Avx2Q8Panel).
+  const int16_t* q16 = nullptr;
 };
+
+// From this many tokens the AVX2 Q8_0_R16 matmul decodes each 16-row group to int16 once and
+// runs vpmaddwd over int16 activations (below it, the per-pair vpmaddubsw kernel).
+constexpr int64_t kActQ16MinTokens = 8;
 
 constexpr int kActIlTile = 8;
 constexpr int32_t kActIlBias0 = 0x4B400000;
@@ -150,7 +157,9 @@ struct GemmArgs {
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
-  return (r16 > kq ? r16 : kq) + 64;
+  const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_r16.h)
+  const size_t m = r16 > kq ? r16 : kq;
+  return (m > q16 ? m : q16) + 64;
 }
 
 using GemmFn = void (*)(const GemmArgs&);

@@ -38,7 +38,10 @@ void gemm_q8_0(const GemmArgs& g) { gemm_q8_0_256(g); }
 void gemm_q4_0(const GemmArgs& g) { gemm_q4_0_256(g); }
 void gemm_q4_k(const GemmArgs& g) { gemm_q4_k_256(g); }
 void gemm_q6_k(const GemmArgs& g) { gemm_q6_k_256(g); }
-void gemm_q8_0_r16(const GemmArgs& g) { gemm_q8_0_r16_avx2(g); }
+void gemm_q8_0_r16(const GemmArgs& g) {
+  if (g.act->q16 == nullptr || g.act->n_tok < kActQ16MinTokens || g.scratch == nullptr) return gemm_q8_0_r16_avx2(g);
+  gemm_q8_0_r16_panels_avx2(g);
+}
 void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
 void gemm_q4_0_r16_avxvnni(const GemmArgs& g) { gemm_q4_0_r16_vnni(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }

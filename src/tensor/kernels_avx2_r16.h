@@ -39,6 +39,7 @@ inline __m256i pair_of_rows(const uint8_t* p) {
 }
 
 inline void store256_s8(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 
 // Pins an accumulator in a register at this point. Without it GCC reassociates the unrolled
 // chains of integer adds into trees whose partial products it spills to the stack (a store and
@@ -561,6 +562,128 @@ struct Q8_0R16HalfAvx2 {
 
 inline void gemm_q8_0_r16_avx2(const GemmArgs& g) { gemm_q8_0_r16_halves<Q8_0R16HalfAvx2>(g); }
 
+// ---- Batched Q8_0_R16: each group decoded once into int16, vpmaddwd against int16 activations ---
+//
+// Why: the per-pair kernel above issues vpsignb + vpmaddubsw + vpmaddwd per (weight vector,
+// token) and 32 MACs; on Zen 4 all three go to the same two pipes (measured: 2 of any mix of
+// them per cycle, vpaddd 4 per cycle), a cap of ~21 MAC/cycle. With the group's weights widened
+// once to int16 and the activations to int16 (Act::q16), 32 MACs are two vpmaddwd + two vpaddd.
+// The group is decoded a chunk of kQ8PanelChunk blocks at a time (8.5 KB, stays in L1 while
+// every token tile of the span runs over it); the float accumulators of a span of up to
+// kQ8PanelSpan tokens live in the scratch behind the chunk.
+// Chunk panel, per 32-block b (Avx2Q8Panel::kBlock bytes):
+//   vals [16 k2][16 rows][2] int16   signed weights (the stored u8 - 128), values 2*k2, 2*k2 + 1
+//   d    [16] float                  the rows' fp16 scales as float
+// Sums are exact int32 (|sum| <= 32 * 128 * 127); each token's accumulators take the blocks in
+// order with the per-pair kernel's epilogue (acc += float(isum) * (dw * dx)), so the results
+// are bit-identical to it and to the scalar reference.
+struct Avx2Q8Panel {
+  static constexpr size_t kVals = 0, kD = 1024, kBlock = 1088;
+};
+constexpr int64_t kQ8PanelChunk = 8;  // blocks per decoded chunk
+constexpr int64_t kQ8PanelSpan = 64;  // tokens per accumulator span
+static_assert(kQ8PanelChunk * Avx2Q8Panel::kBlock + kQ8PanelSpan * 64 == 12800,
+              "panel_scratch_bytes() reserves 12800 bytes for the AVX2 int16 Q8_0 panel");
+
+// Blocks [b0, b1) of a group -> the chunk panel.
+inline void decode_q8_0_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  // Per 128-bit lane (4 rows x 4 values): the rows' (v0, v1) bytes, then their (v2, v3).
+  const __m256i shuf = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512;
+    uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q8Panel::kBlock;
+    pf.step();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_shuffle_epi8(_mm256_xor_si256(loadu256(vals + 64 * k4 + 32 * h), flip), shuf);
+        // qwords [rows 0-3 (v0,v1), rows 0-3 (v2,v3), rows 4-7 (v0,v1), rows 4-7 (v2,v3)] -> [0, 2, 1, 3]
+        const __m256i p = _mm256_permute4x64_epi64(v, 0xD8);
+        store256(pb + Avx2Q8Panel::kVals + (2 * k4) * 64 + 32 * h, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p)));
+        store256(pb + Avx2Q8Panel::kVals + (2 * k4 + 1) * 64 + 32 * h, _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1)));
+      }
+    }
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q8Panel::kD), load8_f16(rec + half * 32));
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q8Panel::kD + 32), load8_f16(rec + half * 32 + 16));
+  }
+}
+
+// All 16 rows of chunk [b0, b1) for tokens [t0, t0 + T), accumulating into acc[T][16] (64-byte
+// aligned): per k2 two weight loads feed 2T vpmaddwd; the int32 sums (2T registers) live for one
+// block, the float accumulators are read and written once per block.
+template <int T>
+inline void q8_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int64_t t0,
+                                 float* acc, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int16_t* xq[T];
+  const float* xd[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.q16 + (t0 + t) * a.cols;
+    xd[t] = a.d8 + (t0 + t) * nb;
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q8Panel::kBlock;
+    pf.step();
+    __m256i s0[T], s1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      const __m256i w0 = loadu256(pb + Avx2Q8Panel::kVals + 64 * j);
+      const __m256i w1 = loadu256(pb + Avx2Q8Panel::kVals + 64 * j + 32);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i x = bcast4(xq[t] + b * 32 + 2 * j);
+        s0[t] = _mm256_add_epi32(s0[t], _mm256_madd_epi16(w0, x));
+        s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(w1, x));
+        keep_reg(s0[t]);
+        keep_reg(s1[t]);
+      }
+    }
+    const __m256 d0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q8Panel::kD));
+    const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q8Panel::kD + 32));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_set1_ps(xd[t][b]);
+      float* at = acc + 16 * t;
+      _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t]), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
+      _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[t]), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+    }
+  }
+}
+
+// Batched Q8_0_R16 (needs Act::q16 and g.scratch): per group and span of tokens, chunk by
+// chunk: decode (which also streams the group and prefetches the next), then every tile of 4
+// tokens over the L1-resident chunk.
+inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t spans = (n_tok + kQ8PanelSpan - 1) / kQ8PanelSpan;
+  uint8_t* panel = g.scratch;
+  float* acc = reinterpret_cast<float*>(g.scratch + kQ8PanelChunk * Avx2Q8Panel::kBlock);  // [span][16]
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + 3) / 4) * nb);
+    for (int64_t s0 = 0; s0 < n_tok; s0 += kQ8PanelSpan) {
+      const int64_t sn = n_tok - s0 < kQ8PanelSpan ? n_tok - s0 : kQ8PanelSpan;
+      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kQ8PanelChunk) {
+        const int64_t b1 = nb - b0 < kQ8PanelChunk ? nb : b0 + kQ8PanelChunk;
+        decode_q8_0_r16_panel_avx2(grp, b0, b1, panel, pf);
+        for_tiles<4>(sn, [&]<int T>(int64_t t0) { q8_0_panel_tile_avx2<T>(g, panel, b0, b1, s0 + t0, acc + 16 * t0, pf); });
+      }
+      for (int64_t t = 0; t < sn; ++t) {
+        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
+      }
+    }
+  });
+}
+
 // ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
 
 // Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:
@@ -578,7 +701,6 @@ struct Avx2KPanel {
 static_assert(Avx2KPanel::kBlock == 5760, "panel_scratch_bytes() reserves 5760 bytes per block");
 constexpr int64_t kAvx2KPanelMinTokens = 8;
 
-inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 
 inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);

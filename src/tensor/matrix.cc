@@ -280,6 +280,7 @@ struct ActScratch {
   std::vector<float> s1;
   std::vector<BlockQ8_K> qk;
   std::vector<uint8_t> il;
+  std::vector<int16_t> q16;
 };
 
 template <typename T>
@@ -403,6 +404,7 @@ enum Form : unsigned {
   kFormS1 = 1u << 3,   // Q8_1 sums (needs kFormQ8)
   kFormIl = 1u << 4,   // AVX-512 Q8_0_R16 tile interleave (needs kFormQ8)
   kFormQK = 1u << 5,   // Q8_K blocks
+  kFormQ16 = 1u << 6,  // AVX2 Q8_0_R16: q8 widened to int16 (needs kFormQ8)
 };
 
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
@@ -415,7 +417,8 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kQ5_1_R16:
     case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
     case kern::Layout::kQ8_0_R16:
-      return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u);
+      return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u) |
+             (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:
@@ -486,6 +489,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     }
     if (missing & kFormS1) grow(b.s1, static_cast<size_t>(n_tok * nb32));
     if (missing & kFormQK) grow(b.qk, static_cast<size_t>(n_tok * nb256));
+    if (missing & kFormQ16) grow(b.q16, n);
     if (missing & kFormIl) {
       uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
       p.il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
@@ -511,6 +515,11 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
             std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + blk], 4);
           }
         }
+        if (missing & kFormQ16) {
+          const int8_t* src = q8 + t * cols;
+          int16_t* dst = b.q16.data() + t * cols;
+          for (int64_t i = 0; i < cols; ++i) dst[i] = src[i];
+        }
         if (missing & kFormQK) kt.act.q8_k(xt, cols, b.qk.data() + t * nb256);
         if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + t * cols, cols);
         if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + t * cols, cols);
@@ -535,6 +544,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
   act->s1 = (want & kFormS1) ? b.s1.data() : nullptr;
   act->qk = (want & kFormQK) ? b.qk.data() : nullptr;
   act->q8_il = (want & kFormIl) ? p.il : nullptr;
+  act->q16 = (want & kFormQ16) ? b.q16.data() : nullptr;
 }
 
 }  // namespace
@@ -608,6 +618,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       if (sub.s8 != nullptr) sub.s8 += o32;
       if (sub.s1 != nullptr) sub.s1 += o32;
       if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
+      if (sub.q16 != nullptr) sub.q16 += o;
       if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
       g.act = &sub;
       g.y = y + (b - row_begin) + t0 * ldy;
