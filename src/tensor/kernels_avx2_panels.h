@@ -1,0 +1,314 @@
+// AVX2 kernels for batches over the R16 layouts: each 16-row group is decoded once into a panel
+// (int16 for Q8_0_R16, unsigned int8 for Q4_K_R16 / Q6_K_R16) that every token tile then reads.
+//
+// NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, right
+// after kernels_avx2_r16.h (whose helpers it uses), under the same avx2,fma,f16c target pragma.
+
+// ---- Batched Q8_0_R16: each group decoded once into int16, vpmaddwd against int16 activations ---
+//
+// Why: the per-pair kernel above issues vpsignb + vpmaddubsw + vpmaddwd per (weight vector,
+// token) and 32 MACs; on Zen 4 all three go to the same two pipes (measured: 2 of any mix of
+// them per cycle, vpaddd 4 per cycle), a cap of ~21 MAC/cycle. With the group's weights widened
+// once to int16 and the activations to int16 (Act::q16), 32 MACs are two vpmaddwd + two vpaddd.
+// The group is decoded a chunk of kQ8PanelChunk blocks at a time (8.5 KB, stays in L1 while
+// every token tile of the span runs over it); the float accumulators of a span of up to
+// kQ8PanelSpan tokens live in the scratch behind the chunk.
+// Chunk panel, per 32-block b (Avx2Q8Panel::kBlock bytes):
+//   vals [16 k2][16 rows][2] int16   signed weights (the stored u8 - 128), values 2*k2, 2*k2 + 1
+//   d    [16] float                  the rows' fp16 scales as float
+// Sums are exact int32 (|sum| <= 32 * 128 * 127); each token's accumulators take the blocks in
+// order with the per-pair kernel's epilogue (acc += float(isum) * (dw * dx)), so the results
+// are bit-identical to it and to the scalar reference.
+struct Avx2Q8Panel {
+  static constexpr size_t kVals = 0, kD = 1024, kBlock = 1088;
+};
+constexpr int64_t kQ8PanelChunk = 8;  // blocks per decoded chunk
+constexpr int64_t kQ8PanelSpan = 64;  // tokens per accumulator span
+static_assert(kQ8PanelChunk * Avx2Q8Panel::kBlock + kQ8PanelSpan * 64 == 12800,
+              "panel_scratch_bytes() reserves 12800 bytes for the AVX2 int16 Q8_0 panel");
+
+// Blocks [b0, b1) of a group -> the chunk panel.
+inline void decode_q8_0_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  // Per 128-bit lane (4 rows x 4 values): the rows' (v0, v1) bytes, then their (v2, v3).
+  const __m256i shuf = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512;
+    uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q8Panel::kBlock;
+    pf.step();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_shuffle_epi8(_mm256_xor_si256(loadu256(vals + 64 * k4 + 32 * h), flip), shuf);
+        // qwords [rows 0-3 (v0,v1), rows 0-3 (v2,v3), rows 4-7 (v0,v1), rows 4-7 (v2,v3)] -> [0, 2, 1, 3]
+        const __m256i p = _mm256_permute4x64_epi64(v, 0xD8);
+        store256(pb + Avx2Q8Panel::kVals + (2 * k4) * 64 + 32 * h, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p)));
+        store256(pb + Avx2Q8Panel::kVals + (2 * k4 + 1) * 64 + 32 * h, _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1)));
+      }
+    }
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q8Panel::kD), load8_f16(rec + half * 32));
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q8Panel::kD + 32), load8_f16(rec + half * 32 + 16));
+  }
+}
+
+// All 16 rows of chunk [b0, b1) for tokens [t0, t0 + T), accumulating into acc[T][16] (64-byte
+// aligned): per k2 two weight loads feed 2T vpmaddwd; the int32 sums (2T registers) live for one
+// block, the float accumulators are read and written once per block.
+template <int T>
+inline void q8_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int64_t t0,
+                                 float* acc, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int16_t* xq[T];
+  const float* xd[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a.q16 + (t0 + t) * a.cols;
+    xd[t] = a.d8 + (t0 + t) * nb;
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q8Panel::kBlock;
+    pf.step();
+    __m256i s0[T], s1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      const __m256i w0 = loadu256(pb + Avx2Q8Panel::kVals + 64 * j);
+      const __m256i w1 = loadu256(pb + Avx2Q8Panel::kVals + 64 * j + 32);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i x = bcast4(xq[t] + b * 32 + 2 * j);
+        s0[t] = _mm256_add_epi32(s0[t], _mm256_madd_epi16(w0, x));
+        s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(w1, x));
+        keep_reg(s0[t]);
+        keep_reg(s1[t]);
+      }
+    }
+    const __m256 d0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q8Panel::kD));
+    const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q8Panel::kD + 32));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_set1_ps(xd[t][b]);
+      float* at = acc + 16 * t;
+      _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t]), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
+      _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[t]), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+    }
+  }
+}
+
+// Batched Q8_0_R16 (needs Act::q16 and g.scratch): per group and span of tokens, chunk by
+// chunk: decode (which also streams the group and prefetches the next), then every tile of 4
+// tokens over the L1-resident chunk.
+inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t spans = (n_tok + kQ8PanelSpan - 1) / kQ8PanelSpan;
+  uint8_t* panel = g.scratch;
+  float* acc = reinterpret_cast<float*>(g.scratch + kQ8PanelChunk * Avx2Q8Panel::kBlock);  // [span][16]
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + 3) / 4) * nb);
+    for (int64_t s0 = 0; s0 < n_tok; s0 += kQ8PanelSpan) {
+      const int64_t sn = n_tok - s0 < kQ8PanelSpan ? n_tok - s0 : kQ8PanelSpan;
+      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kQ8PanelChunk) {
+        const int64_t b1 = nb - b0 < kQ8PanelChunk ? nb : b0 + kQ8PanelChunk;
+        decode_q8_0_r16_panel_avx2(grp, b0, b1, panel, pf);
+        for_tiles<4>(sn, [&]<int T>(int64_t t0) { q8_0_panel_tile_avx2<T>(g, panel, b0, b1, s0 + t0, acc + 16 * t0, pf); });
+      }
+      for (int64_t t = 0; t < sn; ++t) {
+        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
+      }
+    }
+  });
+}
+
+// ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
+
+// Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:
+// panel_scratch_bytes() reserves 5760 per block):
+//   vals  [64 k4][16 rows][4] u8   unsigned values (Q4_K 0..15, Q6_K 0..63 = q + 32)
+//   sc    [S][16] (int16, int16)   each row's sub-block scale twice, for vpmaddwd
+//   pairs [S/2][16] (int16, int16) Q4_K: mins (m_2i, m_2i+1); Q6_K: scales (sc_2i, sc_2i+1)
+//   d     [16] float, dmin [16] float (Q4_K only)
+// (S = 8 sub-blocks of 32 values for Q4_K, 16 of 16 for Q6_K.) Rows keep their lanes in the
+// group; the kernel skips the 8-row halves outside [lane0, lane1).
+struct Avx2KPanel {
+  static constexpr size_t kVals = 0, kSc = 4096, kPairs = 4096 + 1024, kD = 4096 + 1024 + 512, kDmin = kD + 64;
+  static constexpr size_t kBlock = kDmin + 64;
+};
+static_assert(Avx2KPanel::kBlock == 5760, "panel_scratch_bytes() reserves 5760 bytes per block");
+constexpr int64_t kAvx2KPanelMinTokens = 8;
+
+
+inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
+    for (int c = 0; c < 4; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          store256(pb + Avx2KPanel::kVals + (16 * c + m) * 64 + 32 * h, _mm256_and_si256(v, m4));
+          store256(pb + Avx2KPanel::kVals + (16 * c + 8 + m) * 64 + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 8; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<false>(rec + 2048 + j * 16 + 8 * h));
+      for (int i = 0; i < 4; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 2304 + 16 * h));
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kDmin + 32 * h), load8_f16(rec + 2336 + 16 * h));
+    }
+  }
+}
+
+inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
+    pf.step();
+    for (int c = 0; c < 2; ++c) {
+      for (int m = 0; m < 8; ++m) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i va = loadu256(rec + (c * 16 + m) * 64 + 32 * h);
+          const __m256i vb = loadu256(rec + (c * 16 + m + 8) * 64 + 32 * h);
+          const __m256i vh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+          __m256i q[4];
+          q[0] = _mm256_or_si256(_mm256_and_si256(va, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 4), m30));
+          q[1] = _mm256_or_si256(_mm256_and_si256(vb, m4), _mm256_and_si256(_mm256_slli_epi16(vh, 2), m30));
+          q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(va, 4), m4), _mm256_and_si256(vh, m30));
+          q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(vb, 4), m4),
+                                 _mm256_and_si256(_mm256_srli_epi16(vh, 2), m30));
+          // q[i]: values 128c + 32i + 4m.. (k4 32c + 8i + m).
+          for (int i = 0; i < 4; ++i) store256(pb + Avx2KPanel::kVals + (32 * c + 8 * i + m) * 64 + 32 * h, q[i]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 16; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<true>(rec + 3072 + j * 16 + 8 * h));
+      for (int i = 0; i < 8; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 3328 + 16 * h));
+    }
+  }
+}
+
+// Half h (8 rows) of a decoded panel for tokens [t0, t0 + T). kQ6: 16 sub-blocks of 16 values
+// (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
+// else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
+template <bool kQ6, int T>
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
+                             PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr int kSub = kQ6 ? 16 : 8;
+  constexpr int kLines = 64 / kSub;      // 4-value lines per sub-block
+  constexpr int kGroup = kQ6 ? 2 : 8;    // lines summed in int16
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+    // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
+    // Q4_K sum_j m_j * (x sum of sub-block j).
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int i = 0; i < kSub / 2; ++i) {
+      const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m256i xs;
+        if constexpr (kQ6) {
+          xs = bcast4(xb[t]->bsums + 2 * i);
+        } else {
+          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+          xs = _mm256_set1_epi32(
+              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        }
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, xs));
+      }
+    }
+    const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
+    if constexpr (kQ6) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], 5));
+    } else {
+      const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
+        isum[t] = _mm256_setzero_si256();
+      }
+    }
+#pragma GCC unroll 1
+    for (int j = 0; j < kSub; ++j) {
+      const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+#pragma GCC unroll 4
+      for (int q = 0; q < kLines / kGroup; ++q) {
+        __m256i s16[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int l = 0; l < kGroup; ++l) {
+          const int k4 = j * kLines + q * kGroup + l;
+          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
+            keep_reg(s16[t]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) out[t] = acc[t];
+}
+
+template <bool kQ6>
+inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t tiles = (n_tok + 3) / 4;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    // The decode pass streams this group; it and the compute passes over the panel prefetch the next.
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
+    if constexpr (kQ6) {
+      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch, pf);
+    } else {
+      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch, pf);
+    }
+    for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi, pf);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}
