@@ -99,11 +99,11 @@ export async function pool(n, concurrency, task) {
   return results;
 }
 
-export async function completion(url, body, headers = {}) {
+export async function completion(url, body, headers = {}, timeoutMs = 30000) {
   const r = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify({ model: modelName, max_tokens: 8, temperature: 0, ...body }),
-    signal: AbortSignal.timeout(30000),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   return { status: r.status, servedBy: r.headers.get('x-tokenserve-served-by'), headers: r.headers, body: await r.text() };
 }

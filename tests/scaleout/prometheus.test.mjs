@@ -64,9 +64,18 @@ test('KEDA query through a real Prometheus: over the threshold under a burst, be
   const { query, threshold, activation } = scaledObjectTrigger();
   assert.equal(query, 'sum(tokenserve:num_requests_waiting{app="tokenserve"})');
   assert.ok((await evaluate(query)) < activation, 'idle pool is below activation');
-  // Burst: 5 long requests per replica (--max-seqs 1: 4 wait on each), bounded by max_tokens.
-  const burst = Promise.all(Array.from({ length: 15 }, (_, i) =>
-    completion(replicas[i % 3].url, { prompt: `Burst ${i}`, max_tokens: 300, ignore_eos: true })));
+  // Burst: n long requests per replica (--max-seqs 1: n - 1 wait on each), bounded by max_tokens.
+  // n follows this host's speed: one request is timed first, and n is chosen so that each
+  // replica still has >= 3 waiting 1.5 s into the burst (several 500 ms scrapes), however fast
+  // the host runs the tiny model. A fixed n let a fast CI host drain the queue between scrapes.
+  const maxTokens = 600;
+  const t1 = Date.now();
+  const probe = await completion(replicas[0].url, { prompt: 'Probe', max_tokens: maxTokens, ignore_eos: true });
+  assert.equal(probe.status, 200, probe.body);
+  const perRequest = Math.max(0.02, (Date.now() - t1) / 1000);
+  const n = Math.min(60, Math.max(5, Math.ceil(4 + 1.5 / perRequest)));
+  const burst = Promise.all(Array.from({ length: 3 * n }, (_, i) =>
+    completion(replicas[i % 3].url, { prompt: `Burst ${i}`, max_tokens: maxTokens, ignore_eos: true }, {}, 120000)));
   let peak = 0;
   const t0 = Date.now();
   let done = false;
@@ -87,7 +96,7 @@ test('KEDA query through a real Prometheus: over the threshold under a burst, be
     await sleep(250);
   }
   assert.ok(after < activation, `${after} < activationThreshold ${activation} within 60 s`);
-  console.log(`KEDA query peak ${peak} (threshold ${threshold} -> ${Math.ceil(peak / threshold)} replicas), below activation ${((Date.now() - end) / 1000).toFixed(1)} s after the burst`);
+  console.log(`${n} requests per replica (${perRequest.toFixed(2)} s each); KEDA query peak ${peak} (threshold ${threshold} -> ${Math.ceil(peak / threshold)} replicas), below activation ${((Date.now() - end) / 1000).toFixed(1)} s after the burst`);
   prom.kill('SIGTERM');
   for (const r of replicas) await r.stop();
 });
