@@ -22,6 +22,14 @@
 // 1.35/1.50/1.60 ms predicted vs 1.25/1.51/1.69 ms measured (replica upstream, 1-token JSON).
 // p50 < 1 ms at c=8 therefore needs the gateway below ~250 us CPU per request (it is 300-400 us:
 // worker threads ~59 %, io thread ~20 %, ledger + audit writer threads ~21 % of it; kernel ~45 %).
+// Session scale7 (2-core Zen 3, host shared with other sessions' compilers: direct p50 7 ms for the
+// static upstream, so the "added" columns are noise there): old/new builds alternated in one run
+// (GATEWAYS="bin:OLD bin:NEW bin:OLD bin:NEW", 300 requests each; CPU in 10 ms ticks, so +-33 us) gave CPU/request
+// 667/700 -> 633/667 us (static JSON), 1167/1167 -> 1167/1133 (static SSE), 1033/1033 -> 1033/967
+// (replica JSON), 1100/1200 -> 1067/1067 (replica SSE) after the routing inputs stopped copying
+// (p95 TTFT cached, pool load summed in place) and Server-Timing "pre" p50 0.05-0.08 -> 0.03-0.05
+// ms. A per-process profile of the old build (perf record -p, cpu-clock, static upstream): workers 52 %, io thread
+// 20 %, ledger + audit writers + poller 28 %; malloc/free ~9 % of it in the workers; kernel 35 %.
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';

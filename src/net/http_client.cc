@@ -270,7 +270,7 @@ Result<HttpResponseHead> perform(CURL* e, CURLM* m, bool reuse, const Url& url, 
   call.last_byte = Clock::now();
   char errbuf[CURL_ERROR_SIZE] = {};
   const std::string target = url.origin() + url.base_path + req.path;
-  const std::string no_proxy = no_proxy_list();
+  const std::string no_proxy = opts.direct ? std::string() : no_proxy_list();  // direct: no proxy at all
 
   curl_slist* raw = nullptr;
   bool has_type = false;
@@ -291,8 +291,8 @@ Result<HttpResponseHead> perform(CURL* e, CURLM* m, bool reuse, const Url& url, 
   curl_easy_setopt(e, CURLOPT_FORBID_REUSE, reuse ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, reuse ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy.c_str());
   if (opts.direct) curl_easy_setopt(e, CURLOPT_PROXY, "");  // "" = no proxy, whatever the environment says
+  else curl_easy_setopt(e, CURLOPT_NOPROXY, no_proxy.c_str());
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list.get());
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);

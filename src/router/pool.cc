@@ -56,6 +56,17 @@ std::vector<EndpointState> EndpointPool::snapshot() const {
   return out;
 }
 
+void EndpointPool::ready_load(int64_t* healthy, double* waiting) const {
+  std::lock_guard lock(mu_);
+  *healthy = 0;
+  *waiting = 0;
+  for (const auto& [name, e] : entries_) {
+    if (!e.state.ready || e.state.ejected) continue;
+    ++*healthy;
+    *waiting += e.state.waiting;
+  }
+}
+
 bool EndpointPool::lookup(const std::string& name, Endpoint* out) const {
   std::lock_guard lock(mu_);
   auto it = entries_.find(name);

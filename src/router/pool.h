@@ -60,6 +60,9 @@ class EndpointPool {
 
   // The picker's input, now.
   std::vector<EndpointState> snapshot() const;
+  // Ready, not-ejected endpoints and the sum of their waiting gauges, without copying the
+  // states (the proxy's routing inputs, once per request).
+  void ready_load(int64_t* healthy, double* waiting) const;
   // Address of an endpoint by name; false when it left the pool.
   bool lookup(const std::string& name, Endpoint* out) const;
 

@@ -92,35 +92,39 @@ void Proxy::add_ttft(int64_t ms) {
   while (!ttft_.empty() && (ttft_.size() > 2048 || now - ttft_.front().first > opts_.ttft_window)) ttft_.pop_front();
 }
 
+int64_t Proxy::p95_ttft() {
+  // Recomputed at most every kTtftRefresh (the window holds up to 2048 samples: copying and
+  // selecting them per request was a measurable share of the gateway's CPU, and its 16 KiB
+  // scratch allocation a malloc_consolidate each time). The pool's own metrics are up to a poll
+  // interval (50 ms) old, so a `when` rule sees inputs of the same age either way.
+  constexpr auto kTtftRefresh = std::chrono::milliseconds(50);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  if (ttft_p95_valid_ && now - ttft_p95_at_ < kTtftRefresh) return ttft_p95_;
+  ttft_scratch_.clear();
+  for (const auto& [t, ms] : ttft_)
+    if (now - t <= opts_.ttft_window) ttft_scratch_.push_back(ms);
+  if (ttft_scratch_.empty()) {
+    ttft_p95_ = -1;
+  } else {
+    // The same element a full sort would put there, in O(n).
+    const size_t k = std::min(ttft_scratch_.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(ttft_scratch_.size())));
+    std::nth_element(ttft_scratch_.begin(), ttft_scratch_.begin() + static_cast<std::ptrdiff_t>(k), ttft_scratch_.end());
+    ttft_p95_ = ttft_scratch_[k];
+  }
+  ttft_p95_at_ = now;
+  ttft_p95_valid_ = true;
+  return ttft_p95_;
+}
+
 void Proxy::fill_state(RouteInputs* in) {
   double waiting = 0;
   int64_t healthy = 0;
-  for (const EndpointState& s : pool_.snapshot()) {
-    if (!s.ready || s.ejected) continue;
-    ++healthy;
-    waiting += s.waiting;
-  }
+  pool_.ready_load(&healthy, &waiting);
   if (opts_.gie_pool) healthy = 1;  // the InferencePool route: its health is the data plane's
   in->healthy_local = healthy;
   in->waiting_per_replica = healthy > 0 ? waiting / static_cast<double>(healthy) : 0;
-  {
-    auto now = std::chrono::steady_clock::now();
-    std::vector<int64_t> xs;
-    {
-      std::lock_guard lock(mu_);  // copy only: the selection below runs without the lock
-      xs.reserve(ttft_.size());
-      for (const auto& [t, ms] : ttft_)
-        if (now - t <= opts_.ttft_window) xs.push_back(ms);
-    }
-    if (xs.empty()) {
-      in->p95_ttft_ms = -1;
-    } else {
-      // The same element a full sort would put there, in O(n) (this runs once per request).
-      const size_t k = std::min(xs.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(xs.size())));
-      std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end());
-      in->p95_ttft_ms = xs[k];
-    }
-  }
+  in->p95_ttft_ms = p95_ttft();
   in->remotes_cooling.clear();
   in->remote_budget_left.clear();
   if (opts_.rules && opts_.cooldowns)
@@ -178,7 +182,7 @@ void Proxy::audit(Gen& g) {
   row.fallback = g.fallback_note;
   row.inputs_json = g.inputs.to_json().dump();
   json alt = {{"route", g.route.to_json()}, {"attempts", g.attempts}};
-  if (g.picked) alt["picker"] = g.picker.to_json();
+  if (g.picked) alt["picker"] = g.picker_json.is_null() ? g.picker.to_json() : std::move(g.picker_json);
   row.alternatives_json = alt.dump();
   row.outcome = g.outcome;
   row.http_status = g.status;

@@ -180,6 +180,8 @@ class Proxy {
   void respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route);
   void audit(Gen& g);
   void add_ttft(int64_t ms);
+  // p95 of the local TTFT samples in ttft_window (-1 when none), cached for up to 50 ms.
+  int64_t p95_ttft();
   void handle_models(const http::ExchangePtr& ex);
   void count(const std::string& endpoint, int code);
 
@@ -203,6 +205,10 @@ class Proxy {
   std::atomic<int64_t> shed_batch_{0};
   std::map<std::tuple<std::string, std::string, int>, int64_t> routed_;  // (rule, target, code)
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> ttft_;  // local TTFT samples
+  std::vector<int64_t> ttft_scratch_;                   // p95_ttft's selection buffer (under mu_)
+  int64_t ttft_p95_ = -1;                               // p95_ttft's cache (under mu_)
+  std::chrono::steady_clock::time_point ttft_p95_at_;
+  bool ttft_p95_valid_ = false;
   // Last member: destroyed first, so no worker outlives the state it uses.
   std::unique_ptr<WorkerPool> workers_;
 };

@@ -288,8 +288,10 @@ TryResult Proxy::try_local(Gen& g) {
   auto keep_decision = [&]() {
     json rj = {{"request_id", g.request_id}, {"model", g.model},        {"tenant", g.tenant},
                {"served_by", served_by},     {"attempts", g.attempts}, {"decision", decision.to_json()}};
+    std::string record = rj.dump();
+    g.picker_json = std::move(rj["decision"]);  // the audit row's "picker", not built twice
     std::lock_guard lock(mu_);
-    decisions_.push_back(rj.dump());
+    decisions_.push_back(std::move(record));
     while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
   };
   if (decision.shed && decision.ranked.empty()) {
