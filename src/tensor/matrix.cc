@@ -120,7 +120,7 @@ Result<IsaChoice> resolve_isa(std::string_view name) {
     return invalid_argument("unknown ISA '" + std::string(name) + "' (expected scalar, avx2, avxvnni, avx512 or amx)");
   }
   if (isa_available(want)) return IsaChoice{want, ""};
-  if (want == Isa::kAvxVnni && static_cast<int>(want) <= static_cast<int>(best)) {
+  if (want == Isa::kAvxVnni && static_cast<int>(best) >= static_cast<int>(Isa::kAvx2)) {  // AVX2-only CPUs too (Zen 3)
     return IsaChoice{Isa::kAvx2, "ISA avxvnni requested but this CPU has no AVX-VNNI; using avx2"};
   }
   std::string why;
