@@ -126,8 +126,9 @@ struct Act {
 // From this many tokens the AVX2 Q8_0_R16 matmul decodes each 16-row group to int16 once and
 // runs vpmaddwd over int16 activations (below it, the per-pair vpmaddubsw kernel). Was 8 (tuned
 // on a Zen 4 host forcing the avx2 tier); on a Zen 3 host (AVX2 only, the CPUs this tier really
-// runs on) the 8-sequence decode step measured ~1.2-1.5x faster with the per-pair kernel (perf7,
-// engine_bench --conc 8, both model shapes); at 16 tokens the two measured within noise, so the
+// runs on) the 8-sequence decode step took x0.80 (Qwen2.5-0.5B shape) and x0.92 (SmolLM2 shape,
+// noisy) of the time with the per-pair kernel (median of alternated old/new engine_bench --conc 8
+// runs); at 16 tokens the two measured within noise, so the
 // panel path keeps 16+ (prefill). Both paths are bit-identical to the scalar reference.
 constexpr int64_t kActQ16MinTokens = 16;
 
