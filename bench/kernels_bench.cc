@@ -311,9 +311,99 @@ void BM_MatmulL2(benchmark::State& state) {
                  ts::tensor::isa_name(ts::tensor::active_isa()) + (m->repacked() ? " r16" : ""));
 }
 BENCHMARK(BM_MatmulL2)
-    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 4, 8, 16, 64}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 4, 8, 16, 32, 64, 128}})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
+
+// BM_Avx2Int16Cap/<T>: the ceiling of the AVX2 int16 Q8_0 panel kernel's inner loop
+// (q8_0_panel_tile_avx2 in src/tensor/kernels_avx2_panels.h) on this CPU, with nothing else:
+// per pair of values, two 16-row int16 weight vectors and T broadcast activation pairs feed 2T
+// vpmaddwd + 2T vpaddd, 32 blocks of 32 values (16 KB of weights, 2 KB of activations per token,
+// all L1-resident), then each block's int32 sums are turned to float and added once. No decode,
+// no block scales, no L2 traffic. BM_MatmulL2/0/<n_tok> (Q8_0, 1 thread) divided by this
+// figure is how close the real kernel is to what its instruction mix allows here; the MACs
+// counted are real (the sums are kept and checked against a scalar recount once).
+constexpr int kCapBlocks = 32;
+alignas(64) int16_t g_cap_w[kCapBlocks * 512];     // [block][16 pairs][16 rows][2]
+alignas(64) int16_t g_cap_x[8][kCapBlocks * 32];   // [token][block][32]
+alignas(64) float g_cap_acc[8][16];
+
+template <int T>
+__attribute__((target("avx2"), noinline)) void cap_tile() {
+  for (int b = 0; b < kCapBlocks; ++b) {
+    __m256i s0[T], s1[T];
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g_cap_w + b * 512 + 32 * j));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g_cap_w + b * 512 + 32 * j + 16));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        int32_t v;
+        std::memcpy(&v, g_cap_x[t] + b * 32 + 2 * j, 4);
+        const __m256i x = _mm256_set1_epi32(v);
+        s0[t] = _mm256_add_epi32(s0[t], _mm256_madd_epi16(w0, x));
+        s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(w1, x));
+        __asm__("" : "+x"(s0[t]), "+x"(s1[t]));  // as keep_reg() in the kernel
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      _mm256_store_ps(g_cap_acc[t], _mm256_add_ps(_mm256_load_ps(g_cap_acc[t]), _mm256_cvtepi32_ps(s0[t])));
+      _mm256_store_ps(g_cap_acc[t] + 8, _mm256_add_ps(_mm256_load_ps(g_cap_acc[t] + 8), _mm256_cvtepi32_ps(s1[t])));
+    }
+  }
+}
+
+// Scalar recount of cap_tile's sums for token t, row r (weights and activations are small, so
+// the float sums are exact).
+double cap_expected(int t, int r) {
+  double sum = 0;
+  for (int b = 0; b < kCapBlocks; ++b) {
+    for (int j = 0; j < 16; ++j) {
+      for (int e = 0; e < 2; ++e) {
+        // Row r's pair j: vector (r / 8), lane r % 8, two int16 values.
+        const int16_t w = g_cap_w[b * 512 + 32 * j + 16 * (r / 8) + 2 * (r % 8) + e];
+        sum += static_cast<double>(w) * g_cap_x[t][b * 32 + 2 * j + e];
+      }
+    }
+  }
+  return sum;
+}
+
+template <int T>
+void BM_Avx2Int16Cap(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2 on this CPU");
+    return;
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> wd(-128, 127), xd(-127, 127);
+  for (int16_t& w : g_cap_w) w = static_cast<int16_t>(wd(rng));
+  for (auto& row : g_cap_x) {
+    for (int16_t& x : row) x = static_cast<int16_t>(xd(rng));
+  }
+  std::memset(g_cap_acc, 0, sizeof(g_cap_acc));
+  cap_tile<T>();
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < 16; ++r) {
+      if (static_cast<double>(g_cap_acc[t][r]) != cap_expected(t, r)) {
+        state.SkipWithError("cap_tile sums differ from the scalar recount");
+        return;
+      }
+    }
+  }
+  for (auto _ : state) {
+    cap_tile<T>();
+    benchmark::ClobberMemory();
+  }
+  const double macs = 16.0 * 32.0 * kCapBlocks * T;
+  state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MAC/cyc"] = benchmark::Counter(macs / (g_ghz * 1e9), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Avx2Int16Cap<1>)->MinTime(0.2);
+BENCHMARK(BM_Avx2Int16Cap<2>)->MinTime(0.2);
+BENCHMARK(BM_Avx2Int16Cap<4>)->MinTime(0.2);
+BENCHMARK(BM_Avx2Int16Cap<6>)->MinTime(0.2);
 
 }  // namespace
 
