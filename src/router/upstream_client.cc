@@ -73,6 +73,8 @@ struct UpstreamClient::Impl {
   std::shared_ptr<asio::io_context> ioc;
   Strand strand;
   asio::steady_timer curl_timer;  // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
+  bool curl_timer_armed = false;  // a wait is pending on curl_timer, due at curl_timer_at
+  Clock::time_point curl_timer_at;
   CURLM* multi = nullptr;
   std::unordered_map<int, std::shared_ptr<Watch>> watches;
   std::unordered_map<CallId, std::shared_ptr<Call>> calls;
@@ -100,7 +102,10 @@ UpstreamClient::Impl::~Impl() {
 int UpstreamClient::Impl::on_socket(CURL*, curl_socket_t s, int what, void* userp, void*) {
   Impl& self = *static_cast<Impl*>(userp);
   if (what == CURL_POLL_REMOVE) {
-    self.unwatch(s);
+    // Kept registered (a socket back in the connection cache is watched again by its next
+    // transfer: no reactor registration per request); only the interest goes. A wait still
+    // queued completes once and is ignored. The close callback deregisters it.
+    if (auto it = self.watches.find(s); it != self.watches.end()) it->second->want = 0;
     return 0;
   }
   auto& w = self.watches[s];
@@ -134,14 +139,26 @@ int UpstreamClient::Impl::on_close_socket(void* clientp, curl_socket_t s) {
 }
 
 int UpstreamClient::Impl::on_timer(CURLM*, long timeout_ms, void* userp) {
+  // libcurl asks for one timer, replaced at each call (several times per transfer). Firing
+  // early is harmless (socket_action finds nothing due and asks again), so a timer already
+  // armed for an earlier time is kept, and "no timer" (-1) leaves it be: each re-arm of the
+  // earliest timer costs the reactor a timerfd_settime, which per request was a measurable share
+  // of the io thread's system calls. 0 ("now") is a post, not a timer.
   Impl& self = *static_cast<Impl*>(userp);
-  if (timeout_ms < 0) {
-    self.curl_timer.cancel();
+  if (timeout_ms < 0) return 0;
+  if (timeout_ms == 0) {
+    asio::post(self.strand, [p = &self] { p->action(CURL_SOCKET_TIMEOUT, 0); });
     return 0;
   }
-  self.curl_timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  const auto at = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (self.curl_timer_armed && self.curl_timer_at <= at) return 0;
+  self.curl_timer_armed = true;
+  self.curl_timer_at = at;
+  self.curl_timer.expires_at(at);
   self.curl_timer.async_wait(asio::bind_executor(self.strand, [p = &self](boost::system::error_code ec) {
-    if (!ec) p->action(CURL_SOCKET_TIMEOUT, 0);
+    if (ec) return;  // replaced by an earlier one (that wait is pending) or the client is going
+    p->curl_timer_armed = false;
+    p->action(CURL_SOCKET_TIMEOUT, 0);
   }));
   return 0;
 }
@@ -152,7 +169,7 @@ void UpstreamClient::Impl::arm(const std::shared_ptr<Watch>& w) {
     w->desc.async_wait(asio::posix::descriptor_base::wait_read,
                        asio::bind_executor(strand, [p = this, w](boost::system::error_code ec) {
                          w->reading = false;
-                         if (ec || !w->alive) return;
+                         if (ec || !w->alive || !(w->want & CURL_POLL_IN)) return;
                          p->action(w->fd, CURL_CSELECT_IN);
                          if (w->alive) p->arm(w);
                        }));
@@ -162,7 +179,7 @@ void UpstreamClient::Impl::arm(const std::shared_ptr<Watch>& w) {
     w->desc.async_wait(asio::posix::descriptor_base::wait_write,
                        asio::bind_executor(strand, [p = this, w](boost::system::error_code ec) {
                          w->writing = false;
-                         if (ec || !w->alive) return;
+                         if (ec || !w->alive || !(w->want & CURL_POLL_OUT)) return;
                          p->action(w->fd, CURL_CSELECT_OUT);
                          if (w->alive) p->arm(w);
                        }));
