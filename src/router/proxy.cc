@@ -218,9 +218,17 @@ void Proxy::audit(Gen& g) {
   row.reason = g.route.reason;
   row.fallback = g.fallback_note;
   row.inputs_json = g.inputs.to_json().dump();
-  json alt = {{"route", g.route.to_json()}, {"attempts", g.attempts}};
-  if (g.picked) alt["picker"] = g.picker_json.is_null() ? g.picker.to_json() : std::move(g.picker_json);
-  row.alternatives_json = alt.dump();
+  // {"route":..., "attempts":[...], "picker":...}, the picker's text as kept for /router/decisions.
+  std::string& alt = row.alternatives_json;
+  alt = "{\"attempts\":";
+  alt += g.attempts.dump();
+  if (g.picked) {
+    alt += ",\"picker\":";
+    alt += g.picker_dump.empty() ? g.picker.to_json().dump() : g.picker_dump;
+  }
+  alt += ",\"route\":";
+  alt += g.route.to_json().dump();
+  alt += "}";
   row.outcome = g.outcome;
   row.http_status = g.status;
   row.usage_source = g.have_usage ? "reported" : (g.served_target.empty() ? "none" : "estimated");

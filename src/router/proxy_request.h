@@ -122,7 +122,7 @@ struct Proxy::Gen {
   std::string last_failure;    // why the last target failed
   nlohmann::json attempts = nlohmann::json::array();
   Decision picker;             // the local picker's record (when local was tried)
-  nlohmann::json picker_json;  // picker.to_json() as kept in the decision record (null until then)
+  std::string picker_dump;     // picker.to_json() as serialized into the decision record ("" until then)
   bool picked = false;
   std::string served_by;       // endpoint name or "remote:<name>"
   std::string served_target;   // "local:r1" | "remote:big"
