@@ -349,7 +349,12 @@ int cmd_gateway(int argc, char** argv) {
                                           .gie_pool = gie_pool,
                                           .gie_ca_file = pool_ca_file,
                                           .chain_to = chain_to,
-                                          .worker_slice = std::chrono::microseconds(no_sched_hints ? 0 : 100)});
+                                          .worker_slice = std::chrono::microseconds(no_sched_hints ? 0 : 100),
+                                          // Governance in this process (no Redis, SQLite with the
+                                          // journal synced off the request path): its steps never
+                                          // wait, so they run on the io thread (router/proxy.h).
+                                          .inline_steps = limits_url.empty() && !ledger_url.starts_with("postgres") &&
+                                                          ledger_sync_ms > 0 && !(*cooldowns)->shared()});
   http::ServerOptions ho;
   ho.host = host;
   ho.port = static_cast<uint16_t>(port);

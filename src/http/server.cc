@@ -65,6 +65,10 @@ void Server::route(Method method, std::string pattern, Handler handler) {
 }
 
 uint16_t Server::port() const { return impl_->port; }
+
+std::shared_ptr<boost::asio::io_context> Server::io_context() const {
+  return std::shared_ptr<boost::asio::io_context>(impl_, &impl_->ioc);
+}
 bool Server::draining() const { return impl_->draining.load(); }
 
 ServerStats Server::stats() const {

@@ -26,6 +26,10 @@
 #include "http/message.h"
 #include "http/router.h"
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace ts::http {
 
 struct ServerOptions {
@@ -94,6 +98,13 @@ class Server {
   bool draining() const;
 
   ServerStats stats() const;
+
+  // The event loop the io threads run (they run it from start() until drain()/stop() ends), for
+  // a client that drives its own sockets on those threads instead of handing work to others
+  // (the gateway's upstream transfers, router/upstream_client.h). The pointer shares ownership
+  // of the server's internals: the io_context outlives the Server while it is held, so objects
+  // bound to it may be destroyed after the Server (with no io thread running any more).
+  std::shared_ptr<boost::asio::io_context> io_context() const;
 
   struct Impl;
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -31,10 +30,17 @@ Proxy::Proxy(EndpointPool& pool, Picker& picker, ProxyOptions opts)
       workers_(std::make_unique<WorkerPool>(WorkerPool::Options{
           .max_threads = static_cast<size_t>(std::max(1, opts_.max_in_flight)), .slice = opts_.worker_slice})) {}
 
-Proxy::~Proxy() { shutdown(std::chrono::milliseconds(30'000)); }
+Proxy::~Proxy() {
+  draining_.store(true);
+  // The server has stopped (see the header): calls still open can never finish, so they go
+  // first (with the requests they hold), then the workers get their time.
+  client_.reset();
+  shutdown(std::chrono::milliseconds(30'000));
+}
 
 void Proxy::register_routes(http::Server& server) {
   using http::Method;
+  client_ = std::make_unique<UpstreamClient>(server.io_context());
   server.route(Method::kPost, "/v1/completions", [this](const http::ExchangePtr& ex) { handle_generate(ex, false); });
   server.route(Method::kPost, "/v1/chat/completions", [this](const http::ExchangePtr& ex) { handle_generate(ex, true); });
   server.route(Method::kGet, "/v1/models", [this](const http::ExchangePtr& ex) { handle_models(ex); });
@@ -60,7 +66,25 @@ void Proxy::register_routes(http::Server& server) {
 
 void Proxy::shutdown(std::chrono::milliseconds deadline) {
   draining_.store(true);
-  workers_->wait_idle(deadline);
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  {
+    std::unique_lock lock(gen_mu_);
+    gen_cv_.wait_until(lock, until, [this] { return num_gen_.load() == 0; });
+  }
+  workers_->wait_idle(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                 until - std::chrono::steady_clock::now())));
+}
+
+void Proxy::gen_ended() {
+  if (num_gen_.fetch_sub(1) == 1) {
+    std::lock_guard lock(gen_mu_);
+    gen_cv_.notify_all();
+  }
+}
+
+void Proxy::resume(const GenPtr& g, std::function<void()> step) {
+  (void)g;
+  if (opts_.inline_steps || !workers_->post(step)) step();  // a full pool: inline rather than lose it
 }
 
 void Proxy::count(const std::string& endpoint, int code) {
@@ -78,11 +102,24 @@ void Proxy::handle_generate(const http::ExchangePtr& ex, bool chat) {
     ex->respond(std::move(r));
   };
   if (draining_.load()) return refuse(503, "The gateway is shutting down; retry on another instance.");
-  if (workers_->post([this, ex, chat, request_id, posted = std::chrono::steady_clock::now()]() mutable {
-        run_generate(ex, chat, std::move(request_id), posted);
-      }))
-    return;
-  refuse(503, "The gateway has too many requests in flight; retry shortly.");
+  if (num_gen_.fetch_add(1) >= std::max(1, opts_.max_in_flight)) {
+    gen_ended();
+    return refuse(503, "The gateway has too many requests in flight; retry shortly.");
+  }
+  auto g = std::make_shared<Gen>(this);  // ~Gen undoes the count above
+  g->posted = std::chrono::steady_clock::now();
+  g->ex = ex;
+  g->chat = chat;
+  g->request_id = std::move(request_id);
+  ex->on_cancel([w = std::weak_ptr<Gen>(g), this] {
+    auto gen = w.lock();
+    if (!gen) return;
+    gen->cancelled.store(true);
+    if (uint64_t id = gen->call_id.load(); id != 0 && client_) client_->cancel(id);
+  });
+  if (opts_.inline_steps) return start_generate(g);
+  if (!workers_->post([this, g] { start_generate(g); }))
+    refuse(503, "The gateway has too many requests in flight; retry shortly.");
 }
 
 void Proxy::add_ttft(int64_t ms) {
@@ -181,23 +218,27 @@ void Proxy::audit(Gen& g) {
   row.reason = g.route.reason;
   row.fallback = g.fallback_note;
   row.inputs_json = g.inputs.to_json().dump();
-  json alt = {{"route", g.route.to_json()}, {"attempts", g.attempts}};
-  if (g.picked) alt["picker"] = g.picker_json.is_null() ? g.picker.to_json() : std::move(g.picker_json);
-  row.alternatives_json = alt.dump();
+  // {"route":..., "attempts":[...], "picker":...}, the picker's text as kept for /router/decisions.
+  std::string& alt = row.alternatives_json;
+  alt = "{\"attempts\":";
+  alt += g.attempts.dump();
+  if (g.picked) {
+    alt += ",\"picker\":";
+    alt += g.picker_dump.empty() ? g.picker.to_json().dump() : g.picker_dump;
+  }
+  alt += ",\"route\":";
+  alt += g.route.to_json().dump();
+  alt += "}";
   row.outcome = g.outcome;
   row.http_status = g.status;
   row.usage_source = g.have_usage ? "reported" : (g.served_target.empty() ? "none" : "estimated");
   opts_.audit->append(std::move(row));
 }
 
-void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id,
-                         std::chrono::steady_clock::time_point posted) {
-  Gen g;
-  g.posted = posted;
-  g.ex = ex;
-  ex->on_cancel([c = g.cancel] { c->store(true); });
-  g.chat = chat;
-  g.request_id = std::move(request_id);
+void Proxy::start_generate(const GenPtr& gp) {
+  Gen& g = *gp;
+  const http::ExchangePtr& ex = g.ex;
+  const bool chat = g.chat;
   g.start = std::chrono::steady_clock::now();
   const http::Request& in = ex->request();
   const std::string no_route = "rule=none; target=none; reason=request refused before routing";
@@ -256,29 +297,34 @@ void Proxy::run_generate(const http::ExchangePtr& ex, bool chat, std::string req
     g.route.plan = {Target{}};
   }
 
-  std::string previous;
-  for (const Target& t : g.route.plan) {
-    if (ex->cancelled()) break;
-    g.current_target = t.to_string();
-    if (!previous.empty()) g.fallback_note = previous + " -> " + g.current_target + " (" + g.last_failure + ")";
-    TryResult r = TryResult::kFailed;
-    if (t.kind == TargetKind::kLocal) {
-      r = opts_.gie_pool ? try_gie(g) : try_local(g);
-    } else if (t.kind == TargetKind::kRemote) {
-      r = try_remote(g, opts_.rules->remotes.at(t.remote));
-    } else {
-      g.served_target = t.to_string();
-      g.outcome = "rejected";
-      api::ApiError e = make_error(t.reject_status, "Request rejected by routing rule '" + g.route.rule_id + "'.",
-                                   t.reject_status >= 500 ? "server_error" : "invalid_request_error", "rejected_by_rule");
-      respond_error(g, e, g.admission ? g.admission->headers : gateway::Headers{}, g.route_header(g.served_target));
-      settle(g, t.reject_status, "error");
-      return audit(g);
-    }
-    if (r == TryResult::kAnswered) return audit(g);
-    previous = g.current_target;
-  }
+  next_target(gp);
+}
 
+void Proxy::next_target(const GenPtr& gp) {
+  Gen& g = *gp;
+  if (g.next_plan >= g.route.plan.size() || g.ex->cancelled()) return all_failed(gp);
+  const Target& t = g.route.plan[g.next_plan++];
+  g.current_target = t.to_string();
+  if (!g.previous.empty()) g.fallback_note = g.previous + " -> " + g.current_target + " (" + g.last_failure + ")";
+  if (t.kind == TargetKind::kLocal) return opts_.gie_pool ? gie_attempt(gp) : local_begin(gp);
+  if (t.kind == TargetKind::kRemote) return remote_attempt(gp, opts_.rules->remotes.at(t.remote));
+  g.served_target = t.to_string();
+  g.outcome = "rejected";
+  api::ApiError e = make_error(t.reject_status, "Request rejected by routing rule '" + g.route.rule_id + "'.",
+                               t.reject_status >= 500 ? "server_error" : "invalid_request_error", "rejected_by_rule");
+  respond_error(g, e, g.admission ? g.admission->headers : gateway::Headers{}, g.route_header(g.served_target));
+  settle(g, t.reject_status, "error");
+  audit(g);
+}
+
+void Proxy::target_failed(const GenPtr& gp) {
+  gp->previous = gp->current_target;
+  next_target(gp);
+}
+
+void Proxy::all_failed(const GenPtr& gp) {
+  Gen& g = *gp;
+  const http::ExchangePtr& ex = g.ex;
   // Every target failed before the first byte.
   if (g.last_refusal && (g.last_refusal->head.status == 401 || g.last_refusal->head.status == 403)) {
     g.last_refusal.reset();  // a remote refusing the gateway's key must not read as the client's 401

@@ -5,9 +5,14 @@
 // of its own inside the pool (the data plane retries), and reads the serving endpoint from the
 // response's x-gateway-destination-endpoint-served into served_by / the ledger).
 //
-// Per generation request (POST /v1/completions, /v1/chat/completions), on a worker thread of a
-// pool that keeps its threads (worker_pool.h; io threads never block; at most max_in_flight
-// requests at once, more get 503 + Retry-After):
+// Per generation request (POST /v1/completions, /v1/chat/completions), driven by events rather
+// than by a thread per request: the upstream transfers run on the HTTP server's io threads
+// (UpstreamClient: libcurl multi on the server's Asio loop, register_routes() binds it), and the
+// answer is relayed from there. The steps that may block (admission, settlement, Redis-backed
+// cooldowns: the "blocking steps") run at once on the io thread when ProxyOptions::inline_steps
+// says governance is in process (no Redis, SQLite ledger with group commit), else on a worker
+// thread of a pool that keeps its threads (worker_pool.h), which is not held while the
+// upstream answers. At most max_in_flight requests at once; more get 503 + Retry-After:
 //   1. parse the JSON body (400 OpenAI error on bad JSON or a missing model);
 //   2. governance (when a Governor is given): admit with an estimated prompt size (body bytes
 //      of the prompt / 4: the gateway has no tokenizer) + max_tokens (default_max_tokens when
@@ -52,7 +57,9 @@
 // With trust_destination_header, a request's x-gateway-destination-endpoint list replaces the
 // picker's ranking (the decision record then lists those endpoints with score 0).
 //
-// Thread-safe. shutdown() waits for the workers (bounded by the deadline).
+// Thread-safe. shutdown() waits for the requests in flight and the workers (bounded by the
+// deadline). register_routes() must come before the server starts; the Proxy must be destroyed
+// after the server stopped (its upstream client is bound to the server's io_context).
 #pragma once
 
 #include <atomic>
@@ -77,6 +84,7 @@
 #include "router/pool.h"
 #include "router/cooldown.h"
 #include "router/rules.h"
+#include "router/upstream_client.h"
 #include "router/worker_pool.h"
 
 namespace ts::gateway {
@@ -114,12 +122,10 @@ struct ProxyOptions {
   std::optional<net::Url> chain_to;
   // Scheduler slice hint for the worker threads (worker_pool.h); 0 = kernel default.
   std::chrono::microseconds worker_slice{0};
-};
-
-// What a target attempt ended with.
-enum class TryResult {
-  kAnswered,  // the client got a response (success or an error relayed from the upstream)
-  kFailed,    // nothing was sent to the client: the plan's next target may try
+  // Run the blocking steps (see the header comment) on the io thread. Only when none of them
+  // waits on the network or a disk sync: no governor or an in-process limit store, a SQLite
+  // ledger whose journal syncs off the request path, in-process cooldowns. false = on workers.
+  bool inline_steps = false;
 };
 
 class Proxy {
@@ -142,18 +148,7 @@ class Proxy {
 
  private:
   struct Gen;  // proxy_request.h
-  void handle_generate(const http::ExchangePtr& ex, bool chat);
-  void run_generate(const http::ExchangePtr& ex, bool chat, std::string request_id,
-                    std::chrono::steady_clock::time_point posted);
-  // Routing inputs from the pool, the TTFT window and the cooldowns.
-  void fill_state(RouteInputs* in);
-  TryResult try_local(Gen& g);
-  TryResult try_gie(Gen& g);  // proxy_gie.cc
-  // Headers of every local upstream request: x-request-id, content type, GIE's objective and
-  // fairness id, the signed identity when gateway_secret is set (signed afresh at each call:
-  // one call per attempt).
-  http::HeaderList upstream_headers(Gen& g) const;
-  TryResult try_remote(Gen& g, const RemoteConfig& remote);
+  using GenPtr = std::shared_ptr<Gen>;
   // How one upstream call ended.
   struct Upstream {
     enum class End {
@@ -166,35 +161,56 @@ class Proxy {
     std::string failure;       // attempt result for kFailed / kRefused ("503", "429", ...)
     std::string detail;        // the client library's message, for kFailed
     net::HttpResult refusal;   // kRefused: head and (bounded) body
+    int settle_status = 0;     // kAnswered: settle() with these (a blocking step)
+    const char* settle_finish = nullptr;
   };
-  // One upstream call (libcurl client; http or https; on a pooled keep-alive session). A head whose status is_refusal() is
-  // collected, not relayed (failover material); any other head commits: commit() records the
-  // attempt and returns the upstream headers to relay, and the answer goes to the client as it
-  // arrives (SSE chunk by chunk, unbuffered; a failure mid-stream ends it with an SSE error
-  // event). The client is answered and settled on kAnswered.
-  Upstream call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
-                         const std::function<bool(int)>& is_refusal,
-                         const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
-                         const std::string& label);
+  using Then = std::function<void(Upstream)>;
+
+  void handle_generate(const http::ExchangePtr& ex, bool chat);
+  // A blocking step of `g`: inline (inline_steps) or on a worker (inline when the pool is full).
+  void resume(const GenPtr& g, std::function<void()> step);
+  // Parse, admit, route (blocking), then the plan's targets in order.
+  void start_generate(const GenPtr& g);
+  void next_target(const GenPtr& g);
+  void target_failed(const GenPtr& g);  // the current target failed before the first byte
+  void all_failed(const GenPtr& g);     // every target did: the last refusal or an error
+  // Routing inputs from the pool, the TTFT window and the cooldowns.
+  void fill_state(RouteInputs* in);
+  void local_begin(const GenPtr& g);    // pick, then local_attempt
+  void local_attempt(const GenPtr& g);  // the ranked list's next endpoint (failover)
+  void gie_attempt(const GenPtr& g);    // proxy_gie.cc
+  void remote_attempt(const GenPtr& g, const RemoteConfig& remote);
+  // Headers of every local upstream request: x-request-id, content type, GIE's objective and
+  // fairness id, the signed identity when gateway_secret is set (signed afresh at each call:
+  // one call per attempt).
+  http::HeaderList upstream_headers(Gen& g) const;
+  // One upstream call (UpstreamClient; http or https; keep-alive connections reused). A head
+  // whose status is_refusal() is collected, not relayed (failover material); any other head
+  // commits: commit() (on the io thread; it must not block) records the attempt and returns the
+  // upstream headers to relay, and the answer goes to the client as it arrives (SSE chunk by
+  // chunk, unbuffered; a failure mid-stream ends it with an SSE error event). When the call
+  // ends, the client-facing part is done on the io thread, then `then` runs as a blocking step
+  // (after settle() on kAnswered).
+  void call_upstream(const GenPtr& g, const net::Url& url, net::HttpRequest req, net::HttpCallOptions opts,
+                     std::function<bool(int)> is_refusal,
+                     std::function<http::HeaderList(const net::HttpResponseHead&)> commit, std::string label, Then then);
   void settle(Gen& g, int status, const char* finish);
   void respond_error(Gen& g, const api::ApiError& e, const gateway::Headers& extra, const std::string& route);
   void audit(Gen& g);
+  void keep_decision(Gen& g);  // the local picker's record into decisions_ (once per local target)
   void add_ttft(int64_t ms);
   // p95 of the local TTFT samples in ttft_window (-1 when none), cached for up to 50 ms.
   int64_t p95_ttft();
   void handle_models(const http::ExchangePtr& ex);
   void count(const std::string& endpoint, int code);
-
-  // Idle keep-alive sessions per upstream origin (+ CA file): an upstream call takes one (or a
-  // new one) and gives it back after, so calls reuse connections the upstream kept open.
-  std::unique_ptr<net::HttpSession> take_session(const std::string& key);
-  void give_session(const std::string& key, std::unique_ptr<net::HttpSession> s);
+  void gen_ended();  // a Gen was destroyed
 
   EndpointPool& pool_;
   Picker& picker_;
-  std::mutex sessions_mu_;
-  std::map<std::string, std::vector<std::unique_ptr<net::HttpSession>>> idle_sessions_;
   ProxyOptions opts_;
+  std::mutex gen_mu_;                   // with gen_cv_: shutdown() waits for num_gen_ == 0
+  std::condition_variable gen_cv_;
+  std::atomic<int> num_gen_{0};         // generation requests in flight
   std::atomic<bool> draining_{false};
   std::mutex pick_mu_;  // pick + count on the winner, atomically
   mutable std::mutex mu_;
@@ -209,8 +225,9 @@ class Proxy {
   int64_t ttft_p95_ = -1;                               // p95_ttft's cache (under mu_)
   std::chrono::steady_clock::time_point ttft_p95_at_;
   bool ttft_p95_valid_ = false;
-  // Last member: destroyed first, so no worker outlives the state it uses.
+  // Destroyed first (last members), so no transfer or worker outlives the state it uses.
   std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<UpstreamClient> client_;  // set by register_routes()
 };
 
 }  // namespace ts::router

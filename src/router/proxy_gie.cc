@@ -9,11 +9,13 @@ namespace ts::router {
 
 using namespace proxy_detail;
 
-TryResult Proxy::try_gie(Gen& g) {
+void Proxy::gie_attempt(const GenPtr& gp) {
+  Gen& g = *gp;
   const net::Url& pool = *opts_.gie_pool;
   const std::string label = "gie";
-  auto record_attempt = [&](const std::string& result, bool ok) {
-    g.attempts.push_back({{"target", "local:gie"}, {"endpoint", pool.origin()}, {"result", result}});
+  auto record_attempt = [this, gp, label, origin = pool.origin()](const std::string& result, bool ok) {
+    Gen& g = *gp;
+    g.attempts.push_back({{"target", "local:gie"}, {"endpoint", origin}, {"result", result}});
     if (!ok) g.last_failure = "local:gie " + result;
     std::lock_guard lock(mu_);
     ++attempts_[{label, result}];
@@ -31,9 +33,10 @@ TryResult Proxy::try_gie(Gen& g) {
   co.ca_file = opts_.gie_ca_file;
   co.direct = true;  // the in-cluster route, never through an egress proxy
   g.served_target = "local:gie";
-  Upstream up = call_upstream(
-      g, pool, req, co, [](int status) { return status == 502 || status == 503; },
-      [&](const net::HttpResponseHead& head) {
+  call_upstream(
+      gp, pool, std::move(req), co, [](int status) { return status == 502 || status == 503; },
+      [gp, record_attempt](const net::HttpResponseHead& head) {
+        Gen& g = *gp;
         record_attempt("ok", true);
         // The data plane says which endpoint served (GIE's x-gateway-destination-endpoint-served).
         std::string served = head.header("x-gateway-destination-endpoint-served");
@@ -45,23 +48,26 @@ TryResult Proxy::try_gie(Gen& g) {
         if (!served.empty()) out.emplace_back("x-gateway-destination-endpoint-served", served);
         return out;
       },
-      label);
-  if (up.end == Upstream::End::kAnswered) return TryResult::kAnswered;
-  if (up.end == Upstream::End::kCancelled) {
-    g.attempts.push_back({{"target", "local:gie"}, {"result", "cancelled"}});
-    g.outcome = "cancelled";
-    settle(g, 499, "cancelled");
-    return TryResult::kAnswered;
-  }
-  g.served_target.clear();
-  record_attempt(up.failure, false);
-  if (up.end == Upstream::End::kRefused) {
-    g.last_refusal = std::move(up.refusal);
-    g.last_refusal_from = "gie";
-  } else {
-    g.attempts.back()["detail"] = up.detail;
-  }
-  return TryResult::kFailed;
+      label,
+      [this, gp, record_attempt](Upstream up) {
+        Gen& g = *gp;
+        if (up.end == Upstream::End::kAnswered) return audit(g);
+        if (up.end == Upstream::End::kCancelled) {
+          g.attempts.push_back({{"target", "local:gie"}, {"result", "cancelled"}});
+          g.outcome = "cancelled";
+          settle(g, 499, "cancelled");
+          return audit(g);
+        }
+        g.served_target.clear();
+        record_attempt(up.failure, false);
+        if (up.end == Upstream::End::kRefused) {
+          g.last_refusal = std::move(up.refusal);
+          g.last_refusal_from = "gie";
+        } else {
+          g.attempts.back()["detail"] = up.detail;
+        }
+        target_failed(gp);
+      });
 }
 
 }  // namespace ts::router

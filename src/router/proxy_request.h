@@ -1,11 +1,15 @@
-// Internal to the proxy (proxy.cc, proxy_upstream.cc): the state of one generation request as
-// it moves through admission, the routing rules and the targets of its plan. Not thread-safe:
-// one worker thread owns it.
+// Internal to the proxy (proxy.cc, proxy_upstream.cc, proxy_gie.cc): the state of one generation
+// request as it moves through admission, the routing rules and the targets of its plan. Shared
+// (GenPtr) by the steps and the upstream call's handlers, which run one after another (each
+// step is posted by the previous one), never at once: no lock. The atomics are the exceptions,
+// touched by the client-disconnect callback from the connection's strand.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -80,9 +84,19 @@ inline bool is_relayed_header(std::string_view name) {
 }  // namespace proxy_detail
 
 struct Proxy::Gen {
+  explicit Gen(Proxy* p) : owner(p) {}
+  ~Gen() {
+    local_release();
+    owner->gen_ended();
+  }
+  Gen(const Gen&) = delete;
+  Gen& operator=(const Gen&) = delete;
+
+  Proxy* owner;
   http::ExchangePtr ex;
-  // Set when the client disconnects (Exchange::on_cancel): upstream calls stop within 50 ms.
-  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  // Set when the client disconnects (Exchange::on_cancel), which also cancels call_id.
+  std::atomic<bool> cancelled{false};
+  std::atomic<uint64_t> call_id{0};  // the upstream call running (UpstreamClient), 0 = none
   bool chat = false;
   std::string request_id;
   std::chrono::steady_clock::time_point start;
@@ -108,7 +122,7 @@ struct Proxy::Gen {
   std::string last_failure;    // why the last target failed
   nlohmann::json attempts = nlohmann::json::array();
   Decision picker;             // the local picker's record (when local was tried)
-  nlohmann::json picker_json;  // picker.to_json() as kept in the decision record (null until then)
+  std::string picker_dump;     // picker.to_json() as serialized into the decision record ("" until then)
   bool picked = false;
   std::string served_by;       // endpoint name or "remote:<name>"
   std::string served_target;   // "local:r1" | "remote:big"
@@ -121,6 +135,33 @@ struct Proxy::Gen {
   // signed with a later one, so no two attempts carry the same signature (replicas refuse a
   // signature seen before, across replicas when they share Redis).
   int64_t last_signed_ms = 0;
+
+  // The plan's walk: the next target's index, the target that failed before it.
+  size_t next_plan = 0;
+  std::string previous;
+  // The local target (pool = builtin) across its attempts.
+  std::map<std::string, Endpoint> header_endpoints;  // from a trusted destination header
+  std::vector<std::string> ranked_addrs;             // "ip:port" in ranked order
+  size_t next_candidate = 0;
+  int tries = 0;
+  std::string local_served_by;
+  std::string reserved;   // counted on the pick's winner (pool begin_request) until the target ends
+  std::string in_flight;  // a failover endpoint counted while it is tried
+  bool decision_kept = false;
+
+  // Ends the pool counts the local target holds.
+  void local_release() {
+    if (!reserved.empty()) owner->pool_.end_request(reserved);
+    if (!in_flight.empty()) owner->pool_.end_request(in_flight);
+    reserved.clear();
+    in_flight.clear();
+  }
+  // Records the upstream call now running, so a disconnect can cancel it (ids only grow).
+  void set_call(uint64_t id) {
+    uint64_t prev = call_id.load();
+    while (prev < id && !call_id.compare_exchange_weak(prev, id)) {
+    }
+  }
 
   // x-tokenserve-route for the target now answering.
   std::string route_header(const std::string& target) const {

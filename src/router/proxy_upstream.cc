@@ -47,172 +47,174 @@ std::string server_timing(std::chrono::steady_clock::time_point posted, std::chr
 
 }  // namespace
 
-std::unique_ptr<net::HttpSession> Proxy::take_session(const std::string& key) {
-  {
-    std::lock_guard lock(sessions_mu_);
-    auto it = idle_sessions_.find(key);
-    if (it != idle_sessions_.end() && !it->second.empty()) {
-      auto s = std::move(it->second.back());
-      it->second.pop_back();
-      return s;
-    }
-  }
-  return std::make_unique<net::HttpSession>();
-}
-
-void Proxy::give_session(const std::string& key, std::unique_ptr<net::HttpSession> s) {
-  constexpr size_t kIdlePerUpstream = 64;
-  std::lock_guard lock(sessions_mu_);
-  auto& idle = idle_sessions_[key];
-  if (idle.size() < kIdlePerUpstream) idle.push_back(std::move(s));
-}
-
-Proxy::Upstream Proxy::call_upstream(Gen& g, const net::Url& url, const net::HttpRequest& req, net::HttpCallOptions opts,
-                                     const std::function<bool(int)>& is_refusal,
-                                     const std::function<http::HeaderList(const net::HttpResponseHead&)>& commit,
-                                     const std::string& label) {
-  enum class Mode { kNone, kRefusing, kBuffering, kStreaming } mode = Mode::kNone;
+void Proxy::call_upstream(const GenPtr& gp, const net::Url& url, net::HttpRequest req, net::HttpCallOptions opts,
+                          std::function<bool(int)> is_refusal,
+                          std::function<http::HeaderList(const net::HttpResponseHead&)> commit, std::string label,
+                          Then then) {
+  enum class Mode { kNone, kRefusing, kBuffering, kStreaming };
+  // What the handlers gather; shared by them and the completion (all on the client's strand).
+  struct Relay {
+    Mode mode = Mode::kNone;
+    net::HttpResponseHead head;
+    std::string content_type, body;
+    bool first = true, client_gone = false, too_big = false;
+    net::SseParser sse;
+    std::function<bool(int)> is_refusal;
+    std::function<http::HeaderList(const net::HttpResponseHead&)> commit;
+  };
+  auto relay = std::make_shared<Relay>();
+  relay->is_refusal = std::move(is_refusal);
+  relay->commit = std::move(commit);
   const bool local = !label.starts_with("remote:");  // local TTFTs feed the `when` rules' p95
-  Upstream out;
-  net::HttpResponseHead head;
-  http::HeaderList out_headers;
-  std::string content_type, body;
-  bool first = true, client_gone = false, too_big = false;
-  net::SseParser sse;
-  std::chrono::steady_clock::time_point head_at;
-  net::CallStage stage = net::CallStage::kConnecting;
-  opts.stage = &stage;
-  opts.cancel = g.cancel.get();
+  Gen& g = *gp;
   net::HttpHandlers h;
-  h.on_head = [&](const net::HttpResponseHead& hd) {
-    head = hd;
-    if (is_refusal(hd.status)) {
-      mode = Mode::kRefusing;
+  h.on_head = [this, gp, relay](const net::HttpResponseHead& hd) {
+    Gen& g = *gp;
+    Relay& r = *relay;
+    r.head = hd;
+    if (r.is_refusal(hd.status)) {
+      r.mode = Mode::kRefusing;
       return true;
     }
-    out_headers = commit(hd);  // the attempt is the answer now: no failover after this byte
+    http::HeaderList out_headers = r.commit(hd);  // the attempt is the answer now: no failover after this byte
     if (g.admission)
       for (const auto& x : g.admission->headers) out_headers.push_back(x);
     out_headers.emplace_back("x-request-id", g.request_id);
     out_headers.emplace_back("x-tokenserve-route", g.route_header(g.served_target));
-    head_at = std::chrono::steady_clock::now();
-    content_type = hd.header("content-type");
-    if (content_type.empty()) content_type = "application/json";
+    r.content_type = hd.header("content-type");
+    if (r.content_type.empty()) r.content_type = "application/json";
     std::string te = hd.header("transfer-encoding");
     for (char& c : te) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (te.find("chunked") != std::string::npos || content_type.starts_with("text/event-stream")) {
-      out_headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, head_at));
-      g.ex->start_stream(hd.status, content_type, std::move(out_headers));
+    if (te.find("chunked") != std::string::npos || r.content_type.starts_with("text/event-stream")) {
+      out_headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, std::chrono::steady_clock::now()));
+      g.ex->start_stream(hd.status, r.content_type, std::move(out_headers));
       g.status = hd.status;
-      mode = Mode::kStreaming;
+      r.mode = Mode::kStreaming;
     } else {
-      mode = Mode::kBuffering;
+      r.head.headers = std::move(out_headers);  // relayed with the whole body (the upstream's own are no longer needed)
+      r.mode = Mode::kBuffering;
     }
     return true;
   };
-  h.on_body = [&](std::string_view d) {
-    switch (mode) {
+  h.on_body = [this, gp, relay, local](std::string_view d) {
+    Gen& g = *gp;
+    Relay& r = *relay;
+    switch (r.mode) {
       case Mode::kNone:
         return true;
       case Mode::kRefusing:  // an error body, kept (bounded) to pass through if every target fails
-        if (body.size() < (64u << 10)) body.append(d.substr(0, (64u << 10) - body.size()));
+        if (r.body.size() < (64u << 10)) r.body.append(d.substr(0, (64u << 10) - r.body.size()));
         return true;
       case Mode::kBuffering:
-        if (body.size() + d.size() > (64u << 20)) {
-          too_big = true;
+        if (r.body.size() + d.size() > (64u << 20)) {
+          r.too_big = true;
           return false;
         }
-        body.append(d);
+        r.body.append(d);
         return true;
       case Mode::kStreaming:
-        if (first) {
+        if (r.first) {
           g.rec.ttft_ms =
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g.start).count();
           if (local) add_ttft(g.rec.ttft_ms);
-          first = false;
+          r.first = false;
         }
         // Usage rides in the last data event; the parser reassembles events split across reads.
-        sse.feed(d, [&](const net::SseEvent& ev) {
+        r.sse.feed(d, [&](const net::SseEvent& ev) {
           if (ev.data.find("\"usage\"") == std::string::npos) return;
           json j = json::parse(ev.data, nullptr, false);
           if (j.is_object()) read_usage(j, &g.rec, &g.have_usage);
         });
-        if (!g.ex->write(std::string(d))) {  // the client went away: dropping the call cancels upstream
-          client_gone = true;
+        if (!g.ex->write(std::string(d))) {  // the client went away: stopping the call cancels upstream
+          r.client_gone = true;
           return false;
         }
         return true;
     }
     return true;
   };
-  const std::string session_key = url.origin() + "|" + opts.ca_file;
-  std::unique_ptr<net::HttpSession> session = take_session(session_key);
-  g.upstream_start = std::chrono::steady_clock::now();
-  auto r = session->stream(url, req, opts, h);
-  const auto upstream_end = std::chrono::steady_clock::now();
-  give_session(session_key, std::move(session));  // an aborted transfer left no connection in it
-  const Status st = r.ok() ? Status() : r.status();
-  switch (mode) {
-    case Mode::kNone:
-      out.end = st.code() == StatusCode::kCancelled ? Upstream::End::kCancelled : Upstream::End::kFailed;
-      out.failure = st.code() == StatusCode::kCancelled ? "cancelled" : failure_name(stage, st);
-      out.detail = st.message();
-      return out;
-    case Mode::kRefusing:
-      out.end = Upstream::End::kRefused;
-      out.failure = std::to_string(head.status);
-      out.refusal = net::HttpResult{.head = std::move(head), .body = std::move(body)};
-      return out;
-    case Mode::kBuffering: {
-      out.end = Upstream::End::kAnswered;
-      if (!st.ok() || too_big) {
-        g.outcome = st.code() == StatusCode::kCancelled ? "cancelled" : "error";
-        std::string why = too_big ? std::string("response body over 64 MiB") : st.message();
-        respond_error(g, make_error(502, "The upstream " + label + " failed while answering: " + why, "server_error",
-                                    "upstream_error"), {}, g.route_header(g.served_target));
-        settle(g, g.outcome == "cancelled" ? 499 : 502, g.outcome == "cancelled" ? "cancelled" : "error");
-        return out;
+  auto done = [this, gp, relay, label, then = std::move(then)](UpstreamEnd end) mutable {
+    Gen& g = *gp;
+    Relay& r = *relay;
+    const auto upstream_end = std::chrono::steady_clock::now();
+    const Status st = end.result.ok() ? Status() : end.result.status();
+    Upstream out;
+    switch (r.mode) {
+      case Mode::kNone:
+        out.end = st.code() == StatusCode::kCancelled ? Upstream::End::kCancelled : Upstream::End::kFailed;
+        out.failure = st.code() == StatusCode::kCancelled ? "cancelled" : failure_name(end.stage, st);
+        out.detail = st.message();
+        break;
+      case Mode::kRefusing:
+        out.end = Upstream::End::kRefused;
+        out.failure = std::to_string(r.head.status);
+        out.refusal = net::HttpResult{.head = std::move(r.head), .body = std::move(r.body)};
+        break;
+      case Mode::kBuffering: {
+        out.end = Upstream::End::kAnswered;
+        if (!st.ok() || r.too_big) {
+          g.outcome = st.code() == StatusCode::kCancelled ? "cancelled" : "error";
+          std::string why = r.too_big ? std::string("response body over 64 MiB") : st.message();
+          respond_error(g, make_error(502, "The upstream " + label + " failed while answering: " + why, "server_error",
+                                      "upstream_error"), {}, g.route_header(g.served_target));
+          out.settle_status = g.outcome == "cancelled" ? 499 : 502;
+          out.settle_finish = g.outcome == "cancelled" ? "cancelled" : "error";
+          break;
+        }
+        if (r.body.find("\"usage\"") != std::string::npos) {
+          json rj = json::parse(r.body, nullptr, false);
+          if (rj.is_object()) read_usage(rj, &g.rec, &g.have_usage);
+        }
+        http::Response resp;
+        resp.status = r.head.status;
+        resp.content_type = std::move(r.content_type);
+        resp.headers = std::move(r.head.headers);
+        resp.headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, upstream_end));
+        resp.body = std::move(r.body);
+        count(label, resp.status);
+        g.status = resp.status;
+        g.outcome = resp.status < 400 ? "ok" : "error";
+        out.settle_status = resp.status;
+        out.settle_finish = resp.status < 400 ? "stop" : "error";
+        g.ex->respond(std::move(resp));
+        break;
       }
-      json rj = json::parse(body, nullptr, false);
-      if (rj.is_object()) read_usage(rj, &g.rec, &g.have_usage);
-      http::Response resp;
-      resp.status = head.status;
-      resp.content_type = content_type;
-      resp.headers = std::move(out_headers);
-      resp.headers.emplace_back("Server-Timing", server_timing(g.posted, g.start, g.upstream_start, upstream_end));
-      resp.body = std::move(body);
-      count(label, resp.status);
-      g.status = resp.status;
-      g.outcome = head.status < 400 ? "ok" : "error";
-      g.ex->respond(std::move(resp));
-      settle(g, head.status, head.status < 400 ? "stop" : "error");
-      return out;
-    }
-    case Mode::kStreaming:
-      out.end = Upstream::End::kAnswered;
-      if (client_gone || st.code() == StatusCode::kCancelled) {
-        count(label, 499);
-        g.outcome = "partial";
-        settle(g, head.status, "cancelled");
-        return out;
-      }
-      if (!st.ok()) {
-        api::ApiError e = make_error(502, "The upstream " + label + " failed mid-stream: " + st.message(), "server_error",
-                                     "upstream_error");
-        g.ex->write("data: " + e.to_json() + "\n\n");
+      case Mode::kStreaming:
+        out.end = Upstream::End::kAnswered;
+        if (r.client_gone || st.code() == StatusCode::kCancelled) {
+          count(label, 499);
+          g.outcome = "partial";
+          out.settle_status = r.head.status;
+          out.settle_finish = "cancelled";
+          break;
+        }
+        if (!st.ok()) {
+          api::ApiError e = make_error(502, "The upstream " + label + " failed mid-stream: " + st.message(), "server_error",
+                                       "upstream_error");
+          g.ex->write("data: " + e.to_json() + "\n\n");
+          g.ex->finish();
+          count(label, 502);
+          g.outcome = "partial";
+          out.settle_status = 502;
+          out.settle_finish = "error";
+          break;
+        }
         g.ex->finish();
-        count(label, 502);
-        g.outcome = "partial";
-        settle(g, 502, "error");
-        return out;
-      }
-      g.ex->finish();
-      count(label, head.status);
-      g.outcome = head.status < 400 ? "ok" : "error";
-      settle(g, head.status, "stop");
-      return out;
-  }
-  return out;
+        count(label, r.head.status);
+        g.outcome = r.head.status < 400 ? "ok" : "error";
+        out.settle_status = r.head.status;
+        out.settle_finish = "stop";
+        break;
+    }
+    resume(gp, [this, gp, out = std::move(out), then = std::move(then)]() mutable {
+      if (out.settle_finish) settle(*gp, out.settle_status, out.settle_finish);
+      then(std::move(out));
+    });
+  };
+  g.upstream_start = std::chrono::steady_clock::now();
+  const uint64_t id = client_->start(url, std::move(req), std::move(opts), std::move(h), std::move(done));
+  g.set_call(id);
+  if (g.cancelled.load()) client_->cancel(id);  // the client left while this call was being set up
 }
 
 http::HeaderList Proxy::upstream_headers(Gen& g) const {
@@ -231,18 +233,43 @@ http::HeaderList Proxy::upstream_headers(Gen& g) const {
   return h;
 }
 
-TryResult Proxy::try_local(Gen& g) {
+void Proxy::keep_decision(Gen& g) {
+  if (g.decision_kept) return;
+  g.decision_kept = true;
+  // The picker's record is serialized once: the /router/decisions record and the audit row's
+  // "picker" splice the same text (a JSON tree per record, copied and dumped twice, was a
+  // visible share of the io thread's time per request).
+  g.picker_dump = g.picker.to_json().dump();
+  std::string record = "{\"request_id\":";
+  record += json(g.request_id).dump();
+  record += ",\"model\":";
+  record += json(g.model).dump();
+  record += ",\"tenant\":";
+  record += json(g.tenant).dump();
+  record += ",\"served_by\":";
+  record += json(g.local_served_by).dump();
+  record += ",\"attempts\":";
+  record += g.attempts.dump();
+  record += ",\"decision\":";
+  record += g.picker_dump;
+  record += "}";
+  std::lock_guard lock(mu_);
+  decisions_.push_back(std::move(record));
+  while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
+}
+
+void Proxy::local_begin(const GenPtr& gp) {
+  Gen& g = *gp;
   const http::Request& in = g.ex->request();
+  g.local_release();  // a plan naming local twice starts afresh
+  g.header_endpoints.clear();
+  g.ranked_addrs.clear();
+  g.next_candidate = 0;
+  g.tries = 0;
+  g.local_served_by.clear();
+  g.decision_kept = false;
   // Pick and count the request on the winner in one step, so concurrent picks see each other
   // (a scrape lags; without this, simultaneous requests all pick the same idle endpoint).
-  struct InFlight {
-    EndpointPool* p = nullptr;
-    std::string n;
-    ~InFlight() {
-      if (p) p->end_request(n);
-    }
-  };
-  InFlight reserved;
   Decision& decision = g.picker;
   g.picked = true;
   {
@@ -252,16 +279,14 @@ TryResult Proxy::try_local(Gen& g) {
                             pool_.snapshot(),
                             Clock::now());
     if (!decision.ranked.empty()) {
-      reserved.p = &pool_;
-      reserved.n = decision.ranked[0].name;
-      pool_.begin_request(reserved.n);
+      g.reserved = decision.ranked[0].name;
+      pool_.begin_request(g.reserved);
       // Index the prompt at once (as GIE's approximate scorer does on pick), so requests with
       // the same prefix that arrive while this one runs find it.
-      picker_.record(reserved.n, decision);
+      picker_.record(g.reserved, decision);
     }
   }
   // An upstream picker's choice (GIE EPP header), when trusted: walk its list in order.
-  std::map<std::string, Endpoint> header_endpoints;
   if (opts_.trust_destination_header) {
     std::string_view list = in.header("x-gateway-destination-endpoint");
     std::vector<Candidate> ranked;
@@ -280,24 +305,14 @@ TryResult Proxy::try_local(Gen& g) {
         Endpoint known;
         if (pool_.lookup(s.name, &known) && known.address == ep.address && known.port == ep.port) ep = known;
       }
-      if (header_endpoints.emplace(ep.name, ep).second) ranked.push_back(Candidate{.name = ep.name});
+      if (g.header_endpoints.emplace(ep.name, ep).second) ranked.push_back(Candidate{.name = ep.name});
     }
     if (!ranked.empty()) decision.ranked = std::move(ranked);
   }
-  std::string served_by;
-  auto keep_decision = [&]() {
-    json rj = {{"request_id", g.request_id}, {"model", g.model},        {"tenant", g.tenant},
-               {"served_by", served_by},     {"attempts", g.attempts}, {"decision", decision.to_json()}};
-    std::string record = rj.dump();
-    g.picker_json = std::move(rj["decision"]);  // the audit row's "picker", not built twice
-    std::lock_guard lock(mu_);
-    decisions_.push_back(std::move(record));
-    while (decisions_.size() > opts_.max_decisions) decisions_.pop_front();
-  };
   if (decision.shed && decision.ranked.empty()) {
     // Batch is sheddable (GIE InferenceObjective priority < 0): at saturation it gets 429 +
     // Retry-After so the pool's queue serves interactive traffic first.
-    keep_decision();
+    keep_decision(g);
     shed_batch_.fetch_add(1);
     g.outcome = "shed";
     g.route.reason += "; batch shed (every endpoint waiting >= " +
@@ -309,128 +324,134 @@ TryResult Proxy::try_local(Gen& g) {
                                 "rate_limit_error", "batch_shed"),
                   extra, g.route_header("none"));
     settle(g, 429, "error");
-    return TryResult::kAnswered;
+    g.local_release();
+    return audit(g);
   }
   if (decision.ranked.empty()) {
-    keep_decision();
+    keep_decision(g);
     g.last_failure = "no ready local endpoint";
-    return TryResult::kFailed;
+    g.local_release();
+    return target_failed(gp);
   }
-
   // GIE's EPP header for a chained proxy (HAProxy set-dst): the ranked list from `from` on, so a
   // retry through the chain names the next endpoint first.
-  std::vector<std::string> ranked_addrs;
   for (const Candidate& c : decision.ranked) {
     Endpoint e;
-    auto h = header_endpoints.find(c.name);
-    if (h != header_endpoints.end()) e = h->second;
+    auto h = g.header_endpoints.find(c.name);
+    if (h != g.header_endpoints.end()) e = h->second;
     else if (!pool_.lookup(c.name, &e)) continue;
-    ranked_addrs.push_back(e.address + ":" + std::to_string(e.port));
+    g.ranked_addrs.push_back(e.address + ":" + std::to_string(e.port));
   }
-  auto headers_from = [&](const std::string& first) {
-    http::HeaderList hl = upstream_headers(g);  // signed per attempt
+  local_attempt(gp);
+}
+
+void Proxy::local_attempt(const GenPtr& gp) {
+  Gen& g = *gp;
+  const Decision& decision = g.picker;
+  // The next candidate that still resolves to an endpoint.
+  Endpoint ep;
+  const Candidate* cand = nullptr;
+  while (g.next_candidate < decision.ranked.size() && g.tries < opts_.max_attempts && !g.ex->cancelled()) {
+    const Candidate& c = decision.ranked[g.next_candidate++];
+    if (auto h = g.header_endpoints.find(c.name); h != g.header_endpoints.end()) ep = h->second;
+    else if (!pool_.lookup(c.name, &ep)) continue;
+    cand = &c;
+    break;
+  }
+  if (!cand) {
+    keep_decision(g);
+    if (g.tries == 0) g.last_failure = "no reachable local endpoint";
+    g.local_release();
+    return target_failed(gp);
+  }
+  ++g.tries;
+  if (ep.name != g.reserved) {  // failover targets are counted while tried
+    picker_.record(ep.name, decision);
+    pool_.begin_request(ep.name);
+    g.in_flight = ep.name;
+  }
+  const std::string addr = ep.address + ":" + std::to_string(ep.port);
+  http::HeaderList hl = upstream_headers(g);  // signed per attempt
+  {
     std::string list;
     bool on = false;
-    for (const std::string& a : ranked_addrs) {
-      on = on || a == first;
+    for (const std::string& a : g.ranked_addrs) {
+      on = on || a == addr;
       if (!on) continue;
       if (!list.empty()) list += ",";
       list += a;
     }
-    hl.emplace_back("x-gateway-destination-endpoint", list);
-    return hl;
-  };
-  const std::string target = g.chat ? "/v1/chat/completions" : "/v1/completions";
-  int tries = 0;
-  for (const Candidate& cand : decision.ranked) {
-    if (tries >= opts_.max_attempts || g.ex->cancelled()) break;
-    Endpoint ep;
-    if (auto h = header_endpoints.find(cand.name); h != header_endpoints.end()) ep = h->second;
-    else if (!pool_.lookup(cand.name, &ep)) continue;
-    ++tries;
-    auto record_attempt = [&](const char* result, bool ok) {
-      g.attempts.push_back({{"target", "local:" + ep.name}, {"endpoint", ep.name}, {"result", result}});
-      if (!ok) g.last_failure = "local:" + ep.name + " " + result;
-      pool_.report_attempt(ep.name, ok);
-      std::lock_guard lock(mu_);
-      ++attempts_[{ep.name, result}];
-    };
-    InFlight in_flight;  // failover targets are counted while tried
-    if (ep.name != reserved.n) {
-      picker_.record(ep.name, decision);
-      pool_.begin_request(ep.name);
-      in_flight.p = &pool_;
-      in_flight.n = ep.name;
-    }
-    // Direct to the endpoint, or through the chained proxy that routes by the header.
-    const std::string addr = ep.address + ":" + std::to_string(ep.port);
-    net::Url url = opts_.chain_to ? *opts_.chain_to : net::Url{.host = ep.address, .port = ep.port};
-    net::HttpRequest req{.method = "POST", .path = target, .headers = headers_from(addr), .body = in.body};
-    net::HttpCallOptions co;
-    co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);  // a stream may be long;
-    co.idle_timeout = opts_.upstream_timeout;                                  // a silent upstream may not
-    co.connect_timeout = std::min<std::chrono::milliseconds>(opts_.upstream_timeout, std::chrono::milliseconds(3000));
-    co.direct = true;  // local endpoints: never through an egress proxy from the environment
-    Upstream up = call_upstream(
-        g, url, req, co, [](int status) { return status == 502 || status == 503; },
-        [&](const net::HttpResponseHead& head) {
-          // Committed to this endpoint from here on: no failover after the first byte.
-          record_attempt("ok", true);
-          served_by = ep.name;
-          g.served_by = ep.name;
-          g.served_target = "local:" + ep.name;
-          prefix_predicted_chars_.fetch_add(cand.prefix_blocks *
-                                            static_cast<int64_t>(picker_.options().prefix.block_chars));
-          http::HeaderList out_headers;
-          for (const auto& [k, v] : head.headers)
-            if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
-          out_headers.emplace_back("x-gateway-destination-endpoint-served", ep.address + ":" + std::to_string(ep.port));
-          if (decision.guard_applied && g.route.rule_id == "builtin") g.route.reason = "imbalance-guard";
-          keep_decision();
-          return out_headers;
-        },
-        ep.name);
-    if (up.end == Upstream::End::kAnswered) return TryResult::kAnswered;
-    if (up.end == Upstream::End::kCancelled) {  // the client left before an answer: nobody to fail over for
-      g.attempts.push_back({{"target", "local:" + ep.name}, {"endpoint", ep.name}, {"result", "cancelled"}});
-      keep_decision();
-      g.outcome = "cancelled";
-      settle(g, 499, "cancelled");
-      return TryResult::kAnswered;
-    }
-    record_attempt(up.failure.c_str(), false);
-    if (up.end == Upstream::End::kRefused) {
-      g.last_refusal = std::move(up.refusal);
-      g.last_refusal_from = ep.name;
-    } else {
-      g.attempts.back()["detail"] = up.detail;
-    }
+    hl.emplace_back("x-gateway-destination-endpoint", std::move(list));
   }
-  keep_decision();
-  if (tries == 0) g.last_failure = "no reachable local endpoint";
-  return TryResult::kFailed;
+  // Direct to the endpoint, or through the chained proxy that routes by the header.
+  net::Url url = opts_.chain_to ? *opts_.chain_to : net::Url{.host = ep.address, .port = ep.port};
+  net::HttpRequest req{.method = "POST", .path = g.chat ? "/v1/chat/completions" : "/v1/completions",
+                       .headers = std::move(hl), .body = g.ex->request().body};
+  net::HttpCallOptions co;
+  co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);  // a stream may be long;
+  co.idle_timeout = opts_.upstream_timeout;                                  // a silent upstream may not
+  co.connect_timeout = std::min<std::chrono::milliseconds>(opts_.upstream_timeout, std::chrono::milliseconds(3000));
+  co.direct = true;  // local endpoints: never through an egress proxy from the environment
+  const int64_t prefix_blocks = cand->prefix_blocks;
+  auto record_attempt = [this, gp, name = ep.name](const char* result, bool ok) {
+    Gen& g = *gp;
+    g.attempts.push_back({{"target", "local:" + name}, {"endpoint", name}, {"result", result}});
+    if (!ok) g.last_failure = "local:" + name + " " + result;
+    pool_.report_attempt(name, ok);
+    std::lock_guard lock(mu_);
+    ++attempts_[{name, result}];
+  };
+  call_upstream(
+      gp, url, std::move(req), co, [](int status) { return status == 502 || status == 503; },
+      [this, gp, ep, prefix_blocks, record_attempt](const net::HttpResponseHead& head) {
+        // Committed to this endpoint from here on: no failover after the first byte.
+        Gen& g = *gp;
+        record_attempt("ok", true);
+        g.local_served_by = ep.name;
+        g.served_by = ep.name;
+        g.served_target = "local:" + ep.name;
+        prefix_predicted_chars_.fetch_add(prefix_blocks * static_cast<int64_t>(picker_.options().prefix.block_chars));
+        http::HeaderList out_headers;
+        for (const auto& [k, v] : head.headers)
+          if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
+        out_headers.emplace_back("x-gateway-destination-endpoint-served", ep.address + ":" + std::to_string(ep.port));
+        if (g.picker.guard_applied && g.route.rule_id == "builtin") g.route.reason = "imbalance-guard";
+        keep_decision(g);
+        return out_headers;
+      },
+      ep.name,
+      [this, gp, name = ep.name, record_attempt](Upstream up) {
+        Gen& g = *gp;
+        if (!g.in_flight.empty()) {
+          pool_.end_request(g.in_flight);
+          g.in_flight.clear();
+        }
+        if (up.end == Upstream::End::kAnswered) {
+          g.local_release();
+          return audit(g);
+        }
+        if (up.end == Upstream::End::kCancelled) {  // the client left before an answer: nobody to fail over for
+          g.attempts.push_back({{"target", "local:" + name}, {"endpoint", name}, {"result", "cancelled"}});
+          keep_decision(g);
+          g.outcome = "cancelled";
+          settle(g, 499, "cancelled");
+          g.local_release();
+          return audit(g);
+        }
+        record_attempt(up.failure.c_str(), false);
+        if (up.end == Upstream::End::kRefused) {
+          g.last_refusal = std::move(up.refusal);
+          g.last_refusal_from = name;
+        } else {
+          g.attempts.back()["detail"] = up.detail;
+        }
+        local_attempt(gp);
+      });
 }
 
-TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
+void Proxy::remote_attempt(const GenPtr& gp, const RemoteConfig& remote) {
+  Gen& g = *gp;
   const std::string label = "remote:" + remote.name;
-  auto record_attempt = [&](const std::string& result, bool ok) {
-    g.attempts.push_back({{"target", label}, {"result", result}});
-    if (!ok) g.last_failure = label + " " + result;
-    std::lock_guard lock(mu_);
-    ++attempts_[{label, result}];
-  };
-  // Counts a failure toward the cooldown (or starts one for a 429's Retry-After).
-  auto failed = [&](const std::string& result, std::optional<Millis> retry_after = std::nullopt) {
-    record_attempt(result, false);
-    if (!opts_.cooldowns) return;
-    if (retry_after) {
-      opts_.cooldowns->trip(remote.name, *retry_after);
-      return;
-    }
-    if (opts_.cooldowns->record_failure(remote.name, std::max(remote.cooldown, Millis(60'000))) >=
-        remote.cooldown_after_failures)
-      opts_.cooldowns->trip(remote.name, remote.cooldown);
-  };
   json body = g.body;
   body["model"] = remote.remote_model(g.model);
   body.erase("tier");  // ours, not OpenAI's
@@ -441,20 +462,27 @@ TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
   http::HeaderList headers = {{"Content-Type", "application/json"}, {"x-request-id", g.request_id}};
   if (!remote.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + remote.api_key);
   const std::string path = g.chat ? "/chat/completions" : "/completions";
-  net::HttpRequest req{.method = "POST", .path = path, .headers = headers, .body = body.dump()};
+  net::HttpRequest req{.method = "POST", .path = path, .headers = std::move(headers), .body = body.dump()};
   net::HttpCallOptions co;
   co.deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
   co.idle_timeout = remote.timeout;
   co.connect_timeout = std::min<std::chrono::milliseconds>(remote.timeout, std::chrono::milliseconds(10'000));
   co.ca_file = remote.ca_file;
-  Upstream up = call_upstream(
-      g, remote.url, req, co,
+  auto record_attempt = [this, gp, label](const std::string& result, bool ok) {
+    Gen& g = *gp;
+    g.attempts.push_back({{"target", label}, {"result", result}});
+    if (!ok) g.last_failure = label + " " + result;
+    std::lock_guard lock(mu_);
+    ++attempts_[{label, result}];
+  };
+  call_upstream(
+      gp, remote.url, std::move(req), co,
       // 429 and 5xx: the remote is busy or broken; 401/403: it refused the gateway's own key (a
       // configuration problem, never the client's). Other 4xx are the client's and relayed.
       [](int status) { return status == 429 || status >= 500 || status == 401 || status == 403; },
-      [&](const net::HttpResponseHead& head) {
+      [gp, label, record_attempt](const net::HttpResponseHead& head) {
+        Gen& g = *gp;
         record_attempt("ok", true);
-        if (opts_.cooldowns) opts_.cooldowns->record_success(remote.name);
         g.served_by = label;
         g.served_target = label;
         http::HeaderList out_headers;
@@ -462,34 +490,53 @@ TryResult Proxy::try_remote(Gen& g, const RemoteConfig& remote) {
           if (is_relayed_header(k) && !http::iequals(k, "content-type")) out_headers.emplace_back(k, v);
         return out_headers;
       },
-      label);
-  if (up.end == Upstream::End::kAnswered) return TryResult::kAnswered;
-  if (up.end == Upstream::End::kCancelled) {
-    g.attempts.push_back({{"target", label}, {"result", "cancelled"}});
-    g.outcome = "cancelled";
-    settle(g, 499, "cancelled");
-    return TryResult::kAnswered;
-  }
-  if (up.end == Upstream::End::kFailed) {
-    failed(up.failure);
-    g.attempts.back()["detail"] = up.detail;
-    return TryResult::kFailed;
-  }
-  const int status = up.refusal.head.status;
-  std::optional<Millis> retry_after;
-  if (status == 429) {
-    std::string ra = up.refusal.head.header("retry-after");
-    char* end = nullptr;
-    double secs = std::strtod(ra.c_str(), &end);
-    if (!ra.empty() && *end == '\0' && secs > 0) retry_after = Millis(static_cast<int64_t>(secs * 1000));
-    else retry_after = remote.cooldown;
-  }
-  if (status == 401 || status == 403)
-    log::warn("remote " + remote.name + " answered " + std::to_string(status) + " to the gateway's API key");
-  failed(up.failure, retry_after);
-  g.last_refusal = std::move(up.refusal);
-  g.last_refusal_from = label;
-  return TryResult::kFailed;
+      label,
+      [this, gp, &remote, label, record_attempt](Upstream up) {
+        Gen& g = *gp;
+        // Counts a failure toward the cooldown (or starts one for a 429's Retry-After). The
+        // tracker may be Redis-backed: this runs as a blocking step.
+        auto failed = [&](const std::string& result, std::optional<Millis> retry_after = std::nullopt) {
+          record_attempt(result, false);
+          if (!opts_.cooldowns) return;
+          if (retry_after) {
+            opts_.cooldowns->trip(remote.name, *retry_after);
+            return;
+          }
+          if (opts_.cooldowns->record_failure(remote.name, std::max(remote.cooldown, Millis(60'000))) >=
+              remote.cooldown_after_failures)
+            opts_.cooldowns->trip(remote.name, remote.cooldown);
+        };
+        if (up.end == Upstream::End::kAnswered) {
+          if (opts_.cooldowns && g.served_target == label) opts_.cooldowns->record_success(remote.name);
+          return audit(g);
+        }
+        if (up.end == Upstream::End::kCancelled) {
+          g.attempts.push_back({{"target", label}, {"result", "cancelled"}});
+          g.outcome = "cancelled";
+          settle(g, 499, "cancelled");
+          return audit(g);
+        }
+        if (up.end == Upstream::End::kFailed) {
+          failed(up.failure);
+          g.attempts.back()["detail"] = up.detail;
+          return target_failed(gp);
+        }
+        const int status = up.refusal.head.status;
+        std::optional<Millis> retry_after;
+        if (status == 429) {
+          std::string ra = up.refusal.head.header("retry-after");
+          char* end = nullptr;
+          double secs = std::strtod(ra.c_str(), &end);
+          if (!ra.empty() && *end == '\0' && secs > 0) retry_after = Millis(static_cast<int64_t>(secs * 1000));
+          else retry_after = remote.cooldown;
+        }
+        if (status == 401 || status == 403)
+          log::warn("remote " + remote.name + " answered " + std::to_string(status) + " to the gateway's API key");
+        failed(up.failure, retry_after);
+        g.last_refusal = std::move(up.refusal);
+        g.last_refusal_from = label;
+        target_failed(gp);
+      });
 }
 
 }  // namespace ts::router
