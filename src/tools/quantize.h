@@ -59,7 +59,7 @@ struct TensorPlan {
   bool fallback = false;        // the rule's type did not fit the row length
 };
 
-struct PlanOptions {
+struct QuantPlanOptions {
   // llama-quantize --pure: every quantizable tensor gets the preset's default type (fallbacks
   // still apply), no output/embedding/mix rules.
   bool pure = false;
@@ -74,10 +74,10 @@ struct PlanOptions {
 // lacks general.architecture, a MoE tensor's layer cannot be read from its name, or an override
 // type does not fit its tensor.
 Result<std::vector<TensorPlan>> plan_quantization(const gguf::GgufFile& in, const QuantPreset& preset,
-                                                  const PlanOptions& options = {});
+                                                  const QuantPlanOptions& options = {});
 
 struct QuantizeOptions {
-  PlanOptions plan;
+  QuantPlanOptions plan;
   int num_threads = 0;          // <= 0: all hardware threads
   // Called on the calling thread after each tensor and during large ones: (tensors done,
   // tensors total, bytes of input processed, total input bytes, name of the current tensor).

@@ -241,7 +241,7 @@ std::optional<QuantPreset> find_quant_preset(std::string_view name) {
 }
 
 Result<std::vector<TensorPlan>> plan_quantization(const gguf::GgufFile& in, const QuantPreset& preset,
-                                                  const PlanOptions& options) {
+                                                  const QuantPlanOptions& options) {
   State s;
   s.ftype = static_cast<Ftype>(preset.ftype);
   auto arch = in.get_string("general.architecture");
