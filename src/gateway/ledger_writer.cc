@@ -259,7 +259,10 @@ bool LedgerWriter::full() const {
 Status LedgerWriter::flush(Millis timeout) {
   std::unique_lock lock(mu_);
   int64_t target = num_enqueued_;
+  ++flush_waiters_;  // cuts a commit_interval hold short
+  work_cv_.notify_all();
   bool done = done_cv_.wait_for(lock, timeout, [&] { return num_retired_ >= target; });
+  --flush_waiters_;
   if (done) return ok_status();
   return Status(StatusCode::kDeadlineExceeded,
                 "ledger flush timed out with " + std::to_string(spool_.size()) +
@@ -329,12 +332,26 @@ void LedgerWriter::run() {
     if (spool_.empty()) return;  // stopping and drained
     if (options_.sync && options_.sync_interval.count() > 0 && !options_.spill_path.empty()) {
       // Gather (a stop or a full batch ends it early), then one fdatasync covers every line.
-      work_cv_.wait_for(lock, options_.sync_interval,
-                        [&] { return stopping_ || spool_.size() >= options_.batch_size; });
-      const uint64_t seq = written_seq_;
+      auto urgent = [&] { return stopping_ || flush_waiters_ > 0 || spool_.size() >= options_.batch_size; };
+      work_cv_.wait_for(lock, options_.sync_interval, urgent);
+      uint64_t seq = written_seq_;
       lock.unlock();
       sync_journal(seq);
       lock.lock();
+      // commit_interval: hold the commit while records keep coming, syncing the journal every
+      // sync_interval meanwhile (each line durable as soon as without the hold).
+      const auto commit_at = last_commit_ + options_.commit_interval;
+      while (options_.commit_interval > options_.sync_interval && !urgent() &&
+             std::chrono::steady_clock::now() < commit_at) {
+        auto until = std::min(commit_at, std::chrono::steady_clock::now() + options_.sync_interval);
+        work_cv_.wait_until(lock, until, urgent);
+        if (written_seq_ == seq) continue;
+        seq = written_seq_;
+        lock.unlock();
+        sync_journal(seq);
+        lock.lock();
+      }
+      last_commit_ = std::chrono::steady_clock::now();
     }
     size_t n = std::min(options_.batch_size, spool_.size());
     batch.clear();
