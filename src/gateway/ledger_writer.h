@@ -68,6 +68,8 @@ struct LedgerWriterOptions {
 
 // One record as a JSON line (spill files) and back; kDataLoss for a malformed line.
 std::string usage_record_to_json(const UsageRecord& r);
+// The same line built through a JSON tree (the reference the tests compare against).
+std::string usage_record_to_json_reference(const UsageRecord& r);
 Result<UsageRecord> usage_record_from_json(std::string_view line);
 
 // Counters for metrics (obs/).

@@ -152,6 +152,42 @@ TEST(SqliteLedger, AddsTheReasoningTokensColumnToAnOlderLedger) {
   EXPECT_EQ(bl->output_text, b.output_text);
 }
 
+// The journal line written directly equals the JSON-tree reference byte for byte: plain and
+// escaped strings (quotes, backslashes, control bytes, UTF-8, invalid UTF-8), optional fields
+// present and absent, negative and large numbers; and it reads back.
+TEST(LedgerJournalLine, DirectWriterMatchesTheReference) {
+  std::vector<UsageRecord> recs;
+  recs.push_back(record(1));
+  UsageRecord b = record(2);
+  b.reasoning_tokens = 3;
+  b.prompt_id = "p\"q";
+  b.prompt_version = 4;
+  b.served_by = "local:r1";
+  b.attempts = 2;
+  b.request_body = "{\"prompt\":\"a\\nb\"}\n\t\x01";
+  b.output_text = "caf\xc3\xa9 \xe2\x80\x94 \xff\xfe bad utf8 \x7f";
+  b.ttft_ms = -1;
+  b.duration_ms = int64_t{1} << 50;
+  b.http_status = 502;
+  b.tier = engine::Tier::kBatch;
+  recs.push_back(b);
+  UsageRecord c;  // all defaults, empty strings
+  recs.push_back(c);
+  UsageRecord d = record(3);
+  d.tenant = std::string("t\0x", 3);
+  d.model = "m\\odel";
+  d.finish_reason = "";
+  recs.push_back(d);
+  for (const UsageRecord& r : recs) {
+    EXPECT_EQ(usage_record_to_json(r), usage_record_to_json_reference(r));
+    auto back = usage_record_from_json(usage_record_to_json(r));
+    ASSERT_TRUE(back.ok()) << usage_record_to_json(r);
+    EXPECT_EQ(back->request_id, r.request_id);
+    EXPECT_EQ(back->served_by, r.served_by);
+    EXPECT_EQ(back->duration_ms, r.duration_ms);
+  }
+}
+
 TEST(SqliteLedger, UsesWalJournal) {
   std::string path = ::ts::testing::temp_dir() + "/wal.db";
   auto db = std::shared_ptr<SqlDb>(std::move(open_sql_db(path)).value());
