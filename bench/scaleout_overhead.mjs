@@ -30,6 +30,17 @@
 // (p95 TTFT cached, pool load summed in place) and Server-Timing "pre" p50 0.05-0.08 -> 0.03-0.05
 // ms. A per-process profile of the old build (perf record -p, cpu-clock, static upstream): workers 52 %, io thread
 // 20 %, ledger + audit writers + poller 28 %; malloc/free ~9 % of it in the workers; kernel 35 %.
+// Session scale9 (2-core Zen 3, AVX2, host shared with another session's builds: load 2.5-3.5):
+// GATEWAYS="default bin:OLD" (OLD = main b23c5df), REQUESTS=800, same run, CPU/request new vs old:
+// static JSON 450 vs 475 us, static SSE 838 vs 975, replica JSON 575 vs 663, replica SSE 738 vs
+// 813; added p50 1.27 vs 1.54 ms (static JSON), 0.71 vs 0.82 (static SSE first byte), 2.31 vs
+// 3.54 (replica JSON). The change: the ledger and audit writers commit at most every 100 ms
+// under load (they were ~21 % of the gateway's CPU at one SQLite transaction per 10 ms each:
+// WAL page writes + auto-checkpoints) and the journal line is written without a JSON tree. A
+// steady c=8 load (node:http client, static upstream, 8 s, old/new alternated twice) gave
+// 345/356 -> 321/318 us per request. Still above the ~250 us that p50 < 1 ms needs; what is left
+// (perf, dwarf call graphs): libcurl multi + socket syscalls ~49 % of the process, the client
+// connection's read/write ~18 %, SQLite inserts ~12 %, JSON records (decision, audit) ~10 %.
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';

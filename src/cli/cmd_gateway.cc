@@ -234,6 +234,12 @@ int cmd_gateway(int argc, char** argv) {
                  "of the process loses no row; a power loss at most the last N ms not yet in the database); 0 = "
                  "fdatasync each row before its request ends, as serve does (default 10)")
       ->check(CLI::Range(0, 1000));
+  int ledger_commit_ms = 100;
+  app.add_option("--ledger-commit-ms", ledger_commit_ms,
+                 "under load, commit journaled ledger rows to the database at most once per N ms (larger "
+                 "transactions, less CPU per row; durability is the journal's, see --ledger-sync-ms); 0 = after "
+                 "every sync (default 100)")
+      ->check(CLI::Range(0, 10'000));
   bool no_sched_hints = false;
   app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io and worker threads");
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
@@ -308,7 +314,8 @@ int cmd_gateway(int argc, char** argv) {
 
   auto gov = gateway::Governor::open(
       gateway::GovernanceOptions{.ledger = ledger, .limits = limits, .config_path = config_path, .no_auth = no_auth,
-                                 .writer = gateway::LedgerWriterOptions{.sync_interval = gateway::Millis(ledger_sync_ms)}});
+                                 .writer = gateway::LedgerWriterOptions{.sync_interval = gateway::Millis(ledger_sync_ms),
+                                                                       .commit_interval = gateway::Millis(ledger_commit_ms)}});
   if (!gov.ok()) return fail("gateway", gov.status().message());
   log::set_level((*gov)->config()->log_level);
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -151,6 +152,42 @@ TEST(SqliteLedger, AddsTheReasoningTokensColumnToAnOlderLedger) {
   EXPECT_EQ(bl->output_text, b.output_text);
 }
 
+// The journal line written directly equals the JSON-tree reference byte for byte: plain and
+// escaped strings (quotes, backslashes, control bytes, UTF-8, invalid UTF-8), optional fields
+// present and absent, negative and large numbers; and it reads back.
+TEST(LedgerJournalLine, DirectWriterMatchesTheReference) {
+  std::vector<UsageRecord> recs;
+  recs.push_back(record(1));
+  UsageRecord b = record(2);
+  b.reasoning_tokens = 3;
+  b.prompt_id = "p\"q";
+  b.prompt_version = 4;
+  b.served_by = "local:r1";
+  b.attempts = 2;
+  b.request_body = "{\"prompt\":\"a\\nb\"}\n\t\x01";
+  b.output_text = "caf\xc3\xa9 \xe2\x80\x94 \xff\xfe bad utf8 \x7f";
+  b.ttft_ms = -1;
+  b.duration_ms = int64_t{1} << 50;
+  b.http_status = 502;
+  b.tier = engine::Tier::kBatch;
+  recs.push_back(b);
+  UsageRecord c;  // all defaults, empty strings
+  recs.push_back(c);
+  UsageRecord d = record(3);
+  d.tenant = std::string("t\0x", 3);
+  d.model = "m\\odel";
+  d.finish_reason = "";
+  recs.push_back(d);
+  for (const UsageRecord& r : recs) {
+    EXPECT_EQ(usage_record_to_json(r), usage_record_to_json_reference(r));
+    auto back = usage_record_from_json(usage_record_to_json(r));
+    ASSERT_TRUE(back.ok()) << usage_record_to_json(r);
+    EXPECT_EQ(back->request_id, r.request_id);
+    EXPECT_EQ(back->served_by, r.served_by);
+    EXPECT_EQ(back->duration_ms, r.duration_ms);
+  }
+}
+
 TEST(SqliteLedger, UsesWalJournal) {
   std::string path = ::ts::testing::temp_dir() + "/wal.db";
   auto db = std::shared_ptr<SqlDb>(std::move(open_sql_db(path)).value());
@@ -273,7 +310,8 @@ TEST(LedgerWriter, JournalIsKeptUntilCommittedAndReplayedAtTheNextStart) {
 // same journal must then store every reported row exactly once.
 // sync_interval > 0: the batched journal sync (the gateway's default): append() returns before
 // any fdatasync, and a SIGKILL must still lose nothing (the lines are in the page cache).
-void sigkill_under_load(const std::string& ledger_url, const std::string& spill, Millis sync_interval = Millis(0)) {
+void sigkill_under_load(const std::string& ledger_url, const std::string& spill, Millis sync_interval = Millis(0),
+                        Millis commit_interval = Millis(0)) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   pid_t pid = ::fork();
@@ -282,7 +320,7 @@ void sigkill_under_load(const std::string& ledger_url, const std::string& spill,
     ::close(fds[0]);
     auto ledger = open_ledger(ledger_url);
     LedgerWriter writer(*ledger, {.batch_size = 16, .spill_path = spill, .segment_records = 64,
-                                  .sync_interval = sync_interval});
+                                  .sync_interval = sync_interval, .commit_interval = commit_interval});
     std::mutex pipe_mu;
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
@@ -330,6 +368,79 @@ TEST(LedgerWriter, SigkillUnderConcurrentLoadLosesNoAcknowledgedRowSqlite) {
 TEST(LedgerWriter, BatchedJournalSyncSigkillUnderConcurrentLoadLosesNoAcknowledgedRow) {
   std::string dir = ::ts::testing::temp_dir();
   sigkill_under_load(dir + "/ledger.db", dir + "/ledger.spool.jsonl", Millis(20));
+}
+
+// commit_interval: the database commit is held (rows only in the journal) while records keep
+// coming; a SIGKILL in that window must lose no acknowledged row either.
+TEST(LedgerWriter, HeldCommitSigkillUnderConcurrentLoadLosesNoAcknowledgedRow) {
+  std::string dir = ::ts::testing::temp_dir();
+  sigkill_under_load(dir + "/ledger.db", dir + "/ledger.spool.jsonl", Millis(10), Millis(300));
+}
+
+// Counts the transactions a writer makes (a real SQLite ledger underneath).
+class CountingStore final : public LedgerStore {
+ public:
+  explicit CountingStore(LedgerStore& inner) : inner_(inner) {}
+  std::string describe() const override { return inner_.describe(); }
+  Status append(std::span<const UsageRecord> records) override {
+    num_appends.fetch_add(1);
+    return inner_.append(records);
+  }
+  Result<std::vector<UsageRecord>> rows(const LedgerFilter& f) override { return inner_.rows(f); }
+  Result<std::vector<UsageGroupRow>> aggregate(GroupBy by, const LedgerFilter& f) override { return inner_.aggregate(by, f); }
+  Result<int64_t> sum_tokens(const std::string& t, const std::string& a, WallTime from, WallTime to) override {
+    return inner_.sum_tokens(t, a, from, to);
+  }
+  Result<int64_t> count() override { return inner_.count(); }
+  std::atomic<int> num_appends{0};
+
+ private:
+  LedgerStore& inner_;
+};
+
+// Steady load for ~400 ms (a record every 2 ms): commit_interval 200 ms must make a handful of
+// transactions (the first after its 10 ms gather, then one per 200 ms), far fewer than one per
+// 10 ms sync; the journal is still synced per sync_interval; flush() commits at once; every row
+// lands once.
+TEST(LedgerWriter, CommitIntervalBatchesTransactionsAndFlushCommitsAtOnce) {
+  std::string dir = ::ts::testing::temp_dir();
+  auto ledger = open_ledger(dir + "/ledger.db");
+  CountingStore counting(*ledger);
+  {
+    LedgerWriter writer(counting, {.batch_size = 256, .spill_path = dir + "/ledger.spool.jsonl",
+                                   .sync_interval = Millis(10), .commit_interval = Millis(200)});
+    auto t0 = std::chrono::steady_clock::now();
+    int n = 0;
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400)) {
+      ASSERT_TRUE(writer.append(record(n++)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const int during = counting.num_appends.load();
+    EXPECT_GE(during, 1);
+    EXPECT_LE(during, 4) << "transactions during 400 ms of steady load with a 200 ms commit interval";
+    auto f0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(writer.flush(Millis(5000)).ok()) << writer.stats().last_error;
+    EXPECT_LT(std::chrono::steady_clock::now() - f0, std::chrono::milliseconds(150)) << "flush waited out the hold";
+    EXPECT_EQ(writer.stats().num_written, n);
+    EXPECT_EQ(writer.stats().num_journal_failures, 0);
+  }
+  EXPECT_EQ(ledger->rows({})->size(), size_t(ledger->count().value()));
+  EXPECT_EQ(journal_file_count(dir), 0u);
+  // The same load without the hold commits after every 10 ms gather: many more transactions.
+  std::string dir2 = ::ts::testing::temp_dir();
+  auto ledger2 = open_ledger(dir2 + "/ledger.db");
+  CountingStore counting2(*ledger2);
+  {
+    LedgerWriter writer(counting2, {.batch_size = 256, .spill_path = dir2 + "/ledger.spool.jsonl",
+                                    .sync_interval = Millis(10)});
+    auto t0 = std::chrono::steady_clock::now();
+    for (int n = 0; std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400); ++n) {
+      ASSERT_TRUE(writer.append(record(n)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_TRUE(writer.flush(Millis(5000)).ok());
+  }
+  EXPECT_GE(counting2.num_appends.load(), 10);
 }
 
 TEST(LedgerWriter, BatchedJournalSyncCommitsEveryRowAndRemovesTheJournal) {

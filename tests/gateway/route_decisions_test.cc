@@ -2,13 +2,17 @@
 // kept once per request id and join the ledger by request id.
 #include "gateway/route_decisions.h"
 
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "gateway/gateway_test_util.h"
+#include "test_util.h"
 #include "gateway/ledger.h"
+#include "gateway/sql_db.h"
 #include "gateway/ledger_writer.h"
 
 namespace ts::gateway {
@@ -65,6 +69,39 @@ void exercise(std::shared_ptr<SqlDb> db) {
   EXPECT_EQ((*joined)[0][1], "local:r1");
   EXPECT_EQ((*joined)[0][2], "acme");
   EXPECT_EQ((*joined)[0][3], "812");
+}
+
+// Under steady load the writer commits at most about once per 100 ms (observed from a second
+// connection: SQLite's data_version changes at each commit of another connection), every row
+// lands, and flush() does not wait out the hold.
+TEST(RouteDecisions, SteadyLoadCommitsRarelyAndFlushIsPrompt) {
+  std::string path = ::ts::testing::temp_dir() + "/audit.db";
+  std::shared_ptr<SqlDb> db(std::move(open_sql_db(path)).value());
+  std::shared_ptr<SqlDb> watcher(std::move(open_sql_db(path)).value());
+  RouteDecisionWriter w(db);
+  w.append(row("warm", "local:r1"));
+  ASSERT_TRUE(w.flush(Millis(5000)).ok());  // the table exists before the watch starts
+  auto version = [&] {
+    auto v = watcher->query("PRAGMA data_version");
+    return v.ok() && !v->empty() ? (*v)[0][0] : std::string();
+  };
+  std::string last = version();
+  int commits = 0, n = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400)) {
+    w.append(row("req-" + std::to_string(n++), "local:r1"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::string v = version();
+    if (v != last) ++commits, last = v;
+  }
+  EXPECT_GE(commits, 1);
+  EXPECT_LE(commits, 6) << "commits seen in 400 ms of steady load (one per 10 ms gather would be ~40)";
+  auto f0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(w.flush(Millis(5000)).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - f0, std::chrono::milliseconds(80)) << "flush waited out the hold";
+  EXPECT_EQ(w.num_written(), n + 1);
+  RouteDecisionStore store(watcher);
+  EXPECT_EQ(store.rows()->size(), size_t(n + 1));
 }
 
 TEST(RouteDecisions, SqliteRowsOncePerRequestJoinedToTheLedger) {
