@@ -3,7 +3,7 @@
 // (14 query heads, 2 KV heads, head_dim 64, 16-token blocks), 2 threads (ATTN_BENCH_THREADS
 // sets another count; 1 gives CPU-time figures unaffected by other processes):
 //   Prefill/N    one sequence, N prompt tokens at once (causal)
-//   Decode/C     8 sequences, one token each, C tokens of context
+//   Decode8/C    8 sequences, one token each, C tokens of context
 // ".../smollm2": SmolLM2-135M's shape (9 heads, 3 KV heads, head_dim 64); ".../stories":
 // stories260K's (8 heads, 4 KV heads, head_dim 8, the narrow-head path).
 // Arguments: Google Benchmark flags, plus --isa NAME (bench_isa.h).
@@ -112,10 +112,11 @@ BENCHMARK(Prefill<true, KvType::kF16>)->Name("Prefill/tiled/f16")->Arg(512)->Uni
 BENCHMARK(Prefill<false, KvType::kQ8_0>)->Name("Prefill/untiled/q8_0")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kQ8_0>)->Name("Prefill/tiled/q8_0")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Decode<false, KvType::kF16>)->Name("Decode8/untiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(Decode<true, KvType::kF16>)->Name("Decode8/tiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16>)->Name("Decode8/tiled/f16")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<false, KvType::kQ8_0>)->Name("Decode8/untiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kQ8_0>)->Name("Decode8/tiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kF16, kSmol>)->Name("Prefill/tiled/f16/smollm2")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kF16, kStories>)->Name("Prefill/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kStories>)->Name("Decode8/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF32, kStories>)->Name("Decode8/tiled/f32/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();

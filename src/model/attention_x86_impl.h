@@ -132,7 +132,48 @@ void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   for (; i < n; ++i) dst[i] = float_to_half(src[i]);
 }
 
+// All kKeyTile lanes in one pass when the head is a multiple of 32 (no double tail): each
+// broadcast query value feeds the FMAs of every lane group of the tile (AVX2: two vectors of 8
+// keys) instead of being broadcast again per group, so the loop does one broadcast and NO loads
+// per NO FMAs rather than one and one per FMA. Per lane the accumulators, their order and the
+// final tree are scores_lanes' exactly (bit-identical).
+inline void scores_tile(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int NO = kKeyTile / W;  // lane groups per tile
+  alignas(64) float rr[8][kKeyTile];
+  for (int l = 0; l < 8; ++l) {
+    TS_V a[4][NO];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+#pragma GCC unroll 2
+      for (int o = 0; o < NO; ++o) a[j][o] = TS_SETZERO();
+    for (int32_t c = 0; c < hd; c += 32) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const TS_V qv = TS_SET1(q[c + 8 * j + l]);
+        const float* k = kt + (c + 8 * j + l) * kKeyTile;
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) a[j][o] = TS_FMADD(qv, TS_LOADU(k + o * W), a[j][o]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int o = 0; o < NO; ++o) TS_STOREU(rr[l] + o * W, TS_ADD(TS_ADD(a[0][o], a[2][o]), TS_ADD(a[1][o], a[3][o])));
+  }
+#pragma GCC unroll 2
+  for (int o = 0; o < NO; ++o) {
+    const int off = o * W;
+    const TS_V t0 = TS_ADD(TS_LOADU(rr[0] + off), TS_LOADU(rr[4] + off));
+    const TS_V t1 = TS_ADD(TS_LOADU(rr[1] + off), TS_LOADU(rr[5] + off));
+    const TS_V t2 = TS_ADD(TS_LOADU(rr[2] + off), TS_LOADU(rr[6] + off));
+    const TS_V t3 = TS_ADD(TS_LOADU(rr[3] + off), TS_LOADU(rr[7] + off));
+    TS_STOREU(out + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
+  }
+}
+
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  if (hd % 32 == 0) {
+    scores_tile(q, kt, hd, scale, out);
+    return;
+  }
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
 }
 
@@ -155,49 +196,49 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
   return kF16 ? r16(TS_FMADD(vv, wv, a)) : TS_FMADD(wv, vv, a);
 }
 
-// Part 1: R rows x 4 vectors starting at dimension d.
-template <bool kF16, int R>
+// Part 1: R rows x NV vectors starting at dimension d (R * NV = 8 chains: 2 rows x 4 vectors,
+// or a row left over from the pairs as 1 x 8 when the head is that wide, so that it too keeps
+// 8 rounding chains in flight instead of 4; per element the operations are the same).
+template <bool kF16, int R, int NV = 4>
 void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
                 int32_t i1, int32_t hd, int32_t d) {
-  // The 4 * R accumulators must stay in registers (an array GCC leaves on the stack puts a
+  // The NV * R accumulators must stay in registers (an array GCC leaves on the stack puts a
   // store-to-load forward in every chain step): fixed-trip loops, unrolled.
-  TS_V a[R][4];
+  TS_V a[R][NV];
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
     if (!kF16) {
       const TS_V rs = TS_SET1(rescale[r]);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) a[r][c] = TS_MUL(a[r][c], rs);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) a[r][c] = TS_MUL(a[r][c], rs);
     }
   }
   for (int32_t i = i0; i < i1; ++i) {
     const float* vi = v + static_cast<int64_t>(i) * hd + d;
-    const TS_V v0 = TS_LOADU(vi), v1 = TS_LOADU(vi + W), v2 = TS_LOADU(vi + 2 * W), v3 = TS_LOADU(vi + 3 * W);
+    TS_V vv[NV];
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) vv[c] = TS_LOADU(vi + c * W);
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
           const TS_V m = TS_SET1(msr);
-          a[r][0] = r16(TS_MUL(a[r][0], m));
-          a[r][1] = r16(TS_MUL(a[r][1], m));
-          a[r][2] = r16(TS_MUL(a[r][2], m));
-          a[r][3] = r16(TS_MUL(a[r][3], m));
+#pragma GCC unroll 8
+          for (int c = 0; c < NV; ++c) a[r][c] = r16(TS_MUL(a[r][c], m));
         }
       }
       const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
-      a[r][0] = acc_step<kF16>(a[r][0], v0, wv);
-      a[r][1] = acc_step<kF16>(a[r][1], v1, wv);
-      a[r][2] = acc_step<kF16>(a[r][2], v2, wv);
-      a[r][3] = acc_step<kF16>(a[r][3], v3, wv);
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) a[r][c] = acc_step<kF16>(a[r][c], vv[c], wv);
     }
   }
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
 }
 
 // Part 2: whole vectors of dimensions [d0, d1) of every row, kChains (row, offset) at a time;
@@ -330,7 +371,15 @@ void acc_rows(float* acc, int32_t nrows, const float* v, const float* w, const f
     // ms is null for f32 and rescale for f16: only the one in use is offset.
     auto rows_at = [&](auto rows_tag, int32_t r) {
       constexpr int R = decltype(rows_tag)::value;
-      for (int32_t d = 0; d < hd4; d += 4 * W)
+      int32_t d = 0;
+      if constexpr (R == 1) {
+        // A lone row (odd row counts: GQA groups of 3 or 7 heads, split decode items) in 8-vector
+        // blocks where the head allows: 4 chains alone would wait on the rounding latency.
+        for (; d + 8 * W <= hd4; d += 8 * W)
+          acc_block4<kF16, 1, 8>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile,
+                                 kF16 ? ms + r * kKeyTile : nullptr, kF16 ? nullptr : rescale + r, i0, i1, hd, d);
+      }
+      for (; d < hd4; d += 4 * W)
         acc_block4<kF16, R>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, kF16 ? ms + r * kKeyTile : nullptr,
                             kF16 ? nullptr : rescale + r, i0, i1, hd, d);
     };
