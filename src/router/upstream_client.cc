@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -67,6 +68,7 @@ struct UpstreamClient::Impl {
 
   static int on_socket(CURL* easy, curl_socket_t s, int what, void* userp, void* socketp);
   static int on_timer(CURLM* multi, long timeout_ms, void* userp);
+  void arm_curl_timer(Clock::time_point at);  // (strand) one wait on curl_timer, due at `at`
   static int on_close_socket(void* clientp, curl_socket_t s);
 
   // Declared first, destroyed last: every io object below is bound to it.
@@ -75,6 +77,10 @@ struct UpstreamClient::Impl {
   asio::steady_timer curl_timer;  // libcurl's own timeouts (CURLMOPT_TIMERFUNCTION)
   bool curl_timer_armed = false;  // a wait is pending on curl_timer, due at curl_timer_at
   Clock::time_point curl_timer_at;
+  // The deadline libcurl asked for last (unset: none). It can be later than curl_timer_at: an
+  // earlier wait is kept rather than re-armed, and after it fires libcurl does not repeat an
+  // unchanged deadline, so the timer is re-armed for this one then (on_curl_timer).
+  std::optional<Clock::time_point> curl_want_at;
   CURLM* multi = nullptr;
   std::unordered_map<int, std::shared_ptr<Watch>> watches;
   std::unordered_map<CallId, std::shared_ptr<Call>> calls;
@@ -145,22 +151,34 @@ int UpstreamClient::Impl::on_timer(CURLM*, long timeout_ms, void* userp) {
   // earliest timer costs the reactor a timerfd_settime, which per request was a measurable share
   // of the io thread's system calls. 0 ("now") is a post, not a timer.
   Impl& self = *static_cast<Impl*>(userp);
-  if (timeout_ms < 0) return 0;
+  if (timeout_ms < 0) {
+    self.curl_want_at.reset();
+    return 0;
+  }
   if (timeout_ms == 0) {
+    self.curl_want_at.reset();
     asio::post(self.strand, [p = &self] { p->action(CURL_SOCKET_TIMEOUT, 0); });
     return 0;
   }
   const auto at = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  self.curl_want_at = at;
   if (self.curl_timer_armed && self.curl_timer_at <= at) return 0;
-  self.curl_timer_armed = true;
-  self.curl_timer_at = at;
-  self.curl_timer.expires_at(at);
-  self.curl_timer.async_wait(asio::bind_executor(self.strand, [p = &self](boost::system::error_code ec) {
+  self.arm_curl_timer(at);
+  return 0;
+}
+
+void UpstreamClient::Impl::arm_curl_timer(Clock::time_point at) {
+  curl_timer_armed = true;
+  curl_timer_at = at;
+  curl_timer.expires_at(at);
+  curl_timer.async_wait(asio::bind_executor(strand, [p = this](boost::system::error_code ec) {
     if (ec) return;  // replaced by an earlier one (that wait is pending) or the client is going
     p->curl_timer_armed = false;
     p->action(CURL_SOCKET_TIMEOUT, 0);
+    // Fired early for a deadline libcurl still holds (it asked for a later one meanwhile and
+    // will not ask again while that stays its next): wait for that one now.
+    if (!p->curl_timer_armed && p->curl_want_at && *p->curl_want_at > Clock::now()) p->arm_curl_timer(*p->curl_want_at);
   }));
-  return 0;
 }
 
 void UpstreamClient::Impl::arm(const std::shared_ptr<Watch>& w) {
