@@ -94,9 +94,14 @@ inline __m512 combine(__m256 lo, __m256 hi) {
 
 
 // exp_ref on 16 lanes: the double-precision core on two halves of 8, then glibc's special cases.
+// The 32-entry 2^(i/32) table lives in four registers and is indexed with two two-source
+// permutes and a blend on index bit 4 (the same table values as a gather, at 4 uops instead of
+// a gather's ~12 with their load-port pressure).
 inline __m512 exp16v(__m512 xf) {
   using namespace expf_data;
   const __m512d inv = _mm512_set1_pd(kInvLn2N), shift = _mm512_set1_pd(kShift);
+  const __m512i tab0 = _mm512_loadu_si512(kTab), tab1 = _mm512_loadu_si512(kTab + 8);
+  const __m512i tab2 = _mm512_loadu_si512(kTab + 16), tab3 = _mm512_loadu_si512(kTab + 24);
   __m256 halves[2];
   for (int h = 0; h < 2; ++h) {
     const __m512d xd = _mm512_cvtps_pd(h ? high_half(xf) : _mm512_castps512_ps256(xf));
@@ -104,8 +109,10 @@ inline __m512 exp16v(__m512 xf) {
     const __m512i ki = _mm512_castpd_si512(kds);
     const __m512d kd = _mm512_sub_pd(kds, shift);
     const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
-    const __m512i t = _mm512_add_epi64(
-        _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)), kTab, 8), _mm512_slli_epi64(ki, 47));
+    const __m512i lo = _mm512_permutex2var_epi64(tab0, ki, tab1);  // entries (ki & 15) of 0..15
+    const __m512i hi = _mm512_permutex2var_epi64(tab2, ki, tab3);  // entries (ki & 15) of 16..31
+    const __m512i entry = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512i t = _mm512_add_epi64(entry, _mm512_slli_epi64(ki, 47));
     const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(kC0), r, _mm512_set1_pd(kC1));
     const __m512d r2 = _mm512_mul_pd(r, r);
     __m512d yv = _mm512_fmadd_pd(r, _mm512_set1_pd(kC2), _mm512_set1_pd(1.0));

@@ -198,14 +198,15 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
 
 // Part 1: R rows x NV vectors starting at dimension d (R * NV = 8 chains: 2 rows x 4 vectors,
 // or a row left over from the pairs as 1 x 8 when the head is that wide, so that it too keeps
-// 8 rounding chains in flight instead of 4; per element the operations are the same).
+// 8 rounding chains in flight instead of 4; with 32 registers also 3 rows x 4 vectors = 12 for
+// odd groups; per element the operations are the same).
 template <bool kF16, int R, int NV = 4>
 void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
                 int32_t i1, int32_t hd, int32_t d) {
   // The NV * R accumulators must stay in registers (an array GCC leaves on the stack puts a
   // store-to-load forward in every chain step): fixed-trip loops, unrolled.
   TS_V a[R][NV];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) a[r][c] = TS_LOADU(acc + r * hd + d + c * W);
@@ -220,7 +221,7 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
     TS_V vv[NV];
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) vv[c] = TS_LOADU(vi + c * W);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
@@ -235,7 +236,7 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
       for (int c = 0; c < NV; ++c) a[r][c] = acc_step<kF16>(a[r][c], vv[c], wv);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) TS_STOREU(acc + r * hd + d + c * W, a[r][c]);
@@ -384,6 +385,15 @@ void acc_rows(float* acc, int32_t nrows, const float* v, const float* w, const f
                             kF16 ? nullptr : rescale + r, i0, i1, hd, d);
     };
     int32_t r = 0;
+    if constexpr (W >= 16) {
+      // Odd groups (SmolLM2's 3 heads, Qwen's 7) with 32 vector registers: three rows in one
+      // pass, 12 chains, instead of a pair (8) then a lone row whose 4 chains wait on the
+      // rounding latency. Per element the operations are the same.
+      if (nrows % 2 == 1 && nrows >= 3) {
+        rows_at(std::integral_constant<int, 3>{}, 0);
+        r = 3;
+      }
+    }
     for (; r + 2 <= nrows; r += 2) rows_at(std::integral_constant<int, 2>{}, r);
     for (; r < nrows; ++r) rows_at(std::integral_constant<int, 1>{}, r);
   }
