@@ -85,8 +85,9 @@ inline void read_vec(const KvStorage& kv, const attn::Kernels& k, int32_t layer,
   }
 }
 
-// Prefetches (into L1) the K and V lines of the key tile starting at position k0 (a multiple
-// of kKeyTile within one block: block size a multiple of the tile), and its q8_0 scales.
+// Prefetches the K and V lines (into L2: measured better than L1 for cold KV) of the key tile
+// starting at position k0 (a multiple of kKeyTile within one block: block size a multiple of
+// the tile), and its q8_0 scales.
 void prefetch_tile(const KvStorage& kv, int32_t layer, const SeqSlice& s, int32_t head, int32_t k0) {
   const int32_t bs = kv.block_size(), hd = kv.head_dim(), block = s.block_table[k0 / bs], slot0 = k0 % bs;
   const size_t elem = kv.type() == KvType::kF32 ? 4 : kv.type() == KvType::kF16 ? 2 : 1;
@@ -96,7 +97,7 @@ void prefetch_tile(const KvStorage& kv, int32_t layer, const SeqSlice& s, int32_
   const size_t row = kKeyTile * elem;  // one K dimension's bytes of the tile
   if (static_cast<size_t>(bs) * elem == row) {
     // The tile is the whole page's K: one contiguous run.
-    for (size_t off = 0; off < static_cast<size_t>(hd) * row; off += kLine) __builtin_prefetch(kp + off);
+    for (size_t off = 0; off < static_cast<size_t>(hd) * row; off += kLine) __builtin_prefetch(kp + off, 0, 2);
   } else {
     for (int32_t d = 0; d < hd; ++d) {
       const char* r = kp + (static_cast<size_t>(d) * bs + slot0) * elem;
@@ -105,7 +106,7 @@ void prefetch_tile(const KvStorage& kv, int32_t layer, const SeqSlice& s, int32_
     }
   }
   const char* v0 = vp + static_cast<size_t>(slot0) * hd * elem;
-  for (size_t off = 0; off < static_cast<size_t>(kKeyTile) * hd * elem; off += kLine) __builtin_prefetch(v0 + off);
+  for (size_t off = 0; off < static_cast<size_t>(kKeyTile) * hd * elem; off += kLine) __builtin_prefetch(v0 + off, 0, 2);
   if (kv.type() == KvType::kQ8_0) {
     __builtin_prefetch(kv.scale_ptr(layer, false, block, head, slot0));
     __builtin_prefetch(kv.scale_ptr(layer, true, block, head, slot0));
@@ -181,12 +182,17 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   const int32_t k_end = it.k_end;
   thread_local std::vector<float> kbuf;
   if (kbuf.size() < static_cast<size_t>(hd)) kbuf.resize(hd);
-  for (int32_t k0 = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile); k0 < k_end; k0 += kKeyTile) {
+  const int32_t k_first = std::max(it.k_begin, lo_first / kKeyTile * kKeyTile);
+  for (int32_t k0 = k_first; k0 < k_end; k0 += kKeyTile) {
     const int32_t n = std::min(kKeyTile, k_end - k0);
-    // The next tile's K/V lines are requested now: in a decode step the cache was last touched
-    // a step ago (the weights' stream evicted it), and its pages are scattered over the cache,
-    // so the hardware prefetchers do not see them coming. (Two tiles ahead measured no better.)
-    if (bs % kKeyTile == 0 && k0 + kKeyTile < k_end) prefetch_tile(c.kv, c.layer, s, it.kv_head, k0 + kKeyTile);
+    // The K/V lines kAhead tiles ahead are requested now (into L2): in a decode step the cache
+    // was last touched a step ago (the weights' stream evicted it), and its pages are scattered
+    // over the cache, so the hardware prefetchers do not see them coming.
+    constexpr int32_t kAhead = 2;
+    if (bs % kKeyTile == 0) {
+      for (int32_t a = k0 == k_first ? 1 : kAhead; a <= kAhead; ++a)
+        if (k0 + a * kKeyTile < k_end) prefetch_tile(c.kv, c.layer, s, it.kv_head, k0 + a * kKeyTile);
+    }
     // Convert the tile once: K as [hd][16] lanes, V row-major.
     if (bs % kKeyTile == 0) {
       // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes

@@ -27,6 +27,7 @@ struct Model::Scratch {
   // RoPE tables [tokens][head_dim/2]: global layers, and sliding-window layers when their base differs.
   std::vector<float> rope_cos, rope_sin, rope_cos_swa, rope_sin_swa;
   std::vector<int32_t> positions;                          // per token
+  std::vector<int64_t> seq_first;                          // first batch token of each sequence
   std::vector<float> logit_in;                             // [num logits][n_embd]
   AttentionScratch attn_scratch;
   MoeScratch moe;
@@ -198,6 +199,12 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     for (const SeqSlice& s : batch.seqs) {
       for (int32_t j = 0; j < s.num_tokens; ++j, ++t) S.positions[t] = s.start_pos + j;
     }
+    S.seq_first.resize(batch.seqs.size());
+    int64_t f = 0;
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      S.seq_first[i] = f;
+      f += batch.seqs[i].num_tokens;
+    }
   }
   // Embeddings (gemma: scaled by sqrt(n_embd)) and RoPE tables.
   const float embd_scale = std::sqrt(static_cast<float>(E));
@@ -242,26 +249,45 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       fused_matmuls(qkv, S.h_prep, pool);
     }
     lap(prof::kQkv);
-    if (!L.bq.empty()) {
-      add_bias(S.q.data(), L.bq, T);
-      add_bias(S.k.data(), L.bk, T);
-      add_bias(S.v.data(), L.bv, T);
-    }
-    if (!L.q_norm.empty()) {
-      head_norm(S.q.data(), T, c.n_head, c.head_dim, L.q_norm, c.rms_eps);
-      head_norm(S.k.data(), T, c.n_head_kv, c.head_dim, L.k_norm, c.rms_eps);
-    }
+    // Bias, q/k norms, RoPE and the KV store of tokens [t0, t0 + nt) of sequences `ss` (which
+    // start at batch token t0): per token independent, so a decode batch splits them over the
+    // pool by sequence (each sequence writes only its own KV slots).
     const float* cos_tab = swa ? S.rope_cos_swa.data() : S.rope_cos.data();
     const float* sin_tab = swa ? S.rope_sin_swa.data() : S.rope_sin.data();
-    for (int64_t t = 0; t < T; ++t) {
-      const float* cs = cos_tab + t * HD / 2;
-      const float* sn = sin_tab + t * HD / 2;
-      apply_rope(S.q.data() + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
-      apply_rope(S.k.data() + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
+    auto qk_post = [&](std::span<const SeqSlice> ss, int64_t t0, int64_t nt) {
+      float* q = S.q.data() + t0 * QD;
+      float* k = S.k.data() + t0 * KD;
+      float* v = S.v.data() + t0 * KD;
+      if (!L.bq.empty()) {
+        add_bias(q, L.bq, nt);
+        add_bias(k, L.bk, nt);
+        add_bias(v, L.bv, nt);
+      }
+      if (!L.q_norm.empty()) {
+        head_norm(q, nt, c.n_head, c.head_dim, L.q_norm, c.rms_eps);
+        head_norm(k, nt, c.n_head_kv, c.head_dim, L.k_norm, c.rms_eps);
+      }
+      for (int64_t t = 0; t < nt; ++t) {
+        const float* cs = cos_tab + (t0 + t) * HD / 2;
+        const float* sn = sin_tab + (t0 + t) * HD / 2;
+        apply_rope(q + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
+        apply_rope(k + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
+      }
+      write_kv(kv, l, ss, k, v);
+    };
+    const std::span<const SeqSlice> layer_seqs = seqs_of(l);
+    if (pool && pool->num_threads() > 1 && layer_seqs.size() > 1) {
+      pool->parallel_chunks(static_cast<int64_t>(layer_seqs.size()), 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const SeqSlice& si = layer_seqs[static_cast<size_t>(i)];
+          qk_post(layer_seqs.subspan(static_cast<size_t>(i), 1), S.seq_first[static_cast<size_t>(i)], si.num_tokens);
+        }
+      });
+    } else {
+      qk_post(layer_seqs, 0, T);
     }
     lap(prof::kRopeBias);
-    write_kv(kv, l, seqs_of(l), S.k.data(), S.v.data());
-    lap(prof::kKvWrite);
+    lap(prof::kKvWrite);  // now inside the op above (qk_post)
     const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                              .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
     paged_attention(kv, l, ap, seqs_of(l), S.q.data(), S.attn.data(), S.attn_scratch, pool);
