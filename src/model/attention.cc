@@ -213,15 +213,10 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
         c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
                        c.kv.scale_ptr(c.layer, false, block, it.kv_head, slot0), hd, kt);
         // V rows straight from the page (row-major int8, the tile's scales consecutive): read_vec's
-        // one multiply per value, without its per-token page and scale lookups (bit-identical).
-        const int8_t* vq = reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd;
-        const float* vs = c.kv.scale_ptr(c.layer, true, block, it.kv_head, slot0);
-        for (int32_t i = 0; i < n; ++i) {
-          const float d = vs[i];
-          const int8_t* src = vq + static_cast<size_t>(i) * hd;
-          float* dst = vt + static_cast<size_t>(i) * hd;
-          for (int32_t e = 0; e < hd; ++e) dst[e] = d * static_cast<float>(src[e]);
-        }
+        // one multiply per value, without its per-token page and scale lookups, at vector width
+        // (this file is compiled for the baseline ISA) (bit-identical).
+        c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
+                      c.kv.scale_ptr(c.layer, true, block, it.kv_head, slot0), n, hd, vt);
       }
     } else {
       for (int32_t i = 0; i < n; ++i) {

@@ -64,6 +64,11 @@ TS_CLONES void load_kt_q8(const int8_t* k, int32_t stride, const float* scale, i
     for (int32_t i = 0; i < kKeyTile; ++i) kt[d * kKeyTile + i] = scale[i] * k[d * stride + i];
 }
 
+TS_CLONES void load_v_q8(const int8_t* v, const float* scale, int32_t n, int32_t hd, float* vt) {
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = 0; e < hd; ++e) vt[i * hd + e] = scale[i] * v[i * hd + e];
+}
+
 TS_CLONES void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   for (int32_t i = 0; i < n; ++i) dst[i] = tensor::fp32_to_fp16(src[i]);
 }
@@ -176,7 +181,7 @@ const Kernels& scalar_kernels() {
   static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
-                         .load_kt_q8 = load_kt_q8, .cvt_to_f16 = cvt_to_f16,
+                         .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

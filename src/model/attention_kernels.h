@@ -71,6 +71,9 @@ struct Kernels {
   void (*load_kt_f16)(const uint16_t* k, int32_t stride, int32_t hd, float* kt);
   // kt[d][i] = scale[i] * k[d * stride + i] (q8_0 page; scale: the tile's per-token scales).
   void (*load_kt_q8)(const int8_t* k, int32_t stride, const float* scale, int32_t hd, float* kt);
+  // vt[i][e] = scale[i] * v[i * hd + e] for i < n, e < hd: a V tile from a q8_0 page (row-major
+  // int8, the tile's per-token scales consecutive), one multiply per value.
+  void (*load_v_q8)(const int8_t* v, const float* scale, int32_t n, int32_t hd, float* vt);
   // dst[i] = fp16(src[i]), round to nearest even (F16 K/V stores).
   void (*cvt_to_f16)(const float* src, uint16_t* dst, int32_t n);
   // The fp16 output accumulator of ggml's CPU flash attention for `nrows` rows (acc [nrows][hd],

@@ -126,6 +126,17 @@ void load_kt_q8(const int8_t* k, int32_t stride, const float* scale, int32_t hd,
       TS_STOREU(kt + d * kKeyTile + off, TS_MUL(TS_LOADU(scale + off), load_i8(k + d * stride + off)));
 }
 
+void load_v_q8(const int8_t* v, const float* scale, int32_t n, int32_t hd, float* vt) {
+  for (int32_t i = 0; i < n; ++i) {
+    const int8_t* src = v + static_cast<int64_t>(i) * hd;
+    float* dst = vt + static_cast<int64_t>(i) * hd;
+    const TS_V d = TS_SET1(scale[i]);
+    int32_t e = 0;
+    for (; e + W <= hd; e += W) TS_STOREU(dst + e, TS_MUL(d, load_i8(src + e)));
+    for (; e < hd; ++e) dst[e] = scale[i] * src[e];
+  }
+}
+
 void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   int32_t i = 0;
   for (; i + W <= n; i += W) store_halves(dst + i, TS_CVTPS(TS_LOADU(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -418,7 +429,7 @@ const Kernels& TS_KERNELS_FN() {
   static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
-                         .load_kt_q8 = load_kt_q8, .cvt_to_f16 = cvt_to_f16,
+                         .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
                          .acc_f16 = acc_f16, .acc_f32 = acc_f32};
   return k;
 }

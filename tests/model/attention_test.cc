@@ -170,6 +170,43 @@ TEST(AttentionKernels, Fp16ConversionsMatchScalar) {
   }
 }
 
+// q8_0 K/V tiles: every table's dequantization equals scale * value (one rounding), for head
+// sizes below, at and past the vector widths and partial tiles.
+TEST(AttentionKernels, Q8TilesMatchScalarBitForBit) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> q(-128, 127);
+  for (int32_t hd : {8, 24, 64, 72}) {
+    const int32_t stride = 32;  // block size of the transposed K page
+    std::vector<int8_t> kpage(static_cast<size_t>(hd) * stride), vrows(static_cast<size_t>(kKeyTile) * hd);
+    for (auto& x : kpage) x = static_cast<int8_t>(q(rng));
+    for (auto& x : vrows) x = static_cast<int8_t>(q(rng));
+    auto scale = randv(kKeyTile, rng, 0.05f);
+    scale[3] = 0.f;
+    std::vector<float> kt_want(static_cast<size_t>(hd) * kKeyTile), kt_got(kt_want.size());
+    attn::scalar_kernels().load_kt_q8(kpage.data() + 16, stride, scale.data(), hd, kt_want.data());
+    for (int32_t d = 0; d < hd; ++d)
+      for (int32_t i = 0; i < kKeyTile; ++i)
+        ASSERT_TRUE(same_bits(kt_want[d * kKeyTile + i], scale[i] * static_cast<float>(kpage[d * stride + 16 + i])));
+    for (int32_t n : {1, 5, kKeyTile}) {
+      std::vector<float> v_want(static_cast<size_t>(kKeyTile) * hd, -1.f), v_got(v_want.size(), -1.f);
+      attn::scalar_kernels().load_v_q8(vrows.data(), scale.data(), n, hd, v_want.data());
+      for (int32_t i = 0; i < kKeyTile; ++i)
+        for (int32_t e = 0; e < hd; ++e)
+          ASSERT_TRUE(same_bits(v_want[i * hd + e], i < n ? scale[i] * static_cast<float>(vrows[i * hd + e]) : -1.f))
+              << "hd " << hd << " n " << n;
+      for (const auto* k : simd_tables()) {
+        std::fill(v_got.begin(), v_got.end(), -1.f);
+        k->load_v_q8(vrows.data(), scale.data(), n, hd, v_got.data());
+        for (size_t i = 0; i < v_got.size(); ++i) ASSERT_TRUE(same_bits(v_want[i], v_got[i])) << k->name << " hd " << hd << " n " << n << " at " << i;
+      }
+    }
+    for (const auto* k : simd_tables()) {
+      k->load_kt_q8(kpage.data() + 16, stride, scale.data(), hd, kt_got.data());
+      for (size_t i = 0; i < kt_got.size(); ++i) ASSERT_TRUE(same_bits(kt_want[i], kt_got[i])) << k->name << " hd " << hd;
+    }
+  }
+}
+
 TEST(AttentionKernels, ScoresMatchScalarBitForBit) {
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
