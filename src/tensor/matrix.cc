@@ -31,7 +31,10 @@ std::atomic<int>& active_isa_slot() {
 }
 
 const kern::KernelTable& kernels_for(Isa isa) {
-  if (isa == Isa::kAvx512) {
+  if (isa == Isa::kAmx) {
+    if (const kern::KernelTable* t = kern::amx_kernels()) return *t;
+  }
+  if (isa >= Isa::kAvx512) {
     if (const kern::KernelTable* t = kern::avx512_kernels()) return *t;
   }
   if (isa == Isa::kAvxVnni) {
@@ -70,6 +73,7 @@ kern::Layout r16_layout(DType t) {
 Isa detected_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
+    if (f.avx512_tier() && f.amx_cpu() && kern::amx_kernels() != nullptr) return Isa::kAmx;
     if (f.avx512_tier()) return Isa::kAvx512;
     if (f.avx2_tier() && f.avx_vnni) return Isa::kAvxVnni;
     if (f.avx2_tier()) return Isa::kAvx2;
@@ -125,8 +129,8 @@ Result<IsaChoice> resolve_isa(std::string_view name) {
     return IsaChoice{Isa::kAvx2, "ISA avxvnni requested but this CPU has no AVX-VNNI; using avx2"};
   }
   std::string why;
-  if (want == Isa::kAmx && cpu_features().amx_int8 && cpu_features().amx_tile) {
-    why = "this build has no AMX kernels yet";
+  if (want == Isa::kAmx && cpu_features().amx_cpu()) {
+    why = cpu_features().avx512_tier() ? amx_permission().why : "this CPU has no avx512 tier under its AMX";
   } else {
     why = std::string("this CPU has no ") + isa_name(want) + " tier";
   }
@@ -138,7 +142,13 @@ std::string isa_summary() {
   std::string cpu = f.avx512_tier() ? "avx512 vnni" : (f.avx2_tier() ? "avx2" : "no avx2");
   if (f.avx_vnni) cpu += ", avx-vnni";
   if (f.avx512bf16) cpu += ", avx512 bf16";
-  cpu += f.amx_int8 && f.amx_tile ? ", amx" : ", no amx";
+  if (!f.amx_tile || !f.amx_int8) {
+    cpu += ", no amx";
+  } else if (detected_isa() == Isa::kAmx) {
+    cpu += ", amx";
+  } else {
+    cpu += ", amx unusable: " + (f.amx_cpu() ? amx_permission().why : std::string("the OS does not enable its state"));
+  }
   return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")";
 }
 
@@ -418,7 +428,11 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kQ5_1_R16:
     case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
     case kern::Layout::kQ8_0_R16:
-      return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u) |
+      // The AMX tile kernel reads q8 in place; below kAmxMinTokens the avx512 kernel runs.
+      return kFormQ8 |
+             (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 && !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)
+                  ? kFormIl
+                  : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:

@@ -40,8 +40,9 @@
 
 namespace ts::tensor {
 
-// Kernel tiers, in order. kAmx is only a request: there are no AMX kernels yet, so
-// detected_isa() is at most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
+// Kernel tiers, in order. kAmx is the avx512 tier with AMX int8 tile GEMMs for prefill-sized
+// Q8_0 / Q4_0 matmuls (kernels_amx.cc); it is detected only where the CPU has AMX int8 and
+// Linux granted the tile permission (cpu_features.h), else set_isa(kAmx) clamps to avx512.
 // kAvxVnni is AVX2 plus AVX-VNNI (vpdpbusd on ymm) kernels where they exist; the AVX2 layouts.
 // It is detected only on CPUs with AVX-VNNI and no AVX-512 tier (Alder Lake+, Sierra Forest),
 // and may be forced below kAvx512 only where the CPU has AVX-VNNI (else it clamps to kAvx2).

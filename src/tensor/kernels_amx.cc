@@ -1,0 +1,300 @@
+// AMX int8 tile kernels (Intel Sapphire Rapids and later): the AVX-512 table with the R16
+// Q8_0 / Q4_0 matmuls of prefill-sized batches (n_tok >= kAmxMinTokens) run as int8 tile
+// GEMMs. Reached through amx_kernels() after a CPUID check and the Linux permission request
+// (cpu_features.h: amx_permission()); compiled for AMX per function with target pragmas, so the
+// binary still runs on every x86-64.
+//
+// One 16-row group x 16 tokens per tile step: the R16 block's [k4][row16][4] u8 values (w + bias)
+// are the VNNI B tile as stored (8 rows x 64 bytes, K = 32), the tokens' Q8_0 values the signed A
+// tile (M tokens x 32 bytes, read in place with the token stride), TDPBSUD gives the exact int32
+// block sums for 16 tokens x 16 rows, and the epilogue does what the AVX-512 R16 kernels do per
+// block: subtract bias * (activation block sum), convert, and one FMA with fp16 d_w * d_x into a
+// float accumulator per token, blocks in order. The results are therefore bit-identical to the
+// avx512 tier's kernels (tests/tensor/amx_kernels_test.cc checks it), so a token's row still does
+// not depend on the batch (the small-batch fallback is the avx512 kernel itself).
+//
+// Tile state: the tile configuration is per thread; each kernel call loads it when the thread's
+// current one differs (thread_local), so pool workers configure themselves on first use.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/cpu_features.h"
+#include "tensor/kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")
+#pragma GCC optimize("O3")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace ts::tensor::kern {
+namespace {
+
+// ldtilecfg's 64-byte operand (palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Tiles: 0/3 A (16 tokens x 32 B), 1/4 B (8 x 64 B), 2/5 C (16 x 16 int32): two sets so one
+// block's tile work overlaps the previous block's epilogue. 6 A and 7 C for the last token tile
+// when it has m_rem < 16 tokens (with B tile 1).
+void configure_tiles(int m_rem) {
+  thread_local int current = 0;  // m_rem of this thread's loaded configuration, 0: none
+  if (current == m_rem) return;
+  TileConfig cfg;
+  for (int t : {0, 3}) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 32;
+  }
+  for (int t : {1, 4}) {
+    cfg.rows[t] = 8;
+    cfg.colsb[t] = 64;
+  }
+  for (int t : {2, 5}) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  cfg.rows[6] = static_cast<uint8_t>(m_rem);
+  cfg.colsb[6] = 32;
+  cfg.rows[7] = static_cast<uint8_t>(m_rem);
+  cfg.colsb[7] = 64;
+  // Not _tile_loadconfig: its asm names only the first 8 bytes as read, so the compiler may drop
+  // the stores to the rest of a local config as dead.
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+  current = m_rem;
+}
+
+// C[m][n] = sum_k a[m][k] * b[k][n] for one 32-value block into c[m][16] (64-byte rows), using
+// tile set kSet (0, 1; 2: the m_rem tiles). a: row m at a + m * lda (signed), b: 512 bytes of
+// [8 k4][16 rows][4] u8.
+template <int kSet>
+inline void tile_block(const int8_t* a, size_t lda, const uint8_t* b, int32_t* c) {
+  const long s = static_cast<long>(lda);
+  if constexpr (kSet == 0) {
+    _tile_loadd(0, a, s);
+    _tile_loadd(1, b, 64);
+    _tile_zero(2);
+    _tile_dpbsud(2, 0, 1);
+    _tile_stored(2, c, 64);
+  } else if constexpr (kSet == 1) {
+    _tile_loadd(3, a, s);
+    _tile_loadd(4, b, 64);
+    _tile_zero(5);
+    _tile_dpbsud(5, 3, 4);
+    _tile_stored(5, c, 64);
+  } else {
+    _tile_loadd(6, a, s);
+    _tile_loadd(1, b, 64);
+    _tile_zero(7);
+    _tile_dpbsud(7, 6, 1);
+    _tile_stored(7, c, 64);
+  }
+}
+
+// Prefetches a group's bytes evenly over the block steps of the tile passes that read the
+// current group (the passes are compute-bound; the next group would otherwise arrive at the
+// speed of the first pass's demand loads).
+struct Spread {
+  const char* next = nullptr;
+  size_t bytes = 0, done = 0, per_step = 64;
+  Spread(const uint8_t* next_group, size_t group_bytes, int64_t steps)
+      : next(reinterpret_cast<const char*>(next_group)), bytes(group_bytes) {
+    if (steps > 0) per_step = (group_bytes / static_cast<size_t>(steps) / 64 + 1) * 64;
+  }
+  void step() {
+    if (next == nullptr) return;
+    const size_t end = done + per_step < bytes ? done + per_step : bytes;
+    for (; done < end; done += 64) _mm_prefetch(next + done, _MM_HINT_T0);
+  }
+};
+
+// acc[t] += (C[t] - bias * xs[t]) * (d_w * d_x[t]) for t < M: the AVX-512 R16 kernels' per-block
+// float step, in the same operations.
+template <int M>
+inline void epilogue(const int32_t* c, __m512 dw, const int32_t* xs, const float* xd, int64_t nb, int bias,
+                     __m512* acc) {
+#pragma GCC unroll 16
+  for (int t = 0; t < M; ++t) {
+    const __m512i s = _mm512_sub_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(bias * xs[t * nb]));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * nb])), acc[t]);
+  }
+}
+
+// Q8_0_R16-shaped pair records (fp16 scales, then [2][8][16][4] u8) at grp: tokens [t0, t0 + M)
+// of all nb blocks, lanes [lane0, lane1) written to y[t][out_r + lane - lane0]. kSetFull: M == 16
+// (tile sets 0/1), else the m_rem tiles.
+template <int M>
+inline void group_tile(const GemmArgs& g, const uint8_t* grp, int bias, int lane0, int lane1, int64_t out_r,
+                       int64_t t0, Spread* pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq = a.q8 + t0 * a.cols;
+  const int32_t* xs = a.s8 + t0 * nb;
+  const float* xd = a.d8 + t0 * nb;
+  const size_t lda = static_cast<size_t>(a.cols);
+  alignas(64) int32_t c[2][16 * 16];
+  __m512 acc[M];
+#pragma GCC unroll 16
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  auto vals = [&](int64_t b) { return grp + static_cast<size_t>(b >> 1) * kR16PairBytes + 64 + (b & 1) * 512; };
+  auto scales = [&](int64_t b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + (b & 1) * 32)));
+  };
+  if constexpr (M == 16) {
+    tile_block<0>(xq, lda, vals(0), c[0]);
+    for (int64_t b = 0; b < nb; b += 2) {
+      // Block b's C is in c[0]; start b + 1 (set 1) before b's epilogue, then b + 2 (set 0).
+      if (b + 1 < nb) tile_block<1>(xq + (b + 1) * 32, lda, vals(b + 1), c[1]);
+      pf->step();
+      epilogue<M>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
+      if (b + 1 >= nb) break;
+      if (b + 2 < nb) tile_block<0>(xq + (b + 2) * 32, lda, vals(b + 2), c[0]);
+      pf->step();
+      epilogue<M>(c[1], scales(b + 1), xs + b + 1, xd + b + 1, nb, bias, acc);
+    }
+  } else {
+    for (int64_t b = 0; b < nb; ++b) {
+      tile_block<2>(xq + b * 32, lda, vals(b), c[0]);
+      pf->step();
+      epilogue<M>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
+    }
+  }
+  if (lane0 == 0) {
+    const __mmask16 keep = static_cast<__mmask16>((1u << (lane1 - lane0)) - 1);
+#pragma GCC unroll 16
+    for (int t = 0; t < M; ++t) _mm512_mask_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, keep, acc[t]);
+  } else {
+    for (int t = 0; t < M; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+// All tokens of one group (already in the Q8_0_R16 shape at grp).
+void group_all_tokens(const GemmArgs& g, const uint8_t* grp, int bias, int lane0, int lane1, int64_t out_r,
+                      const uint8_t* next_grp, size_t next_bytes) {
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t full = n_tok / 16, rem = n_tok % 16;
+  Spread pf(next_grp, next_bytes, (full + (rem > 0 ? 1 : 0)) * nb);
+  for (int64_t i = 0; i < full; ++i) group_tile<16>(g, grp, bias, lane0, lane1, out_r, 16 * i, &pf);
+  const int64_t t0 = 16 * full;
+  switch (rem) {
+#define TS_AMX_REM(m) \
+  case m: group_tile<m>(g, grp, bias, lane0, lane1, out_r, t0, &pf); break;
+    TS_AMX_REM(1) TS_AMX_REM(2) TS_AMX_REM(3) TS_AMX_REM(4) TS_AMX_REM(5) TS_AMX_REM(6) TS_AMX_REM(7) TS_AMX_REM(8)
+    TS_AMX_REM(9) TS_AMX_REM(10) TS_AMX_REM(11) TS_AMX_REM(12) TS_AMX_REM(13) TS_AMX_REM(14) TS_AMX_REM(15)
+#undef TS_AMX_REM
+    default: break;
+  }
+}
+
+// Q4_0_R16 group -> Q8_0_R16-shaped records in `panel` holding the unsigned nibbles (bias 8):
+// lines k4 < 4 are the low nibbles of record line k4 (values 4 k4..), k4 >= 4 the high nibbles of
+// line k4 - 4 (values 16 + 4 (k4 - 4)), as the AVX-512 kQ4 tile reads them.
+void decode_q4_0_r16(const uint8_t* grp, int64_t nb, uint8_t* panel) {
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  for (int64_t p = 0; p < (nb + 1) / 2; ++p) {
+    const uint8_t* rec = grp + static_cast<size_t>(p) * kR16Q4PairBytes;
+    uint8_t* out = panel + static_cast<size_t>(p) * kR16PairBytes;
+    _mm512_store_si512(out, _mm512_load_si512(rec));
+    for (int h = 0; h < 2; ++h) {
+      for (int m = 0; m < 4; ++m) {
+        const __m512i v = _mm512_load_si512(rec + 64 + h * 256 + 64 * m);
+        _mm512_store_si512(out + 64 + h * 512 + 64 * m, _mm512_and_si512(v, m4));
+        _mm512_store_si512(out + 64 + h * 512 + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+      }
+    }
+  }
+  __asm__ volatile("" ::: "memory");  // the tile loads (asm without a memory operand) read the panel
+}
+
+// kQ4: Q4_0_R16 groups (decoded per group into g.scratch), else Q8_0_R16 read in place.
+template <bool kQ4>
+void gemm_r16_tiles(const GemmArgs& g) {
+  configure_tiles(g.act->n_tok % 16 == 0 ? 16 : static_cast<int>(g.act->n_tok % 16));
+  const int64_t nb = g.act->cols / 32;
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    const bool more = done + (lane1 - lane0) < g.num_rows;
+    const uint8_t* next = more ? grp + g.stride : nullptr;
+    if constexpr (kQ4) {
+      decode_q4_0_r16(grp, nb, g.scratch);
+      group_all_tokens(g, g.scratch, 8, lane0, lane1, done, next, g.stride);
+    } else {
+      group_all_tokens(g, grp, 128, lane0, lane1, done, next, g.stride);
+    }
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
+void amx_q8_0_r16(const GemmArgs& g) { gemm_r16_tiles<false>(g); }
+void amx_q4_0_r16(const GemmArgs& g) { gemm_r16_tiles<true>(g); }
+
+}  // namespace
+}  // namespace ts::tensor::kern
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+namespace ts::tensor::kern {
+namespace {
+
+GemmFn g_small_q8_0_r16 = nullptr;  // the avx512 kernels below kAmxMinTokens (set with the table)
+GemmFn g_small_q4_0_r16 = nullptr;
+
+void gemm_q8_0_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAmxMinTokens) return g_small_q8_0_r16(g);
+  amx_q8_0_r16(g);
+}
+void gemm_q4_0_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kAmxMinTokens || g.scratch == nullptr) return g_small_q4_0_r16(g);
+  amx_q4_0_r16(g);
+}
+void gemm_q4_0_r16_tiles(const GemmArgs& g) {
+  if (g.scratch == nullptr) return g_small_q4_0_r16(g);
+  amx_q4_0_r16(g);
+}
+
+// The AVX-512 table with `q8` / `q4` as its Q8_0_R16 / Q4_0_R16 entries, or null without AMX.
+const KernelTable* make_table(GemmFn q8, GemmFn q4) {
+  const KernelTable* base = avx512_kernels();
+  if (base == nullptr || !cpu_features().avx512_tier() || !amx_permission().granted) return nullptr;
+  g_small_q8_0_r16 = base->gemm[static_cast<int>(Layout::kQ8_0_R16)];
+  g_small_q4_0_r16 = base->gemm[static_cast<int>(Layout::kQ4_0_R16)];
+  auto* t = new KernelTable(*base);  // lives for the process
+  t->gemm[static_cast<int>(Layout::kQ8_0_R16)] = q8;
+  t->gemm[static_cast<int>(Layout::kQ4_0_R16)] = q4;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable* amx_kernels() {
+  static const KernelTable* table = make_table(gemm_q8_0_r16, gemm_q4_0_r16);
+  return table;
+}
+
+const KernelTable* amx_tile_kernels() {
+  static const KernelTable* table = make_table(amx_q8_0_r16, gemm_q4_0_r16_tiles);
+  return table;
+}
+
+}  // namespace ts::tensor::kern
