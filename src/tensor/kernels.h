@@ -145,7 +145,9 @@ inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
          kActIlBlockBytes;
 }
 
-// From this many tokens the AMX table's Q8_0_R16 / Q4_0_R16 matmuls use the tile kernels.
+// From this many tokens the AMX table's Q8_0_R16 / Q4_0_R16 matmuls use the tile kernels (a
+// full 16-token tile; at 16 tokens, L2-resident 1024x896 Q8_0, 1 thread: 207 vs 198 GMAC/s for
+// the avx512 kernel with its interleaved activations; below it the avx512 kernels run).
 constexpr int64_t kAmxMinTokens = 16;
 
 struct GemmArgs {

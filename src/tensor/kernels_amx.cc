@@ -13,6 +13,19 @@
 // avx512 tier's kernels (tests/tensor/amx_kernels_test.cc checks it), so a token's row still does
 // not depend on the batch (the small-batch fallback is the avx512 kernel itself).
 //
+// Measured on a 2-core Sapphire Rapids-class KVM guest (see the commit messages for commands):
+// only x1.0-1.25 of the avx512 kernels per matmul (L2-resident Q8_0 ~205 vs ~200 GMAC/s, Q4_0
+// ~195 vs ~165 at 64-128 tokens; 512-token 4864x896 from DRAM x0.81 / x0.90 on 1 / 2 threads),
+// and prefill of 572 tokens at parity. The per-32-block float scales are the limit: every block's
+// C tile (1 KB) goes through a tile store and 16 vector loads, and a TDPBSUD with K = 32 costs as
+// much as one with K = 64; the tile work and the vector epilogue did not overlap here (measured
+// apart: ~575 and ~400 GMAC/s alone, ~200 together). Tried and dropped (no gain): two groups x two
+// token tiles per step with accumulators in L1 (4 C tiles), signed weight panels (TDPBSSD, no
+// compensation), a precomputed compensation operand.
+// Not done: Q4_1/Q5_0/Q5_1/IQ4_NL (their kernels sum in ggml's 8-lane float order, per 4-value
+// group: a K = 32 tile sum cannot reproduce it bit for bit), Q4_K/Q6_K (per-sub-block int scales:
+// the same C-extraction cost per 32 or 16 values, not expected to gain given the above).
+//
 // Tile state: the tile configuration is per thread; each kernel call loads it when the thread's
 // current one differs (thread_local), so pool workers configure themselves on first use.
 #include <immintrin.h>

@@ -70,10 +70,16 @@ kern::Layout r16_layout(DType t) {
 
 }  // namespace
 
+// The AMX tier is usable: the CPU has it and Linux granted the tile permission.
+bool amx_usable() {
+  static const bool ok = cpu_features().avx512_tier() && cpu_features().amx_cpu() && kern::amx_kernels() != nullptr;
+  return ok;
+}
+
 Isa detected_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
-    if (f.avx512_tier() && f.amx_cpu() && kern::amx_kernels() != nullptr) return Isa::kAmx;
+    // Not kAmx even where it is usable: measured no faster than avx512 (matrix.h), so opt-in.
     if (f.avx512_tier()) return Isa::kAvx512;
     if (f.avx2_tier() && f.avx_vnni) return Isa::kAvxVnni;
     if (f.avx2_tier()) return Isa::kAvx2;
@@ -84,15 +90,17 @@ Isa detected_isa() {
 
 Isa active_isa() { return static_cast<Isa>(active_isa_slot().load(std::memory_order_relaxed)); }
 
+Isa highest_isa() { return amx_usable() ? Isa::kAmx : detected_isa(); }
+
 void set_isa(Isa isa) {
-  const Isa best = detected_isa();
+  const Isa best = highest_isa();
   if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
   if (isa == Isa::kAvxVnni && !cpu_features().avx_vnni) isa = Isa::kAvx2;  // e.g. an AVX-512 CPU without it
   active_isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
 bool isa_available(Isa isa) {
-  if (static_cast<int>(isa) > static_cast<int>(detected_isa())) return false;
+  if (static_cast<int>(isa) > static_cast<int>(highest_isa())) return false;
   return isa != Isa::kAvxVnni || cpu_features().avx_vnni;
 }
 
@@ -144,8 +152,8 @@ std::string isa_summary() {
   if (f.avx512bf16) cpu += ", avx512 bf16";
   if (!f.amx_tile || !f.amx_int8) {
     cpu += ", no amx";
-  } else if (detected_isa() == Isa::kAmx) {
-    cpu += ", amx";
+  } else if (amx_usable()) {
+    cpu += active_isa() == Isa::kAmx ? ", amx" : ", amx (opt-in: --isa amx)";
   } else {
     cpu += ", amx unusable: " + (f.amx_cpu() ? amx_permission().why : std::string("the OS does not enable its state"));
   }

@@ -50,7 +50,7 @@ std::vector<std::string> list_dir(const std::string& rel, bool dirs, const std::
 
 std::vector<tensor::Isa> host_isas() {
   std::vector<tensor::Isa> v;
-  for (int i = 0; i <= static_cast<int>(tensor::detected_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
+  for (int i = 0; i <= static_cast<int>(tensor::highest_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
   return v;
 }
 

@@ -165,9 +165,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, AmxTiles,
                            return std::string(type_name(static_cast<uint32_t>(info.param.type)));
                          });
 
-// Where the host has AMX, the tier is detected, requested without a warning, and named at
-// start-up; elsewhere a request for it says why it is unavailable.
-TEST(AmxTier, DetectedWhereAvailable) {
+// Where the host has AMX, the tier is available (opt-in: never the default, it measured no
+// faster), requested without a warning, and named at start-up; elsewhere a request for it says
+// why it is unavailable.
+TEST(AmxTier, AvailableWhereTheHostHasIt) {
   const std::string why = amx_skip_reason();
   auto r = resolve_isa("amx");
   ASSERT_TRUE(r.ok());
@@ -177,8 +178,10 @@ TEST(AmxTier, DetectedWhereAvailable) {
     EXPECT_NE(r->warning.find("amx"), std::string::npos) << r->warning;
     GTEST_SKIP() << "AMX tier unavailable here (" << why << "); the request clamps: " << r->warning;
   }
-  EXPECT_EQ(detected_isa(), Isa::kAmx);
+  EXPECT_EQ(detected_isa(), Isa::kAvx512);
+  EXPECT_EQ(highest_isa(), Isa::kAmx);
   EXPECT_TRUE(isa_available(Isa::kAmx));
+  EXPECT_NE(isa_summary().find("amx (opt-in"), std::string::npos) << isa_summary();
   EXPECT_EQ(r->isa, Isa::kAmx);
   EXPECT_TRUE(r->warning.empty()) << r->warning;
   const Isa saved = active_isa();

@@ -34,7 +34,8 @@ class CoverageReport : public ::testing::Environment {
     if (covered().empty()) return;  // no kernel test ran in this process (a filtered run)
     std::string line = "tensor kernels: ISA paths covered:";
     for (Isa i : covered()) line += std::string(" ") + isa_name(i);
-    line += " (this CPU's best: " + std::string(isa_name(detected_isa())) + ")";
+    line += " (this CPU's default: " + std::string(isa_name(detected_isa())) + ", highest: " +
+            isa_name(highest_isa()) + ")";
     std::printf("%s\n", line.c_str());
   }
 };
@@ -47,7 +48,7 @@ struct IsaGuard {
 
 std::vector<Isa> host_isas() {
   std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i)
+  for (int i = 0; i <= static_cast<int>(highest_isa()); ++i)
     if (isa_available(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
   return v;
 }
@@ -411,12 +412,14 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
   auto s = resolve_isa("SCALAR");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->isa, Isa::kScalar);
-  auto amx = resolve_isa("amx");  // clamped, with the reason, where the tier is unavailable
+  auto amx = resolve_isa("amx");  // opt-in where usable; else clamped, with the reason
   ASSERT_TRUE(amx.ok());
-  EXPECT_EQ(amx->isa, detected_isa());
-  if (detected_isa() == Isa::kAmx) {
+  EXPECT_NE(detected_isa(), Isa::kAmx);  // never the default
+  if (isa_available(Isa::kAmx)) {
+    EXPECT_EQ(amx->isa, Isa::kAmx);
     EXPECT_TRUE(amx->warning.empty()) << amx->warning;
   } else {
+    EXPECT_EQ(amx->isa, detected_isa());
     EXPECT_NE(amx->warning.find("amx"), std::string::npos);
     EXPECT_NE(amx->warning.find(std::string("using ") + isa_name(detected_isa())), std::string::npos);
   }
@@ -425,7 +428,7 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
   EXPECT_NE(bad.status().message().find("sse9"), std::string::npos);
   IsaGuard guard;
   set_isa(Isa::kAmx);
-  EXPECT_EQ(active_isa(), detected_isa());
+  EXPECT_EQ(active_isa(), isa_available(Isa::kAmx) ? Isa::kAmx : detected_isa());
 }
 
 // The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16
