@@ -21,7 +21,10 @@
 // much as one with K = 64; the tile work and the vector epilogue did not overlap here (measured
 // apart: ~575 and ~400 GMAC/s alone, ~200 together). Tried and dropped (no gain): two groups x two
 // token tiles per step with accumulators in L1 (4 C tiles), signed weight panels (TDPBSSD, no
-// compensation), a precomputed compensation operand.
+// compensation), a precomputed compensation operand, a deeper software pipeline (epilogue 2-3
+// blocks behind the tile store). Kept: Q8_0 C tiles start from kActIlBias0 - 128 * block sum
+// (a tile load), so the epilogue is vsubps + vmulps + FMA (1 thread, L2, 1024x896: 210 -> 233
+// GMAC/s at 16 tokens, 214 -> 235 at 64, 221 -> 217 at 256).
 // Not done: Q4_1/Q5_0/Q5_1/IQ4_NL (their kernels sum in ggml's 8-lane float order, per 4-value
 // group: a K = 32 tile sum cannot reproduce it bit for bit), Q4_K/Q6_K (per-sub-block int scales:
 // the same C-extraction cost per 32 or 16 values, not expected to gain given the above).
@@ -33,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "tensor/cpu_features.h"
 #include "tensor/kernels.h"
@@ -89,25 +93,38 @@ void configure_tiles(int m_rem) {
 // C[m][n] = sum_k a[m][k] * b[k][n] for one 32-value block into c[m][16] (64-byte rows), using
 // tile set kSet (0, 1; 2: the m_rem tiles). a: row m at a + m * lda (signed), b: 512 bytes of
 // [8 k4][16 rows][4] u8.
-template <int kSet>
-inline void tile_block(const int8_t* a, size_t lda, const uint8_t* b, int32_t* c) {
+// kInit: C starts from the 16 x 16 int32 tile at init (see group_tile), else from zero.
+template <int kSet, bool kInit>
+inline void tile_block(const int8_t* a, size_t lda, const uint8_t* b, int32_t* c, const int32_t* init) {
   const long s = static_cast<long>(lda);
   if constexpr (kSet == 0) {
     _tile_loadd(0, a, s);
     _tile_loadd(1, b, 64);
-    _tile_zero(2);
+    if constexpr (kInit) {
+      _tile_loadd(2, init, 64);
+    } else {
+      _tile_zero(2);
+    }
     _tile_dpbsud(2, 0, 1);
     _tile_stored(2, c, 64);
   } else if constexpr (kSet == 1) {
     _tile_loadd(3, a, s);
     _tile_loadd(4, b, 64);
-    _tile_zero(5);
+    if constexpr (kInit) {
+      _tile_loadd(5, init, 64);
+    } else {
+      _tile_zero(5);
+    }
     _tile_dpbsud(5, 3, 4);
     _tile_stored(5, c, 64);
   } else {
     _tile_loadd(6, a, s);
     _tile_loadd(1, b, 64);
-    _tile_zero(7);
+    if constexpr (kInit) {
+      _tile_loadd(7, init, 64);
+    } else {
+      _tile_zero(7);
+    }
     _tile_dpbsud(7, 6, 1);
     _tile_stored(7, c, 64);
   }
@@ -131,23 +148,31 @@ struct Spread {
 };
 
 // acc[t] += (C[t] - bias * xs[t]) * (d_w * d_x[t]) for t < M: the AVX-512 R16 kernels' per-block
-// float step, in the same operations.
-template <int M>
+// float step, in the same operations. kInit: C started from kActIlBias0 - bias * xs[t], so its
+// bits are the float 1.5 * 2^23 + S (|S| < 2^22) and one vsubps gives S exactly (the avx512
+// interleaved-activation kernel's step; two vector ALU operations fewer per token and block).
+template <int M, bool kInit>
 inline void epilogue(const int32_t* c, __m512 dw, const int32_t* xs, const float* xd, int64_t nb, int bias,
                      __m512* acc) {
 #pragma GCC unroll 16
   for (int t = 0; t < M; ++t) {
-    const __m512i s = _mm512_sub_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(bias * xs[t * nb]));
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * nb])), acc[t]);
+    __m512 sf;
+    if constexpr (kInit) {
+      sf = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_load_si512(c + 16 * t)), _mm512_set1_ps(kActIlBias0F));
+    } else {
+      sf = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(bias * xs[t * nb])));
+    }
+    acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * nb])), acc[t]);
   }
 }
 
 // Q8_0_R16-shaped pair records (fp16 scales, then [2][8][16][4] u8) at grp: tokens [t0, t0 + M)
 // of all nb blocks, lanes [lane0, lane1) written to y[t][out_r + lane - lane0]. kSetFull: M == 16
 // (tile sets 0/1), else the m_rem tiles.
-template <int M>
+// init (kInit): [nb][16 tokens][16] int32 start tiles of this token tile, else null.
+template <int M, bool kInit>
 inline void group_tile(const GemmArgs& g, const uint8_t* grp, int bias, int lane0, int lane1, int64_t out_r,
-                       int64_t t0, Spread* pf) {
+                       int64_t t0, const int32_t* init, Spread* pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const int8_t* xq = a.q8 + t0 * a.cols;
@@ -164,22 +189,22 @@ inline void group_tile(const GemmArgs& g, const uint8_t* grp, int bias, int lane
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + (b & 1) * 32)));
   };
   if constexpr (M == 16) {
-    tile_block<0>(xq, lda, vals(0), c[0]);
+    tile_block<0, kInit>(xq, lda, vals(0), c[0], init);
     for (int64_t b = 0; b < nb; b += 2) {
       // Block b's C is in c[0]; start b + 1 (set 1) before b's epilogue, then b + 2 (set 0).
-      if (b + 1 < nb) tile_block<1>(xq + (b + 1) * 32, lda, vals(b + 1), c[1]);
+      if (b + 1 < nb) tile_block<1, kInit>(xq + (b + 1) * 32, lda, vals(b + 1), c[1], init + (b + 1) * 256);
       pf->step();
-      epilogue<M>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
+      epilogue<M, kInit>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
       if (b + 1 >= nb) break;
-      if (b + 2 < nb) tile_block<0>(xq + (b + 2) * 32, lda, vals(b + 2), c[0]);
+      if (b + 2 < nb) tile_block<0, kInit>(xq + (b + 2) * 32, lda, vals(b + 2), c[0], init + (b + 2) * 256);
       pf->step();
-      epilogue<M>(c[1], scales(b + 1), xs + b + 1, xd + b + 1, nb, bias, acc);
+      epilogue<M, kInit>(c[1], scales(b + 1), xs + b + 1, xd + b + 1, nb, bias, acc);
     }
   } else {
     for (int64_t b = 0; b < nb; ++b) {
-      tile_block<2>(xq + b * 32, lda, vals(b), c[0]);
+      tile_block<2, kInit>(xq + b * 32, lda, vals(b), c[0], init + b * 256);
       pf->step();
-      epilogue<M>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
+      epilogue<M, kInit>(c[0], scales(b), xs + b, xd + b, nb, bias, acc);
     }
   }
   if (lane0 == 0) {
@@ -196,11 +221,12 @@ inline void group_tile(const GemmArgs& g, const uint8_t* grp, int bias, int lane
 }
 
 // Tokens [t0, t0 + m) (m <= 16) of one group (in the Q8_0_R16 shape at grp).
+template <bool kInit>
 void group_tokens(const GemmArgs& g, const uint8_t* grp, int bias, int lane0, int lane1, int64_t out_r, int64_t t0,
-                  int64_t m, Spread* pf) {
+                  int64_t m, const int32_t* init, Spread* pf) {
   switch (m) {
 #define TS_AMX_TILE(n) \
-  case n: group_tile<n>(g, grp, bias, lane0, lane1, out_r, t0, pf); break;
+  case n: group_tile<n, kInit>(g, grp, bias, lane0, lane1, out_r, t0, init, pf); break;
     TS_AMX_TILE(1) TS_AMX_TILE(2) TS_AMX_TILE(3) TS_AMX_TILE(4) TS_AMX_TILE(5) TS_AMX_TILE(6) TS_AMX_TILE(7)
     TS_AMX_TILE(8) TS_AMX_TILE(9) TS_AMX_TILE(10) TS_AMX_TILE(11) TS_AMX_TILE(12) TS_AMX_TILE(13) TS_AMX_TILE(14)
     TS_AMX_TILE(15) TS_AMX_TILE(16)
@@ -261,14 +287,26 @@ void gemm_r16_tiles(const GemmArgs& g) {
       decode_q4_0_r16(grp, nb, g.scratch);
       Spread pf(next, g.stride, n_tiles * nb);
       for (int64_t t0 = 0; t0 < n_tok; t0 += 16) {
-        group_tokens(g, g.scratch, 8, lane0, lane1, out_r, t0, n_tok - t0 < 16 ? n_tok - t0 : 16, &pf);
+        group_tokens<false>(g, g.scratch, 8, lane0, lane1, out_r, t0, n_tok - t0 < 16 ? n_tok - t0 : 16, nullptr, &pf);
       }
     });
   } else {
+    // Start tiles of the current token tile (per executing thread; grows, never shrinks).
+    thread_local std::vector<int32_t> init_buf;
+    if (init_buf.size() < static_cast<size_t>(nb * 256 + 16)) init_buf.resize(static_cast<size_t>(nb * 256 + 16));
+    int32_t* init = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(init_buf.data()) + 63) & ~uintptr_t{63});
     for (int64_t t0 = 0; t0 < n_tok; t0 += 16) {
+      const int64_t m = n_tok - t0 < 16 ? n_tok - t0 : 16;
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t t = 0; t < m; ++t) {
+          const int32_t v = kActIlBias0 - 128 * g.act->s8[(t0 + t) * nb + b];
+          _mm512_store_si512(init + b * 256 + t * 16, _mm512_set1_epi32(v));
+        }
+      }
+      __asm__ volatile("" ::: "memory");  // the tile loads (asm without a memory operand) read init
       for_groups([&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, const uint8_t* next) {
         Spread pf(t0 == 0 ? next : nullptr, g.stride, nb);
-        group_tokens(g, grp, 128, lane0, lane1, out_r, t0, n_tok - t0 < 16 ? n_tok - t0 : 16, &pf);
+        group_tokens<true>(g, grp, 128, lane0, lane1, out_r, t0, m, init, &pf);
       });
     }
   }
