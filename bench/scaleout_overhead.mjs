@@ -41,6 +41,14 @@
 // 345/356 -> 321/318 us per request. Still above the ~250 us that p50 < 1 ms needs; what is left
 // (perf, dwarf call graphs): libcurl multi + socket syscalls ~49 % of the process, the client
 // connection's read/write ~18 %, SQLite inserts ~12 %, JSON records (decision, audit) ~10 %.
+// Session scale10 (2-core Intel Sapphire Rapids-class KVM, AVX-512; quiet host), REQUESTS=800,
+// GATEWAYS="default bin:MAIN" (MAIN = main 83aa8a8), two runs: added p50 static JSON 0.06/0.23 ms
+// (main 0.31/0.13), replica JSON 0.85/1.10 (main 0.84/0.90); SSE first-byte delta static
+// 0.23/0.26 (main 0.29/0.32), replica 1.06/0.84 (main 1.01/0.98); added p99 -3.6..11 ms either
+// build (direct p99 itself 5-22 ms: fetch's own CPU on the shared cores; not a stable figure).
+// This bench's CPU/request (163 vs 175 us static JSON) includes the idle polling of the whole
+// interleaved run; the steady-load figure is scaleout_gateway_cpu.mjs's: 136 us (main) -> 85 us
+// per request after this session's audit-row text writer and time-ordered request ids.
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';
