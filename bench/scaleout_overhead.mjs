@@ -42,10 +42,11 @@
 // (perf, dwarf call graphs): libcurl multi + socket syscalls ~49 % of the process, the client
 // connection's read/write ~18 %, SQLite inserts ~12 %, JSON records (decision, audit) ~10 %.
 // Session scale10 (2-core Intel Sapphire Rapids-class KVM, AVX-512; quiet host), REQUESTS=800,
-// GATEWAYS="default bin:MAIN" (MAIN = main 83aa8a8), two runs: added p50 static JSON 0.06/0.23 ms
-// (main 0.31/0.13), replica JSON 0.85/1.10 (main 0.84/0.90); SSE first-byte delta static
-// 0.23/0.26 (main 0.29/0.32), replica 1.06/0.84 (main 1.01/0.98); added p99 -3.6..11 ms either
-// build (direct p99 itself 5-22 ms: fetch's own CPU on the shared cores; not a stable figure).
+// GATEWAYS="default bin:MAIN" (MAIN = main 83aa8a8), three runs: added p50 static JSON
+// 0.06/0.23/0.14 ms (main 0.31/0.13/0.13), replica JSON 0.85/1.10/0.83 (main 0.84/0.90/1.13);
+// SSE first-byte delta static 0.23/0.26/0.54 (main 0.29/0.32/0.51), replica 1.06/0.84/0.86 (main
+// 1.01/0.98/1.34); added p99 -3.6..11 ms either build (direct p99 itself 5-22 ms: fetch's own CPU
+// on the shared cores; not a stable figure, and > 5 ms in 3 of 6 JSON rows of the new build).
 // This bench's CPU/request (163 vs 175 us static JSON) includes the idle polling of the whole
 // interleaved run; the steady-load figure is scaleout_gateway_cpu.mjs's: 136 us (main) -> 85 us
 // per request after this session's audit-row text writer and time-ordered request ids.
