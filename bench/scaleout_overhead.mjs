@@ -41,17 +41,26 @@
 // 345/356 -> 321/318 us per request. Still above the ~250 us that p50 < 1 ms needs; what is left
 // (perf, dwarf call graphs): libcurl multi + socket syscalls ~49 % of the process, the client
 // connection's read/write ~18 %, SQLite inserts ~12 %, JSON records (decision, audit) ~10 %.
+// Session scale10 (2-core Intel Sapphire Rapids-class KVM, AVX-512; quiet host), REQUESTS=800,
+// GATEWAYS="default bin:MAIN" (MAIN = main 83aa8a8), three runs: added p50 static JSON
+// 0.06/0.23/0.14 ms (main 0.31/0.13/0.13), replica JSON 0.85/1.10/0.83 (main 0.84/0.90/1.13);
+// SSE first-byte delta static 0.23/0.26/0.54 (main 0.29/0.32/0.51), replica 1.06/0.84/0.86 (main
+// 1.01/0.98/1.34); added p99 -3.6..11 ms either build (direct p99 itself 5-22 ms: fetch's own CPU
+// on the shared cores; not a stable figure, and > 5 ms in 3 of 6 JSON rows of the new build).
+// This bench's CPU/request (163 vs 175 us static JSON) includes the idle polling of the whole
+// interleaved run; the steady-load figure is scaleout_gateway_cpu.mjs's: 136 us (main) -> 85 us
+// per request after this session's audit-row text writer and time-ordered request ids.
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 process.env.TOKENSERVE_BIN ||= path.join(here, '../build/tokenserve');
 const H = await import('../tests/scaleout/harness.mjs');
+const { startStatic } = await import('./scaleout_static_upstream.mjs');
 if (!H.haveShared) { console.error('scaleout_overhead: shared models not found (set TOKENSERVE_SHARED)'); process.exit(77); }
 const C = Number(process.env.CONCURRENCY || 8), REQ = Number(process.env.REQUESTS || 400), BLOCK = Number(process.env.BLOCK || 50);
 const GAP = Number(process.env.SSE_GAP_MS || 30);
@@ -59,40 +68,6 @@ const UPSTREAMS = (process.env.UPSTREAMS || 'static replica').split(/\s+/).filte
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 const kids = [];
 process.on('exit', () => { for (const k of kids) if (k.exitCode === null) k.kill('SIGKILL'); });
-
-// The static upstream, in its own node process (so the load generator's event loop is not its).
-const staticServer = `
-const http = require('node:http');
-const one = JSON.stringify({ id: 'cmpl-static', object: 'text_completion', model: 'synth',
-  choices: [{ index: 0, text: ' a', finish_reason: 'length' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
-const ev = (o) => 'data: ' + JSON.stringify(o) + '\\n\\n';
-const s = http.createServer((req, res) => {
-  if (req.url === '/ready' || req.url === '/health') { res.writeHead(200, { 'content-type': 'application/json' }); return res.end('{"status":"ready"}'); }
-  if (req.url === '/metrics') {
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    return res.end('tokenserve:num_requests_waiting 0\\ntokenserve:num_requests_running 0\\ntokenserve:kv_cache_usage_perc 0\\n');
-  }
-  let body = '';
-  req.on('data', (d) => { body += d; });
-  req.on('end', () => {
-    const stream = JSON.parse(body || '{}').stream;
-    if (!stream) { res.writeHead(200, { 'content-type': 'application/json', 'x-tokenserve-served-by': 'static' }); return res.end(one); }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'x-tokenserve-served-by': 'static' });
-    res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: ' a', finish_reason: null }] }));
-    setTimeout(() => { res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: '', finish_reason: 'length' }] })); res.end('data: [DONE]\\n\\n'); }, ${GAP});
-  });
-});
-s.keepAliveTimeout = 60000;
-s.listen(Number(process.argv[1]), '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + process.argv[1]));
-`;
-
-async function startStatic() {
-  const port = await H.freePort();
-  const p = spawn(process.execPath, ['-e', staticServer, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  kids.push(p);
-  await new Promise((resolve) => p.stdout.once('data', resolve));
-  return { name: 'static', port, url: `http://127.0.0.1:${port}`, stop: async () => p.kill('SIGKILL') };
-}
 
 async function one(url, stream) {
   const t0 = performance.now();
@@ -155,7 +130,7 @@ const splits = [];
 console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
-  const up = u === 'static' ? await startStatic() : await H.startReplica('ovh');
+  const up = u === 'static' ? await startStatic(H, kids, GAP) : await H.startReplica('ovh');
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
   const gws = [];

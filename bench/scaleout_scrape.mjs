@@ -9,9 +9,20 @@
 //   hints     the default: compute threads SCHED_BATCH, HTTP io threads a short slice
 //   no-hints  --no-sched-hints (the kernel's defaults)
 //
+// Each setup is measured with each scrape client in CLIENTS (scrape_load.mjs measure()):
+//   plain     the scraper thread at the default priority: on a 2-core host it waits for a CPU
+//             behind the replica's compute threads and the load generator, and that wait is
+//             timed as scrape latency (the figure earlier sessions reported)
+//   rt        the scraper thread SCHED_FIFO (root): its own CPU wait drops out, the replica's
+//             (render, its io threads' wait for a CPU, the loopback transfer) stays in: the
+//             scrape latency a Prometheus or endpoint picker on its own machine would see. The
+//             §8.1 clause ("a 20 Hz scrape has p99 < 5 ms") is judged on this figure; the plain
+//             one is printed beside it, and the "replica share" line splits both.
+//
 // Usage: TOKENSERVE_SHARED=/work/shared node bench/scaleout_scrape.mjs
 // Env: TOKENSERVE_BIN (default build/tokenserve), ROUNDS (3), RUNS (4 per mode and round),
-//      TOKENS (400 per stream), REQUESTS (8), HZ (20), THREADS ("" = default, all cores).
+//      TOKENS (400 per stream), REQUESTS (8), HZ (20), THREADS ("" = default, all cores),
+//      CLIENTS ("plain rt").
 // Bounded: fixed counts; loopback only; every replica is killed on exit.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -80,7 +91,9 @@ function shortCompute(pid) {
   execFileSync('python3', ['-c', shortSlicePy, ...tids]);
   return tids.length;
 }
-const setups = Object.fromEntries((process.env.SETUPS || 'hints no-hints').split(/\s+/).filter(Boolean).map((k) => [k, allSetups[k]]));
+const clients = (process.env.CLIENTS || 'plain rt').split(/\s+/).filter(Boolean);
+const setups = Object.fromEntries((process.env.SETUPS || 'hints no-hints').split(/\s+/).filter(Boolean)
+  .flatMap((k) => clients.map((c) => [`${k}/${c}`, { extra: allSetups[k], base: k, client: c }])));
 function idleCompute(pid) {
   const dir = `/proc/${pid}/task`;
   let n = 0;
@@ -94,13 +107,14 @@ function idleCompute(pid) {
 const acc = Object.fromEntries(Object.keys(setups).map((k) => [k, { scrapes: [], waiting: [], off: [], on: [], parts: [] }]));
 try {
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, extra] of Object.entries(setups)) {
+    for (const [name, { extra, base, client }] of Object.entries(setups)) {
       const rep = await replica(extra);
       try {
-        if (name === 'idle-compute') idleCompute(rep.proc.pid);
-        if (name === 'short-compute') shortCompute(rep.proc.pid);
-        if (name === 'io-nice') ioNice(rep.proc.pid);
-        const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ, pid: rep.proc.pid });
+        if (base === 'idle-compute') idleCompute(rep.proc.pid);
+        if (base === 'short-compute') shortCompute(rep.proc.pid);
+        if (base === 'io-nice') ioNice(rep.proc.pid);
+        const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ,
+                                    pid: rep.proc.pid, client });
         for (const k of Object.keys(m)) acc[name][k].push(...m[k]);
       } finally {
         await rep.stop('SIGKILL');
@@ -114,7 +128,7 @@ console.log(`scrape cost: ${REQUESTS} streams x ${TOKENS} tokens at --max-seqs 2
             `host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 for (const [name, m] of Object.entries(acc)) {
   const s = S.summary(m);
-  console.log(`${name.padEnd(9)} scrape ms p50 ${s.p50.toFixed(2)} p99 ${s.p99.toFixed(2)} (n ${s.n}); decode tok/s off ${s.off.toFixed(0)} ` +
+  console.log(`${name.padEnd(13)} scrape ms p50 ${s.p50.toFixed(2)} p99 ${s.p99.toFixed(2)} (n ${s.n}); decode tok/s off ${s.off.toFixed(0)} ` +
               `on ${s.on.toFixed(0)} drop ${s.drop.toFixed(1)} %`);
-  console.log(`${''.padEnd(9)} ${s.split}`);
+  console.log(`${''.padEnd(13)} ${s.split}`);
 }

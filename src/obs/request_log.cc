@@ -43,11 +43,18 @@ std::string generate_request_id() {
     std::seed_seq seq{rd(), rd(), rd(), rd()};
     return std::mt19937_64(seq);
   }();
-  char buf[40];
-  uint64_t hi = rng(), lo = rng();
-  std::snprintf(buf, sizeof buf, "req-%016llx%016llx", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo));
-  return buf;
+  // Time first (see the header): 48 bits of Unix ms, then 80 random bits.
+  const uint64_t ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  const uint64_t hi = (ms << 16) | (rng() & 0xffff), lo = rng();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(36, '0');
+  id[0] = 'r', id[1] = 'e', id[2] = 'q', id[3] = '-';
+  for (int i = 0; i < 16; ++i) {
+    id[4 + i] = kHex[(hi >> (60 - 4 * i)) & 0xf];
+    id[20 + i] = kHex[(lo >> (60 - 4 * i)) & 0xf];
+  }
+  return id;
 }
 
 std::string resolve_request_id(std::string_view incoming) {

@@ -22,7 +22,11 @@ inline constexpr size_t kMaxRequestIdLength = 128;
 
 // True for 1..128 characters of [A-Za-z0-9] and "-_.:/+=@" (UUIDs, trace ids, base64 ids).
 bool is_valid_request_id(std::string_view id);
-// A fresh id: "req-" + 32 lowercase hex digits (128 random bits).
+// A fresh id: "req-" + 32 lowercase hex digits: 12 of the Unix time in ms, then 20 random (80
+// bits: unique without coordination across threads and processes). Time first, so ids made
+// later sort later: the ledger's and the audit table's request_id keys then grow at the right
+// edge of their B-trees (a few pages per commit) instead of landing on random pages (each row of
+// a commit dirtying, writing and checkpointing a page of its own; SCALEOUT.md §8.14).
 std::string generate_request_id();
 // `incoming` when valid (the header as the client sent it), else a generated id.
 std::string resolve_request_id(std::string_view incoming);

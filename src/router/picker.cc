@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "gateway/json_text.h"
+
 namespace ts::router {
 
 namespace {
@@ -24,6 +26,51 @@ nlohmann::json Decision::to_json() const {
           {"shed", shed},
           {"prompt_blocks", prompt_blocks},
           {"took_us", std::chrono::duration_cast<std::chrono::microseconds>(took).count()}};
+}
+
+void Decision::append_json(std::string& out) const {
+  using namespace gateway;  // json_text.h; keys in to_json()'s (sorted) order
+  out += '{';
+  append_json_key(out, "filtered_out", true);
+  out += '[';
+  for (size_t i = 0; i < filtered_out.size(); ++i) {
+    if (i) out += ',';
+    append_json_string(out, filtered_out[i]);
+  }
+  out += ']';
+  append_json_key(out, "guard_applied");
+  append_json_bool(out, guard_applied);
+  append_json_key(out, "prompt_blocks");
+  append_json_int(out, prompt_blocks);
+  append_json_key(out, "ranked");
+  out += '[';
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const Candidate& c = ranked[i];
+    out += i ? ",{" : "{";
+    append_json_key(out, "kv", true);
+    append_json_double(out, c.kv);
+    append_json_key(out, "load");
+    append_json_double(out, c.load);
+    append_json_key(out, "name");
+    append_json_string(out, c.name);
+    append_json_key(out, "prefix");
+    append_json_double(out, c.prefix);
+    append_json_key(out, "prefix_blocks");
+    append_json_int(out, c.prefix_blocks);
+    append_json_key(out, "queue");
+    append_json_double(out, c.queue);
+    append_json_key(out, "score");
+    append_json_double(out, c.score);
+    append_json_key(out, "stale");
+    append_json_bool(out, c.stale);
+    out += '}';
+  }
+  out += ']';
+  append_json_key(out, "shed");
+  append_json_bool(out, shed);
+  append_json_key(out, "took_us");
+  append_json_int(out, std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  out += '}';
 }
 
 std::string render_chat_prompt(const nlohmann::json& messages) {

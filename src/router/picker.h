@@ -94,6 +94,8 @@ struct Decision {
   // {"ranked":[{name,score,prefix,queue,kv,load,stale,prefix_blocks}], "filtered_out":[...],
   //  "guard_applied", "shed", "prompt_blocks", "took_us"}
   nlohmann::json to_json() const;
+  // Appends to_json().dump() to `out`, written directly (no JSON tree: it runs per request).
+  void append_json(std::string& out) const;
 };
 
 // Canonical rendering of a chat request for prefix matching: every message in order as

@@ -217,17 +217,22 @@ void Proxy::audit(Gen& g) {
   row.target = g.served_target.empty() ? "none" : g.served_target;
   row.reason = g.route.reason;
   row.fallback = g.fallback_note;
-  row.inputs_json = g.inputs.to_json().dump();
-  // {"route":..., "attempts":[...], "picker":...}, the picker's text as kept for /router/decisions.
+  // Written straight to text (json_text.h; no JSON trees on the request path), the same text
+  // the to_json() forms dump to (tests/router/audit_json_test.cc).
+  row.inputs_json.reserve(384);
+  g.inputs.append_json(row.inputs_json);
+  // {"attempts":[...], "picker":..., "route":...}, the picker's text as kept for /router/decisions.
   std::string& alt = row.alternatives_json;
+  alt.reserve(160 + g.picker_dump.size() + 96 * g.attempts.size());
   alt = "{\"attempts\":";
-  alt += g.attempts.dump();
+  append_attempts_json(alt, g.attempts);
   if (g.picked) {
     alt += ",\"picker\":";
-    alt += g.picker_dump.empty() ? g.picker.to_json().dump() : g.picker_dump;
+    if (g.picker_dump.empty()) g.picker.append_json(alt);
+    else alt += g.picker_dump;
   }
   alt += ",\"route\":";
-  alt += g.route.to_json().dump();
+  g.route.append_json(alt);
   alt += "}";
   row.outcome = g.outcome;
   row.http_status = g.status;

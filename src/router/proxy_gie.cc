@@ -15,7 +15,7 @@ void Proxy::gie_attempt(const GenPtr& gp) {
   const std::string label = "gie";
   auto record_attempt = [this, gp, label, origin = pool.origin()](const std::string& result, bool ok) {
     Gen& g = *gp;
-    g.attempts.push_back({{"target", "local:gie"}, {"endpoint", origin}, {"result", result}});
+    g.attempts.push_back(AttemptRecord{.target = "local:gie", .endpoint = origin, .result = result});
     if (!ok) g.last_failure = "local:gie " + result;
     std::lock_guard lock(mu_);
     ++attempts_[{label, result}];
@@ -53,7 +53,7 @@ void Proxy::gie_attempt(const GenPtr& gp) {
         Gen& g = *gp;
         if (up.end == Upstream::End::kAnswered) return audit(g);
         if (up.end == Upstream::End::kCancelled) {
-          g.attempts.push_back({{"target", "local:gie"}, {"result", "cancelled"}});
+          g.attempts.push_back(AttemptRecord{.target = "local:gie", .result = "cancelled"});
           g.outcome = "cancelled";
           settle(g, 499, "cancelled");
           return audit(g);
@@ -64,7 +64,7 @@ void Proxy::gie_attempt(const GenPtr& gp) {
           g.last_refusal = std::move(up.refusal);
           g.last_refusal_from = "gie";
         } else {
-          g.attempts.back()["detail"] = up.detail;
+          g.attempts.back().detail = up.detail;
         }
         target_failed(gp);
       });

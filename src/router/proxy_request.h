@@ -18,6 +18,7 @@
 #include "gateway/governor.h"
 #include "net/http_client.h"
 #include "http/server.h"
+#include "router/attempt_record.h"
 #include "router/picker.h"
 #include "router/proxy.h"
 #include "router/rules.h"
@@ -120,7 +121,7 @@ struct Proxy::Gen {
   std::string current_target;  // "local" / "remote:big" being tried
   std::string fallback_note;   // "remote:big -> local (connect_error)"
   std::string last_failure;    // why the last target failed
-  nlohmann::json attempts = nlohmann::json::array();
+  std::vector<AttemptRecord> attempts;
   Decision picker;             // the local picker's record (when local was tried)
   std::string picker_dump;     // picker.to_json() as serialized into the decision record ("" until then)
   bool picked = false;

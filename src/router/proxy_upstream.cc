@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/log.h"
+#include "gateway/json_text.h"
 #include "gateway/trust.h"
 #include "router/proxy.h"
 #include "router/proxy_request.h"
@@ -239,17 +240,21 @@ void Proxy::keep_decision(Gen& g) {
   // The picker's record is serialized once: the /router/decisions record and the audit row's
   // "picker" splice the same text (a JSON tree per record, copied and dumped twice, was a
   // visible share of the io thread's time per request).
-  g.picker_dump = g.picker.to_json().dump();
-  std::string record = "{\"request_id\":";
-  record += json(g.request_id).dump();
+  // Both written straight to text (json_text.h), as their to_json() forms dump.
+  g.picker_dump.clear();
+  g.picker.append_json(g.picker_dump);
+  std::string record;
+  record.reserve(128 + g.request_id.size() + g.model.size() + g.picker_dump.size() + 96 * g.attempts.size());
+  record = "{\"request_id\":";
+  gateway::append_json_string(record, g.request_id);
   record += ",\"model\":";
-  record += json(g.model).dump();
+  gateway::append_json_string(record, g.model);
   record += ",\"tenant\":";
-  record += json(g.tenant).dump();
+  gateway::append_json_string(record, g.tenant);
   record += ",\"served_by\":";
-  record += json(g.local_served_by).dump();
+  gateway::append_json_string(record, g.local_served_by);
   record += ",\"attempts\":";
-  record += g.attempts.dump();
+  append_attempts_json(record, g.attempts);
   record += ",\"decision\":";
   record += g.picker_dump;
   record += "}";
@@ -395,7 +400,7 @@ void Proxy::local_attempt(const GenPtr& gp) {
   const int64_t prefix_blocks = cand->prefix_blocks;
   auto record_attempt = [this, gp, name = ep.name](const char* result, bool ok) {
     Gen& g = *gp;
-    g.attempts.push_back({{"target", "local:" + name}, {"endpoint", name}, {"result", result}});
+    g.attempts.push_back(AttemptRecord{.target = "local:" + name, .endpoint = name, .result = result});
     if (!ok) g.last_failure = "local:" + name + " " + result;
     pool_.report_attempt(name, ok);
     std::lock_guard lock(mu_);
@@ -431,7 +436,7 @@ void Proxy::local_attempt(const GenPtr& gp) {
           return audit(g);
         }
         if (up.end == Upstream::End::kCancelled) {  // the client left before an answer: nobody to fail over for
-          g.attempts.push_back({{"target", "local:" + name}, {"endpoint", name}, {"result", "cancelled"}});
+          g.attempts.push_back(AttemptRecord{.target = "local:" + name, .endpoint = name, .result = "cancelled"});
           keep_decision(g);
           g.outcome = "cancelled";
           settle(g, 499, "cancelled");
@@ -443,7 +448,7 @@ void Proxy::local_attempt(const GenPtr& gp) {
           g.last_refusal = std::move(up.refusal);
           g.last_refusal_from = name;
         } else {
-          g.attempts.back()["detail"] = up.detail;
+          g.attempts.back().detail = up.detail;
         }
         local_attempt(gp);
       });
@@ -470,7 +475,7 @@ void Proxy::remote_attempt(const GenPtr& gp, const RemoteConfig& remote) {
   co.ca_file = remote.ca_file;
   auto record_attempt = [this, gp, label](const std::string& result, bool ok) {
     Gen& g = *gp;
-    g.attempts.push_back({{"target", label}, {"result", result}});
+    g.attempts.push_back(AttemptRecord{.target = label, .result = result});
     if (!ok) g.last_failure = label + " " + result;
     std::lock_guard lock(mu_);
     ++attempts_[{label, result}];
@@ -511,14 +516,14 @@ void Proxy::remote_attempt(const GenPtr& gp, const RemoteConfig& remote) {
           return audit(g);
         }
         if (up.end == Upstream::End::kCancelled) {
-          g.attempts.push_back({{"target", label}, {"result", "cancelled"}});
+          g.attempts.push_back(AttemptRecord{.target = label, .result = "cancelled"});
           g.outcome = "cancelled";
           settle(g, 499, "cancelled");
           return audit(g);
         }
         if (up.end == Upstream::End::kFailed) {
           failed(up.failure);
-          g.attempts.back()["detail"] = up.detail;
+          g.attempts.back().detail = up.detail;
           return target_failed(gp);
         }
         const int status = up.refusal.head.status;

@@ -4,8 +4,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <toml++/toml.h>
 
+#include "gateway/json_text.h"
 #include "gateway/sha256.h"
 #include "router/picker.h"
 
@@ -430,6 +432,65 @@ json RouteInputs::to_json() const {
           {"remote_budget_left", remote_budget_left}};
 }
 
+void RouteInputs::append_json(std::string& out) const {
+  using namespace gateway;  // json_text.h; keys in to_json()'s (sorted) order
+  out += '{';
+  append_json_key(out, "app", true);
+  append_json_string(out, app);
+  append_json_key(out, "headers");
+  out += '{';
+  bool first = true;
+  for (const auto& [k, v] : headers) {  // a std::map: sorted as nlohmann sorts an object
+    if (!first) out += ',';
+    first = false;
+    append_json_string(out, k);
+    out += ':';
+    append_json_string(out, v);
+  }
+  out += '}';
+  append_json_key(out, "healthy_local");
+  append_json_int(out, healthy_local);
+  append_json_key(out, "json_mode");
+  append_json_bool(out, json_mode);
+  append_json_key(out, "max_tokens");
+  append_json_int(out, max_tokens);
+  append_json_key(out, "model");
+  append_json_string(out, model);
+  append_json_key(out, "p95_ttft_ms");
+  append_json_int(out, p95_ttft_ms);
+  append_json_key(out, "prompt_tokens");
+  append_json_int(out, prompt_tokens);
+  append_json_key(out, "remote_budget_left");
+  out += '{';
+  first = true;
+  for (const auto& [k, v] : remote_budget_left) {
+    if (!first) out += ',';
+    first = false;
+    append_json_string(out, k);
+    out += ':';
+    append_json_int(out, v);
+  }
+  out += '}';
+  append_json_key(out, "remotes_cooling");
+  out += '[';
+  first = true;
+  for (const auto& r : remotes_cooling) {
+    if (!first) out += ',';
+    first = false;
+    append_json_string(out, r);
+  }
+  out += ']';
+  append_json_key(out, "tenant");
+  append_json_string(out, tenant);
+  append_json_key(out, "tier");
+  append_json_string(out, engine::tier_name(tier));
+  append_json_key(out, "tools");
+  append_json_bool(out, tools);
+  append_json_key(out, "waiting_per_replica");
+  append_json_double(out, waiting_per_replica);
+  out += '}';
+}
+
 Result<RouteInputs> RouteInputs::from_json(const json& j) {
   if (!j.is_object()) return invalid_argument("route inputs must be a JSON object");
   RouteInputs in;
@@ -505,6 +566,33 @@ json RouteDecision::to_json() const {
   json p = json::array();
   for (const Target& t : plan) p.push_back(t.to_string());
   return {{"rule_id", rule_id}, {"reason", reason}, {"plan", p}, {"skipped", skipped}, {"evaluated", evaluated}};
+}
+
+void RouteDecision::append_json(std::string& out) const {
+  using namespace gateway;
+  auto strings = [&](const auto& xs) {
+    out += '[';
+    bool first = true;
+    for (const auto& x : xs) {
+      if (!first) out += ',';
+      first = false;
+      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, Target>) append_json_string(out, x.to_string());
+      else append_json_string(out, x);
+    }
+    out += ']';
+  };
+  out += '{';
+  append_json_key(out, "evaluated", true);
+  out += evaluated.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  append_json_key(out, "plan");
+  strings(plan);
+  append_json_key(out, "reason");
+  append_json_string(out, reason);
+  append_json_key(out, "rule_id");
+  append_json_string(out, rule_id);
+  append_json_key(out, "skipped");
+  strings(skipped);
+  out += '}';
 }
 
 RouteDecision evaluate(const RuleSet& rules, const RouteInputs& in) {

@@ -139,6 +139,8 @@ struct RouteInputs {
   std::map<std::string, int64_t> remote_budget_left;  // remotes with a daily budget: tokens left
 
   nlohmann::json to_json() const;
+  // Appends to_json().dump() to `out`, written directly (no JSON tree: it runs per request).
+  void append_json(std::string& out) const;
   // Accepts the to_json() shape; absent fields keep their defaults. kInvalidArgument on a
   // wrong type or an unknown tier.
   static Result<RouteInputs> from_json(const nlohmann::json& j);
@@ -160,6 +162,8 @@ struct RouteDecision {
   nlohmann::json evaluated = nlohmann::json::array();  // [{"id","matched","why"}] up to the match
   // {"rule_id","reason","plan":[...],"skipped":[...],"evaluated":[...]}
   nlohmann::json to_json() const;
+  // Appends to_json().dump() to `out` without building the tree (`evaluated` is dumped as is).
+  void append_json(std::string& out) const;
 };
 
 RouteDecision evaluate(const RuleSet& rules, const RouteInputs& in);

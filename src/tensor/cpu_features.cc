@@ -3,6 +3,13 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#endif
 
 namespace ts::tensor {
 
@@ -24,6 +31,7 @@ CpuFeatures detect() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     f.os_ymm = avx && (lo & 0x6) == 0x6;
     f.os_zmm = f.os_ymm && (lo & 0xE0) == 0xE0;
+    f.os_amx = (lo & 0x60000) == 0x60000;  // bits 17 (XTILECFG) and 18 (XTILEDATA)
   }
   if (max_leaf >= 7) {
     __cpuid_count(7, 0, a, b, c, d);
@@ -48,6 +56,39 @@ CpuFeatures detect() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
   return f;
+}
+
+const AmxPermission& amx_permission() {
+  static const AmxPermission p = [] {
+    AmxPermission r;
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_tile || !f.amx_int8) {
+      r.why = "this CPU has no AMX int8 tiles";
+      return r;
+    }
+    if (!f.os_amx) {
+      r.why = "the OS does not enable AMX tile state (XCR0)";
+      return r;
+    }
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr int kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+      r.why = std::string("Linux refused the AMX tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM: ") +
+              std::strerror(errno) + ")";
+      return r;
+    }
+    unsigned long bits = 0;
+    if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &bits) != 0 || ((bits >> kXfeatureXtiledata) & 1) == 0) {
+      r.why = "Linux did not grant the AMX tile data permission (arch_prctl ARCH_GET_XCOMP_PERM)";
+      return r;
+    }
+    r.granted = true;
+#else
+    r.why = "AMX needs Linux's arch_prctl permission request, which this build lacks";
+#endif
+    return r;
+  }();
+  return p;
 }
 
 }  // namespace ts::tensor

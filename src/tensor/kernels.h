@@ -145,6 +145,11 @@ inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
          kActIlBlockBytes;
 }
 
+// From this many tokens the AMX table's Q8_0_R16 / Q4_0_R16 matmuls use the tile kernels (a
+// full 16-token tile; at 16 tokens, L2-resident 1024x896 Q8_0, 1 thread: 207 vs 198 GMAC/s for
+// the avx512 kernel with its interleaved activations; below it the avx512 kernels run).
+constexpr int64_t kAmxMinTokens = 16;
+
 struct GemmArgs {
   const uint8_t* w;  // plain layouts: first row; R16: first 16-row group
   size_t stride;     // plain: bytes per row; R16: bytes per group
@@ -191,5 +196,11 @@ const KernelTable* avx2_kernels();
 // AVX2 + FMA + F16C + AVX-VNNI.
 const KernelTable* avxvnni_kernels();
 const KernelTable* avx512_kernels();
+// The AVX-512 table with AMX int8 tile GEMMs for Q8_0_R16 and Q4_0_R16 from kAmxMinTokens
+// tokens on (below: the avx512 kernels; bit-identical either way, kernels_amx.cc). Null unless
+// the CPU has the avx512 tier and AMX int8, and Linux granted the tile permission.
+const KernelTable* amx_kernels();
+// The same with the tile kernels at every batch size (for tests of 1..15-token tiles).
+const KernelTable* amx_tile_kernels();
 
 }  // namespace ts::tensor::kern

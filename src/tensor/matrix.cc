@@ -31,7 +31,10 @@ std::atomic<int>& active_isa_slot() {
 }
 
 const kern::KernelTable& kernels_for(Isa isa) {
-  if (isa == Isa::kAvx512) {
+  if (isa == Isa::kAmx) {
+    if (const kern::KernelTable* t = kern::amx_kernels()) return *t;
+  }
+  if (isa >= Isa::kAvx512) {
     if (const kern::KernelTable* t = kern::avx512_kernels()) return *t;
   }
   if (isa == Isa::kAvxVnni) {
@@ -67,9 +70,16 @@ kern::Layout r16_layout(DType t) {
 
 }  // namespace
 
+// The AMX tier is usable: the CPU has it and Linux granted the tile permission.
+bool amx_usable() {
+  static const bool ok = cpu_features().avx512_tier() && cpu_features().amx_cpu() && kern::amx_kernels() != nullptr;
+  return ok;
+}
+
 Isa detected_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
+    // Not kAmx even where it is usable: measured no faster than avx512 (matrix.h), so opt-in.
     if (f.avx512_tier()) return Isa::kAvx512;
     if (f.avx2_tier() && f.avx_vnni) return Isa::kAvxVnni;
     if (f.avx2_tier()) return Isa::kAvx2;
@@ -80,15 +90,17 @@ Isa detected_isa() {
 
 Isa active_isa() { return static_cast<Isa>(active_isa_slot().load(std::memory_order_relaxed)); }
 
+Isa highest_isa() { return amx_usable() ? Isa::kAmx : detected_isa(); }
+
 void set_isa(Isa isa) {
-  const Isa best = detected_isa();
+  const Isa best = highest_isa();
   if (static_cast<int>(isa) > static_cast<int>(best)) isa = best;
   if (isa == Isa::kAvxVnni && !cpu_features().avx_vnni) isa = Isa::kAvx2;  // e.g. an AVX-512 CPU without it
   active_isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
 bool isa_available(Isa isa) {
-  if (static_cast<int>(isa) > static_cast<int>(detected_isa())) return false;
+  if (static_cast<int>(isa) > static_cast<int>(highest_isa())) return false;
   return isa != Isa::kAvxVnni || cpu_features().avx_vnni;
 }
 
@@ -125,8 +137,8 @@ Result<IsaChoice> resolve_isa(std::string_view name) {
     return IsaChoice{Isa::kAvx2, "ISA avxvnni requested but this CPU has no AVX-VNNI; using avx2"};
   }
   std::string why;
-  if (want == Isa::kAmx && cpu_features().amx_int8 && cpu_features().amx_tile) {
-    why = "this build has no AMX kernels yet";
+  if (want == Isa::kAmx && cpu_features().amx_cpu()) {
+    why = cpu_features().avx512_tier() ? amx_permission().why : "this CPU has no avx512 tier under its AMX";
   } else {
     why = std::string("this CPU has no ") + isa_name(want) + " tier";
   }
@@ -138,7 +150,13 @@ std::string isa_summary() {
   std::string cpu = f.avx512_tier() ? "avx512 vnni" : (f.avx2_tier() ? "avx2" : "no avx2");
   if (f.avx_vnni) cpu += ", avx-vnni";
   if (f.avx512bf16) cpu += ", avx512 bf16";
-  cpu += f.amx_int8 && f.amx_tile ? ", amx" : ", no amx";
+  if (!f.amx_tile || !f.amx_int8) {
+    cpu += ", no amx";
+  } else if (amx_usable()) {
+    cpu += active_isa() == Isa::kAmx ? ", amx" : ", amx (opt-in: --isa amx)";
+  } else {
+    cpu += ", amx unusable: " + (f.amx_cpu() ? amx_permission().why : std::string("the OS does not enable its state"));
+  }
   return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")";
 }
 
@@ -418,7 +436,11 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kQ5_1_R16:
     case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
     case kern::Layout::kQ8_0_R16:
-      return kFormQ8 | (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u) |
+      // The AMX tile kernel reads q8 in place; below kAmxMinTokens the avx512 kernel runs.
+      return kFormQ8 |
+             (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 && !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)
+                  ? kFormIl
+                  : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:

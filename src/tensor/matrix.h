@@ -40,16 +40,21 @@
 
 namespace ts::tensor {
 
-// Kernel tiers, in order. kAmx is only a request: there are no AMX kernels yet, so
-// detected_isa() is at most kAvx512 and set_isa(kAmx) clamps like any tier the CPU lacks.
+// Kernel tiers, in order. kAmx is the avx512 tier with AMX int8 tile GEMMs for prefill-sized
+// Q8_0 / Q4_0 matmuls (kernels_amx.cc). It is available only where the CPU has AMX int8 and
+// Linux granted the tile permission (cpu_features.h), else set_isa(kAmx) clamps to avx512; and it
+// is opt-in (set_isa / --isa amx), never detected_isa(): on a Sapphire Rapids-class host it
+// measured x0.89-1.34 of the avx512 matmul time by shape, prefill at parity (Qwen2.5-0.5B shape)
+// or x1.10 slower (SmolLM2-135M shape), see kernels_amx.cc.
 // kAvxVnni is AVX2 plus AVX-VNNI (vpdpbusd on ymm) kernels where they exist; the AVX2 layouts.
 // It is detected only on CPUs with AVX-VNNI and no AVX-512 tier (Alder Lake+, Sierra Forest),
 // and may be forced below kAvx512 only where the CPU has AVX-VNNI (else it clamps to kAvx2).
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAmx = 4 };
-// Best ISA this CPU supports (cached), and an override for tests/benchmarks (clamped to what
-// the CPU has). set_isa affects matmuls and Matrix::create calls started afterwards,
+// Best default ISA for this CPU (cached; never kAmx), the highest tier set_isa accepts here
+// (kAmx where usable), and an override for tests/benchmarks (clamped to what the CPU has). set_isa affects matmuls and Matrix::create calls started afterwards,
 // process-wide (so force it before loading a model: layouts are chosen per ISA at load).
 Isa detected_isa();
+Isa highest_isa();
 Isa active_isa();
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
@@ -59,7 +64,7 @@ bool isa_available(Isa isa);
 // What a requested tier resolves to on this CPU. Pure (no environment access: the caller reads
 // --isa / TOKENSERVE_ISA once at start-up and applies `isa` with set_isa).
 struct IsaChoice {
-  Isa isa = Isa::kScalar;  // the tier to use (never above detected_isa())
+  Isa isa = Isa::kScalar;  // the tier to use (never above highest_isa())
   std::string warning;     // non-empty when the request was clamped down, saying why
 };
 // name: "scalar", "avx2", "avxvnni", "avx512", "amx" (case-insensitive), or empty for the best tier.

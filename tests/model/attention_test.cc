@@ -24,7 +24,7 @@ using attn::kKeyTile;
 
 std::vector<tensor::Isa> host_isas() {
   std::vector<tensor::Isa> v;
-  for (int i = 0; i <= static_cast<int>(tensor::detected_isa()); ++i)
+  for (int i = 0; i <= static_cast<int>(tensor::highest_isa()); ++i)
     if (tensor::isa_available(static_cast<tensor::Isa>(i))) v.push_back(static_cast<tensor::Isa>(i));
   return v;
 }

@@ -55,7 +55,7 @@ class IsaScope {
 
 std::vector<Isa> tiers() {
   std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(Isa::kAvx512); ++i) {
+  for (int i = 0; i <= static_cast<int>(Isa::kAmx); ++i) {
     if (tensor::isa_available(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
   }
   return v;

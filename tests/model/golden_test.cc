@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -49,7 +50,7 @@ std::vector<std::string> list_dir(const std::string& rel, bool dirs, const std::
 
 std::vector<tensor::Isa> host_isas() {
   std::vector<tensor::Isa> v;
-  for (int i = 0; i <= static_cast<int>(tensor::detected_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
+  for (int i = 0; i <= static_cast<int>(tensor::highest_isa()); ++i) v.push_back(static_cast<tensor::Isa>(i));
   return v;
 }
 
@@ -155,6 +156,38 @@ TEST_P(GoldenExpected, LogitsAndGreedyIds) {
     }
     EXPECT_EQ(mismatches, 0);
     EXPECT_LE(near_tie_flips, 2) << stem << ": too many F16 near-tie flips";
+  }
+
+  // The same teacher-forced steps as one prefill-sized batch (prompt + reference ids, 40+ tokens:
+  // the batched GEMM paths, AMX tiles from 16 tokens on), F32 K/V: each position's argmax must
+  // be the reference id; only a step whose reference gap is a near tie may differ (the batched
+  // attention sums in another order than one query at a time).
+  std::vector<int32_t> batch = prompt;
+  batch.insert(batch.end(), ref.begin(), ref.end() - 1);
+  const int32_t n_ref = static_cast<int32_t>(ref.size());
+  SoloRunner rb(model, KvType::kF32, 8);
+  const auto lb = rb.feed(batch, 0, n_ref, &pool);
+  int batched_flips = 0;
+  for (int32_t i = 0; i < n_ref; ++i) {
+    const int32_t got = testing::argmax(lb.data() + static_cast<size_t>(i) * V, V);
+    if (got == ref[i]) continue;
+    if (gap[i] < kF16NearTie) {
+      ++batched_flips;
+      std::printf("[ note ] %s step %d batched: got %d want %d at a reference gap of %.3f\n", stem.c_str(), i, got, ref[i],
+                  gap[i]);
+    } else {
+      ADD_FAILURE() << stem << " step " << i << " batched: got " << got << " want " << ref[i] << " (gap " << gap[i] << ")";
+    }
+  }
+  EXPECT_LE(batched_flips, 2) << stem << ": too many batched near-tie flips";
+  if (isa == tensor::Isa::kAmx) {
+    // The AMX tier's contract: the avx512 tier's bits (its tile GEMMs sum like the avx512 kernels).
+    IsaScope avx512(tensor::Isa::kAvx512);
+    auto m512 = Model::load(model_path);
+    ASSERT_TRUE(m512.ok()) << m512.status().to_string();
+    SoloRunner r512(**m512, KvType::kF32, 8);
+    const auto l512 = r512.feed(batch, 0, n_ref, &pool);
+    EXPECT_EQ(0, std::memcmp(lb.data(), l512.data(), lb.size() * sizeof(float))) << stem << ": amx logits != avx512";
   }
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <thread>
+#include <chrono>
 
 namespace ts::obs {
 namespace {
@@ -33,6 +35,27 @@ TEST(RequestId, GeneratedIdsAreUnique) {
   std::set<std::string> ids;
   for (int i = 0; i < 1000; ++i) ids.insert(generate_request_id());
   EXPECT_EQ(ids.size(), 1000u);
+}
+
+// Ids lead with the time in ms (hex), so a later id sorts after an earlier one (B-tree locality
+// in the ledger), and the rest is random.
+TEST(RequestId, GeneratedIdsLeadWithTheTime) {
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const int64_t before = now_ms();
+  std::string a = generate_request_id();
+  const int64_t after = now_ms();
+  ASSERT_EQ(a.size(), 36u);
+  EXPECT_EQ(a.rfind("req-", 0), 0u);
+  for (char c : a.substr(4)) EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << a;
+  const int64_t t = std::stoll(a.substr(4, 12), nullptr, 16);
+  EXPECT_GE(t, before);
+  EXPECT_LE(t, after);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  std::string b = generate_request_id();
+  EXPECT_LT(a, b);
+  EXPECT_NE(a.substr(16), b.substr(16));  // the random part differs
 }
 
 TEST(RequestLog, OneObjectWithEveryField) {

@@ -1,14 +1,17 @@
 // SCALEOUT.md §8 item 1, the scrape clause, as a bounded timed test: a real replica with
 // --max-seqs 2 serving 8 concurrent long streams, scraped at 20 Hz like an endpoint picker does:
-// the scrape latency p99 must be < 5 ms (asserted only with SCRAPE_ASSERT_P99=1, see P99_MS)
+// the scrape latency p99 must be < 5 ms (printed; asserted with SCRAPE_ASSERT_P99=1, see ASSERT_P99)
 // and decode tokens/s may drop at most 5 % with scraping on vs off (runs alternate off / on;
 // medians of the runs; tests/scaleout/scrape_load.mjs has the workload and its lean node:http
 // clients). Two configurations, each its own test and both always printed:
 //   every core busy  the replica's default compute threads (both cores compute);
 //   --threads 1      SCALEOUT.md §6.4's harness replica (a core left for io and the scraper, as
 //                    a pod with a CPU limit and a remote scraper would have).
-// Neither meets p99 < 5 ms reliably on the 2-core host (see ASSERT_P99), so p99 is asserted in
-// neither by default; the drop clause is asserted in both.
+// With a scraper that shares the 2 cores at default priority neither meets p99 < 5 ms reliably
+// (see ASSERT_P99); with the rt scrape client (see CLIENT; the default as root) it passed every
+// run on the Sapphire Rapids host, but a 5 ms tail on whatever 2-core machine CI draws is not
+// a gate for landing, so p99 stays opt-in there too (the benchmark reports it); the drop
+// clause is asserted in both always.
 //
 // Repeat policy (a 2-core host: the clause is about this replica's own load, not about other
 // builds or benchmarks on the machine): up to ATTEMPTS measurements, each complete on its own
@@ -46,8 +49,19 @@ const P99_MS = 5, MAX_DROP_PCT = 5;
 //                    5 under 5 ms: with the repeat policy it would pass most runs, not all).
 // The slowest 2 % are mostly the scraper's own wait for a CPU (3-5.5 ms: it shares the cores
 // with the load generator and the compute thread), then the replica's io-thread wait (1-3 ms);
-// the render is 0.15 ms. So p99 is asserted only with SCRAPE_ASSERT_P99=1 (the way to check a
-// fix), and issue #14 stays open for it.
+// the render is 0.15 ms. So with that (plain) client p99 is asserted only with SCRAPE_ASSERT_P99=1.
+// The scrape client (scrape_load.mjs measure()): 'rt' (the scraper thread SCHED_FIFO, so its own
+// wait for one of the 2 shared cores is not timed: the latency a scraper on its own machine
+// sees, the replica's render and io wait kept in; the figure the clause is judged on) when the
+// test may set it (root), else 'plain'; SCRAPE_CLIENT overrides. Each line names the client.
+// p99 is asserted only with SCRAPE_ASSERT_P99=1, with either client: the rt figure is the one
+// the clause is judged on (bench/scaleout_scrape.mjs), and a latency tail measured on a shared
+// 2-core CI machine of unknown kind would make the test command flaky rather than the clause
+// checked (on Zen 3 last session the plain p99 was 7.9 ms).
+// Session scale10 (Sapphire Rapids 2-core): bench/scaleout_scrape.mjs (hints) p99 plain 8.23 /
+// 6.41 ms, rt 4.72 / 3.66 ms in two runs; this test with the rt client, three runs, each passing
+// on its first attempt: every core busy p99 3.76 / 3.96 / 4.49 ms, --threads 1 3.67 / 2.52 / 2.39.
+const CLIENT = process.env.SCRAPE_CLIENT || (process.getuid && process.getuid() === 0 ? 'rt' : 'plain');
 const ASSERT_P99 = process.env.SCRAPE_ASSERT_P99 === '1';
 
 // CPU ticks (USER_HZ) of the whole machine from /proc/stat: busy = user + nice + system + steal
@@ -84,14 +98,15 @@ async function clause(t, name, threads) {
     for (let attempt = 1; attempt <= ATTEMPTS && !passed && Date.now() - t0 + longest < BUDGET_MS; attempt++) {
       const a0 = Date.now();
       const m0 = machineTicks(), r0 = processTicks(rep.proc.pid), self0 = processTicks(process.pid);
-      const s = summary(await measure({ url, model: modelName, runs: RUNS, tokens: TOKENS, requests: 8, hz: 20, pid: rep.proc.pid }));
+      const s = summary(await measure({ url, model: modelName, runs: RUNS, tokens: TOKENS, requests: 8, hz: 20, pid: rep.proc.pid,
+                                        client: CLIENT }));
       const m1 = machineTicks(), r1 = processTicks(rep.proc.pid), self1 = processTicks(process.pid);
       // Busy time of everything but the replica and this test, as a share of the machine.
       const foreign = m0 && m1 && m1.total > m0.total && Number.isFinite(r1 - r0) && Number.isFinite(self1 - self0)
         ? Math.max(0, 100 * ((m1.busy - m0.busy) - (r1 - r0) - (self1 - self0)) / (m1.total - m0.total)) : 0;
       const disturbed = foreign > FOREIGN_MAX_PCT;
       if (!disturbed) undisturbed++;
-      const line = `${name} attempt ${attempt}: scrape p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms (n ${s.n}); ` +
+      const line = `${name} attempt ${attempt} (${CLIENT} client): scrape p50 ${s.p50.toFixed(2)} ms p99 ${s.p99.toFixed(2)} ms (n ${s.n}); ` +
         `decode tok/s off ${s.off.toFixed(0)} on ${s.on.toFixed(0)} (drop ${s.drop.toFixed(1)} %); ` +
         `other processes ${foreign.toFixed(0)} % of the CPU${disturbed ? ' (disturbed)' : ''}; ` +
         `host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`;
@@ -115,14 +130,13 @@ async function clause(t, name, threads) {
   }
 }
 
-// Every core busy (the replica's default compute threads): printed; p99 asserted only with
-// SCRAPE_ASSERT_P99=1 (see ASSERT_P99).
+// Every core busy (the replica's default compute threads); p99 as ASSERT_P99 says.
 test(`every core busy: 20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens/s drop <= 5 %${ASSERT_P99 ? ', p99 < 5 ms' : ' (p99 printed, not asserted)'}`, { skip, timeout: 140000 }, async (t) => {
   await clause(t, 'every core busy', []);
 });
 
 // SCALEOUT.md §6.4's harness replica (--threads 1: a core left for io and the scraper): the
-// same clause, the same assertion policy (see ASSERT_P99 for why p99 is not asserted by default).
+// same clause, the same assertion policy (ASSERT_P99).
 test(`--threads 1: 20 Hz /metrics scrape under 8 long requests at --max-seqs 2: decode tokens/s drop <= 5 %${ASSERT_P99 ? ', p99 < 5 ms' : ' (p99 printed, not asserted)'}`, { skip, timeout: 140000 }, async (t) => {
   await clause(t, '--threads 1', ['--threads', '1']);
 });

@@ -76,6 +76,11 @@ parentPort.on('message', (m) => { if (m === 'on') on = true; else if (m === 'off
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 if (workerData.nice !== undefined) require('node:os').setPriority(0, workerData.nice);  // this thread only (Linux)
 const fs = require('node:fs');
+// client 'rt': this thread SCHED_FIFO (chrt; needs CAP_SYS_NICE), see measure().
+if (workerData.rt) {
+  const tid = fs.readlinkSync('/proc/thread-self').split('/').pop();
+  require('node:child_process').execFileSync('chrt', ['-f', '-p', String(workerData.rt), tid], { stdio: 'ignore' });
+}
 // run_delay (ns waiting on a run queue, 2nd field of schedstat) of a thread, NaN if unreadable.
 const runDelayMs = (f) => { try { return Number(fs.readFileSync(f, 'utf8').split(' ')[1]) / 1e6; } catch { return NaN; } };
 let ioFiles = [];
@@ -130,9 +135,9 @@ async function scrape() {
 })().catch((e) => parentPort.postMessage({ error: String(e) }));
 `;
 
-async function startScraper(url, hz, maxMs, sink, waitingSink, partSink, pid) {
+async function startScraper(url, hz, maxMs, sink, waitingSink, partSink, pid, rt) {
   const nice = process.env.SCRAPE_CLIENT_NICE !== undefined ? Number(process.env.SCRAPE_CLIENT_NICE) : undefined;
-  const w = new Worker(scraperSource, { eval: true, workerData: { url, hz, maxMs, nice, pid } });
+  const w = new Worker(scraperSource, { eval: true, workerData: { url, hz, maxMs, nice, pid, rt } });
   let error = null, readyResolve;
   const ready = new Promise((r) => { readyResolve = r; });
   const done = new Promise((resolve) => {
@@ -161,9 +166,16 @@ async function startScraper(url, hz, maxMs, sink, waitingSink, partSink, pid) {
 }
 
 // runs: per mode; tokens: per stream; requests: concurrent streams; pid: the replica's (for io_wait).
-export async function measure({ url, model, runs = 3, tokens = 600, requests = 8, hz = 20, pid = 0 }) {
+// client: 'plain' (the scraper thread at the default priority, sharing the cores with the
+// replica and the load generator, as on these 2-core hosts) or 'rt' (the scraper thread
+// SCHED_FIFO priority 10, needs CAP_SYS_NICE: it runs as soon as it is runnable, as a scraper on
+// its own machine would, so its own wait for a CPU, self_wait, drops out of the latency while the
+// replica's, io_wait, stays in: the scrape latency as a remote Prometheus or endpoint picker
+// sees it, from the request's write to the response's end).
+export async function measure({ url, model, runs = 3, tokens = 600, requests = 8, hz = 20, pid = 0, client = 'plain' }) {
   const scrapes = [], waiting = [], off = [], on = [], parts = [];
-  const scraper = await startScraper(url, hz, 600000, scrapes, waiting, parts, pid);
+  if (client !== 'plain' && client !== 'rt') throw new Error(`unknown scrape client '${client}'`);
+  const scraper = await startScraper(url, hz, 600000, scrapes, waiting, parts, pid, client === 'rt' ? 10 : 0);
   try {
     await Promise.all(Array.from({ length: 2 }, () => stream(url, model, 32)));  // warm-up
     for (let run = 0; run < 2 * runs; run++) {

@@ -56,7 +56,7 @@ TEST_P(BatchInvariance, RowsDoNotDependOnTheBatch) {
   for (float& v : x) v = normal(rng);
   IsaGuard guard;
   ThreadPool pool(2);
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) {
+  for (int i = 0; i <= static_cast<int>(highest_isa()); ++i) {
     set_isa(static_cast<Isa>(i));
     for (bool repack : {false, true}) {
       auto m = Matrix::create(c.type, w.data(), rows, c.cols, MatrixOptions{.allow_repack = repack});

@@ -34,7 +34,8 @@ class CoverageReport : public ::testing::Environment {
     if (covered().empty()) return;  // no kernel test ran in this process (a filtered run)
     std::string line = "tensor kernels: ISA paths covered:";
     for (Isa i : covered()) line += std::string(" ") + isa_name(i);
-    line += " (this CPU's best: " + std::string(isa_name(detected_isa())) + "; not built: amx)";
+    line += " (this CPU's default: " + std::string(isa_name(detected_isa())) + ", highest: " +
+            isa_name(highest_isa()) + ")";
     std::printf("%s\n", line.c_str());
   }
 };
@@ -47,7 +48,7 @@ struct IsaGuard {
 
 std::vector<Isa> host_isas() {
   std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i)
+  for (int i = 0; i <= static_cast<int>(highest_isa()); ++i)
     if (isa_available(static_cast<Isa>(i))) v.push_back(static_cast<Isa>(i));
   return v;
 }
@@ -221,14 +222,14 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 class EveryKernel : public ::testing::TestWithParam<Case> {};
 
 // Rows [row_begin, row_end) of every token: each ISA and layout against the reference and the
-// scalar kernels, for 1..17 tokens.
+// scalar kernels, for 1..17 and 35 tokens.
 TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
   const Case c = GetParam();
   const int64_t rows = 37;  // two full 16-row groups and a partial one
   const auto w = random_weights(c.type, rows, c.cols, 1234u + static_cast<uint32_t>(c.type));
   IsaGuard guard;
   ThreadPool pool(2);
-  for (int64_t n_tok : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17}) {
+  for (int64_t n_tok : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 35}) {  // 16+: AMX tiles
     const auto x = activations(n_tok, c.cols, static_cast<uint32_t>(n_tok) * 7u + 1u);
     std::vector<double> ref, mag;
     reference(c.type, w, rows, c.cols, x, n_tok, &ref, &mag);
@@ -411,17 +412,23 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
   auto s = resolve_isa("SCALAR");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->isa, Isa::kScalar);
-  auto amx = resolve_isa("amx");  // no AMX kernels in this build: always clamped
+  auto amx = resolve_isa("amx");  // opt-in where usable; else clamped, with the reason
   ASSERT_TRUE(amx.ok());
-  EXPECT_EQ(amx->isa, detected_isa());
-  EXPECT_NE(amx->warning.find("amx"), std::string::npos);
-  EXPECT_NE(amx->warning.find(std::string("using ") + isa_name(detected_isa())), std::string::npos);
+  EXPECT_NE(detected_isa(), Isa::kAmx);  // never the default
+  if (isa_available(Isa::kAmx)) {
+    EXPECT_EQ(amx->isa, Isa::kAmx);
+    EXPECT_TRUE(amx->warning.empty()) << amx->warning;
+  } else {
+    EXPECT_EQ(amx->isa, detected_isa());
+    EXPECT_NE(amx->warning.find("amx"), std::string::npos);
+    EXPECT_NE(amx->warning.find(std::string("using ") + isa_name(detected_isa())), std::string::npos);
+  }
   auto bad = resolve_isa("sse9");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("sse9"), std::string::npos);
   IsaGuard guard;
   set_isa(Isa::kAmx);
-  EXPECT_EQ(active_isa(), detected_isa());
+  EXPECT_EQ(active_isa(), isa_available(Isa::kAmx) ? Isa::kAmx : detected_isa());
 }
 
 // The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16

@@ -184,11 +184,13 @@ TEST(MatrixTest, EverySimdPathMatchesScalar) {
   std::vector<Isa> isas;
   if (detected_isa() >= Isa::kAvx2) isas.push_back(Isa::kAvx2);
   if (detected_isa() >= Isa::kAvx512) isas.push_back(Isa::kAvx512);
+  if (isa_available(Isa::kAmx)) isas.push_back(Isa::kAmx);
   if (isas.empty()) GTEST_SKIP() << "CPU has no AVX2";
   ThreadPool pool(2);
   for (const Shape& s : shapes()) {
     auto w = make_weights(s.type, s.rows, s.cols, 21);
     // 37 (odd: on the pool) also covers the activation preparation split over threads (n_tok >= 16).
+    // 16+ tokens: the AMX tier's tile kernels (64: full tiles, 37: two and a remainder tile).
     for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 37}) {
       auto x = random_floats(static_cast<size_t>(n_tok * s.cols), 200 + uint32_t(n_tok));
       set_isa(Isa::kScalar);
@@ -240,10 +242,10 @@ TEST(MatrixTest, RepackedMatrixWorksUnderEveryIsa) {
       dequantize_row(c.type, w.data() + r * rb, want_row.data(), c.cols);
       ASSERT_EQ(row, want_row) << name(c.type) << " row " << r;
     }
-    for (int64_t n_tok : {1, 3, 6}) {
+    for (int64_t n_tok : {1, 3, 6, 21}) {
       auto x = random_floats(n_tok * c.cols, 9);
       auto want = reference(c.type, w, c.rows, c.cols, x, n_tok);
-      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
         set_isa(isa);
         std::vector<float> y(n_tok * c.rows);
         m->matmul(x.data(), n_tok, y.data(), nullptr);

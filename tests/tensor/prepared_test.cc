@@ -22,7 +22,7 @@ struct IsaGuard {
 
 std::vector<Isa> host_isas() {
   std::vector<Isa> v;
-  for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) v.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(highest_isa()); ++i) v.push_back(static_cast<Isa>(i));
   return v;
 }
 
