@@ -11,6 +11,8 @@
 // same thread count, tok/s = n_tok per matmul time. repack 0 keeps the plain GGUF layout
 // (MatrixOptions::allow_repack = false), so the R16 kernels and the per-row ones compare in one run. BM_PoolRun / BM_PoolChunks: fork-join cost
 // of run() / parallel_chunks().
+// BM_MatmulOp/<op>/<n_tok>/<threads>: Q8_0 at the SmolLM2-135M / Qwen2.5-0.5B decode op shapes
+// (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
