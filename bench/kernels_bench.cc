@@ -11,6 +11,8 @@
 // same thread count, tok/s = n_tok per matmul time. repack 0 keeps the plain GGUF layout
 // (MatrixOptions::allow_repack = false), so the R16 kernels and the per-row ones compare in one run. BM_PoolRun / BM_PoolChunks: fork-join cost
 // of run() / parallel_chunks().
+// BM_MatmulOp/<op>/<n_tok>/<threads>: Q8_0 at the SmolLM2-135M / Qwen2.5-0.5B decode op shapes
+// (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -158,14 +160,14 @@ struct WeightSet {
   std::vector<Matrix> mats;
 };
 
-WeightSet& weights(DType type, int shape, bool repack) {
-  static std::map<std::tuple<int, int, bool>, std::unique_ptr<WeightSet>> cache;
-  auto key = std::make_tuple(static_cast<int>(type), shape, repack);
+// rows x cols of `type`, enough copies to stream from DRAM; one set cached at a time.
+WeightSet& weights(DType type, int64_t rows, int64_t cols, bool repack) {
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, std::unique_ptr<WeightSet>> cache;
+  auto key = std::make_tuple(static_cast<int>(type), rows, cols, repack);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   cache.clear();  // keep memory bounded: one weight set at a time
   auto ws = std::make_unique<WeightSet>();
-  const int64_t rows = kShapes[shape][0], cols = cols_for(type, shape);
   auto traits = *ts::tensor::type_traits(static_cast<uint32_t>(type));
   const size_t rb = ts::tensor::row_bytes(traits, cols);
   std::vector<uint8_t> base(rb * static_cast<size_t>(rows));
@@ -207,8 +209,8 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t n_tok = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const bool repack = state.range(4) != 0;
-  WeightSet& ws = weights(type, shape, repack);
   const int64_t rows = kShapes[shape][0], cols = cols_for(type, shape);
+  WeightSet& ws = weights(type, rows, cols, repack);
   std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -240,6 +242,48 @@ void matmul_args(benchmark::internal::Benchmark* b) {
           for (int rp : {1, 0}) b->Args({t, s, n, th, rp});
 }
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
+
+// BM_MatmulOp/<op>/<n_tok>/<threads>: Q8_0 (repacked: Q8_0_R16 where the ISA has it) at the
+// decode op shapes of the two reference models, streamed from DRAM as in BM_Matmul; frac_bw
+// against the bandwidth of this process with the same thread count. Ops 0-4: SmolLM2-135M
+// (q/o 576x576, k/v 192x576, gate+up 3072x576, down 576x1536, lm_head 49152x576); 5-9:
+// Qwen2.5-0.5B (q/o 896x896, k/v 128x896, gate+up 9728x896, down 896x4864, lm_head 151936x896).
+const int64_t kOpShapes[][2] = {{576, 576},   {192, 576},  {3072, 576},  {576, 1536},  {49152, 576},
+                                {896, 896},   {128, 896},  {9728, 896},  {896, 4864},  {151936, 896}};
+
+void BM_MatmulOp(benchmark::State& state) {
+  const int64_t rows = kOpShapes[state.range(0)][0], cols = kOpShapes[state.range(0)][1];
+  const int64_t n_tok = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  WeightSet& ws = weights(DType::kQ8_0, rows, cols, true);
+  std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  ThreadPool& pool = pool_for(threads);
+  size_t next = 0;
+  for (auto _ : state) {
+    ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
+    benchmark::ClobberMemory();
+    next = (next + 1) % ws.mats.size();
+  }
+  const double bytes = static_cast<double>(ws.mats[0].weight_bytes());
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["frac_bw"] = benchmark::Counter(bytes / (g_bandwidth[threads] * 1e9),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(rows) + "x" + std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()) +
+                 (ws.mats[0].repacked() ? " r16" : ""));
+}
+void matmul_op_args(benchmark::internal::Benchmark* b) {
+  for (int op = 0; op < 10; ++op)  // op outermost: one weight set is built per op
+    for (int th : {1, 2})
+      for (int n : {1, 2, 4, 8}) b->Args({op, n, th});
+}
+BENCHMARK(BM_MatmulOp)
+    ->Apply(matmul_op_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.1);
 
 // BM_MatmulL2/<type>/<n_tok>: one 1024x1024 (Q8_0: 1024x896) matrix, 1 thread, repacked, the
 // same copy every iteration, so the weights stay in L2 (about 1 MB; the 2 MB L2 of current

@@ -655,10 +655,18 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
     return;
   }
   // Chunks of whole 16-row groups (absolute), claimed in order by whichever threads are
-  // running (PERFORMANCE.md: a late or descheduled worker must not hold up the step). About
-  // four chunks per thread keep each thread's reads sequential.
+  // running (PERFORMANCE.md: a late or descheduled worker must not hold up the step: the caller
+  // takes its chunk too when it gets there first). Decode-sized batches (<= kDecodeChunkTokens)
+  // get one equal contiguous chunk per thread, so each thread reads one sequential stream:
+  // against ~4 chunks per thread, 2-thread Q8_0_R16 ops of 0.1-1 MB (SmolLM2/Qwen q/k/v/o/down)
+  // took 0.84-0.97x the time at 1-8 tokens, the large ones (9 MB) within noise (kernels_bench
+  // BM_MatmulOp, medians of 3, SPR-class KVM guest). Larger batches run long enough per call for
+  // a descheduled worker to matter, so they keep ~4 chunks per thread to hand around.
+  constexpr int64_t kDecodeChunkTokens = 8;
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
-  const int64_t per_chunk = std::max<int64_t>(1, (g1 - g0) / (4 * pool->num_threads()));
+  const int64_t threads = pool->num_threads();
+  const int64_t per_chunk = n_tok <= kDecodeChunkTokens ? (g1 - g0 + threads - 1) / threads
+                                                        : std::max<int64_t>(1, (g1 - g0) / (4 * threads));
   pool->parallel_chunks(g1 - g0, per_chunk, [&](int64_t c0, int64_t c1) {
     const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
     if (b < e) compute(b, e);
