@@ -114,9 +114,10 @@ BENCHMARK(Prefill<true, KvType::kQ8_0>)->Name("Prefill/tiled/q8_0")->Arg(512)->U
 BENCHMARK(Decode<false, KvType::kF16>)->Name("Decode8/untiled/f16")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16>)->Name("Decode8/tiled/f16")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<false, KvType::kQ8_0>)->Name("Decode8/untiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(Decode<true, KvType::kQ8_0>)->Name("Decode8/tiled/q8_0")->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kQ8_0>)->Name("Decode8/tiled/q8_0")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kF16, kSmol>)->Name("Prefill/tiled/f16/smollm2")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kQ8_0, kSmol>)->Name("Decode8/tiled/q8_0/smollm2")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kF16, kStories>)->Name("Prefill/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kStories>)->Name("Decode8/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF32, kStories>)->Name("Decode8/tiled/f32/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();

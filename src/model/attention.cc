@@ -262,8 +262,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
           c.k.online_f16(scr, nr, i0, i1, mrun + r0, srun + r0, w, m);
           c.k.acc_f16(a, nr, vt, w, m, i0, i1, hd);
         } else {
-          for (int32_t r = 0; r < nr; ++r)
-            rescale[r] = c.k.online_f32(scr + r * kKeyTile, i0, i1, &mrun[r0 + r], &srun[r0 + r], w + r * kKeyTile);
+          c.k.online_f32(scr, nr, i0, i1, mrun + r0, srun + r0, w, rescale);
           c.k.acc_f32(a, nr, vt, w, rescale, i0, i1, hd);
         }
       }

@@ -100,18 +100,22 @@ TS_CLONES void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1
   }
 }
 
-TS_CLONES float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
-  float m = *m_io;
-  for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
-  const float rescale = exp_ref(*m_io - m);  // exp(-inf) = 0 on the first tile
-  float s = *s_io * rescale;
-  for (int32_t i = i0; i < i1; ++i) {
-    w[i] = exp_ref(sc[i] - m);
-    s += w[i];
+TS_CLONES void online_f32(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                          float* rescale) {
+  for (int32_t r = 0; r < nrows; ++r) {
+    const float* scr = sc + r * kKeyTile;
+    float* wr = w + r * kKeyTile;
+    float m = m_io[r];
+    for (int32_t i = i0; i < i1; ++i) m = std::max(m, scr[i]);
+    rescale[r] = exp_ref(m_io[r] - m);  // exp(-inf) = 0 on the first tile
+    float s = s_io[r] * rescale[r];
+    for (int32_t i = i0; i < i1; ++i) {
+      wr[i] = exp_ref(scr[i] - m);
+      s += wr[i];
+    }
+    m_io[r] = m;
+    s_io[r] = s;
   }
-  *m_io = m;
-  *s_io = s;
-  return rescale;
 }
 
 // x rounded through fp16 (round to nearest even, as F16C's vcvtps2ph).

@@ -56,9 +56,16 @@ struct Kernels {
   //   s = fma(s, ms[i], w[i]).
   // Lanes outside [i0, i1) of w and ms are scratch (the SIMD tables may overwrite them).
   void (*online_f16)(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m, float* s, float* w, float* ms);
-  // One row's online-softmax step per tile: m' = max(m, sc[i0..i1)), w[i] = exp(sc[i] - m'),
-  // s = s * exp(m - m') + w[i0] + ... + w[i1-1] (in key order); returns exp(m - m') and sets m = m'.
-  float (*online_f32)(const float* sc, int32_t i0, int32_t i1, float* m, float* s, float* w);
+  // Online-softmax step of the f32-accumulator path for `nrows` rows (sc, w: [nrows][kKeyTile];
+  // m, s, rescale: [nrows]), keys i0..i1-1, per row r:
+  //   m' = m folded with m = std::max(m, sc[i]) in key order (NaN scores never taken),
+  //   w[i] = exp_ref(sc[i] - m'), rescale = exp_ref(m - m'), s = s * rescale + w[i0] + ... + w[i1-1]
+  //   (in key order), then m = m'.
+  // All rows of a GQA group go in one call so the SIMD tables can overlap the rows' serial max
+  // and sum chains and run one vector exp for all rows' rescales. Lanes outside [i0, i1) of w
+  // are scratch.
+  void (*online_f32)(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m, float* s, float* w,
+                     float* rescale);
   // y[i] = exp_ref(x[i]) for the kKeyTile lanes.
   void (*exp_tile)(const float* x, float* y);
   // SwiGLU, a[i] = a[i] / (1 + exp_ref(-a[i])) * b[i] (ops.h swiglu's arithmetic; lives here for

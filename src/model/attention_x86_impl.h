@@ -92,21 +92,66 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
   }
 }
 
-float online_f32(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w) {
-  alignas(64) float args[kKeyTile] = {}, e[kKeyTile];
-  float m = *m_io;
-  for (int32_t i = i0; i < i1; ++i) m = std::max(m, sc[i]);
-  for (int32_t i = i0; i < i1; ++i) args[i] = sc[i] - m;
-  exp_tile(args, e);
-  const float rescale = exp_ref(*m_io - m);
-  float s = *s_io * rescale;
-  for (int32_t i = i0; i < i1; ++i) {
-    w[i] = e[i];
-    s += w[i];
+// R rows (a compile-time count, so each row's running max and sum stay in a register and the
+// row loops unroll): the serial max chains run key by key with the rows innermost, so the rows'
+// chains (one std::max or one add per key each, latency-bound) overlap instead of running one
+// row after another; likewise the sum chains. The weights are one vector exp per row, the R
+// rescales one vector exp together. Every row sees the reference's operations in its order.
+alignas(64) constexpr float kLaneIndex[kKeyTile] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+template <int R>
+inline void online_f32_rows(const float* sc, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                            float* rescale) {
+  float m[R], s[R];
+  alignas(64) float args[kKeyTile] = {}, rs[kKeyTile];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) m[r] = m_io[r];
+  for (int32_t i = i0; i < i1; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) m[r] = std::max(m[r], sc[r * kKeyTile + i]);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) args[r] = m_io[r] - m[r];
+  exp_tile(args, rs);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    // exp(sc - m') on the lanes in [i0, i1), exp(0) elsewhere: a lane past the tile's keys may
+    // hold a stale slot's score, whose exp could be subnormal (a microcode assist per lane in
+    // the double-to-float conversion: measured ~5% of an engine_bench decode step).
+    alignas(64) float a[kKeyTile];
+    const TS_V mv = TS_SET1(m[r]), lo = TS_SET1(static_cast<float>(i0) - 0.5f), hi = TS_SET1(static_cast<float>(i1) - 0.5f);
+#pragma GCC unroll 2
+    for (int off = 0; off < kKeyTile; off += W) {
+      const TS_V lane = TS_LOADU(kLaneIndex + off), zero = TS_SETZERO();
+      const TS_V x = TS_SUB(TS_LOADU(sc + r * kKeyTile + off), mv);
+      TS_STOREU(a + off, vsel_gt(lane, lo, vsel_gt(hi, lane, x, zero), zero));
+    }
+    exp_tile(a, w + r * kKeyTile);
+    s[r] = s_io[r] * rs[r];
   }
-  *m_io = m;
-  *s_io = s;
-  return rescale;
+  for (int32_t i = i0; i < i1; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) s[r] += w[r * kKeyTile + i];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    m_io[r] = m[r];
+    s_io[r] = s[r];
+    rescale[r] = rs[r];
+  }
+}
+
+void online_f32(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                float* rescale) {
+  constexpr int kRows = 4;  // rows per pass (4 chains cover the max / add latency)
+  for (int32_t r = 0; r < nrows; r += kRows) {
+    const float* scr = sc + static_cast<int64_t>(r) * kKeyTile;
+    float* wr = w + static_cast<int64_t>(r) * kKeyTile;
+    switch (std::min<int32_t>(kRows, nrows - r)) {
+      case 1: online_f32_rows<1>(scr, i0, i1, m_io + r, s_io + r, wr, rescale + r); break;
+      case 2: online_f32_rows<2>(scr, i0, i1, m_io + r, s_io + r, wr, rescale + r); break;
+      case 3: online_f32_rows<3>(scr, i0, i1, m_io + r, s_io + r, wr, rescale + r); break;
+      default: online_f32_rows<4>(scr, i0, i1, m_io + r, s_io + r, wr, rescale + r); break;
+    }
+  }
 }
 
 void cvt_f16(const uint16_t* src, float* dst, int32_t n) {

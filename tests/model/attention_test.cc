@@ -106,11 +106,46 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
                       same_bits(ms1[r * kKeyTile + i], ms2[r * kKeyTile + i]))
               << k->name;
       }
-      float fa = m0[0], ga = s0[0], fb = m0[0], gb = s0[0];
-      const float ra = attn::scalar_kernels().online_f32(sc.data(), i0, i1, &fa, &ga, w1.data());
-      const float rb = k->online_f32(sc.data(), i0, i1, &fb, &gb, w2.data());
-      ASSERT_TRUE(same_bits(ra, rb) && same_bits(fa, fb) && same_bits(ga, gb)) << k->name;
-      for (int32_t i = i0; i < i1; ++i) ASSERT_TRUE(same_bits(w1[i], w2[i])) << k->name;
+    }
+  }
+}
+
+// The f32-accumulator softmax step over a block of rows (GQA groups of 1, 3, 7 rows and more,
+// past one 16-row block) and key ranges with tails at both ends, against the scalar reference
+// bit for bit: m, s, the rescales and the weights in range.
+void check_online_f32(const attn::Kernels& k, const std::vector<float>& sc, int32_t nrows, int32_t i0, int32_t i1,
+                      const std::vector<float>& m0, const std::vector<float>& s0, const char* what) {
+  auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || same_bits(a, b); };
+  std::vector<float> w1(sc.size()), w2(sc.size()), r1(nrows, -1.f), r2(nrows, -2.f);
+  std::vector<float> ma = m0, sa = s0, mb = m0, sb = s0;
+  attn::scalar_kernels().online_f32(sc.data(), nrows, i0, i1, ma.data(), sa.data(), w1.data(), r1.data());
+  k.online_f32(sc.data(), nrows, i0, i1, mb.data(), sb.data(), w2.data(), r2.data());
+  for (int32_t r = 0; r < nrows; ++r) {
+    ASSERT_TRUE(same(ma[r], mb[r]) && same(sa[r], sb[r]) && same(r1[r], r2[r]))
+        << k.name << " " << what << " rows " << nrows << " [" << i0 << ", " << i1 << ") row " << r << ": m " << mb[r]
+        << " vs " << ma[r] << ", s " << sb[r] << " vs " << sa[r] << ", rescale " << r2[r] << " vs " << r1[r];
+    for (int32_t i = i0; i < i1; ++i)
+      ASSERT_TRUE(same(w1[r * kKeyTile + i], w2[r * kKeyTile + i]))
+          << k.name << " " << what << " rows " << nrows << " row " << r << " key " << i;
+  }
+}
+
+TEST(AttentionKernels, OnlineSoftmaxF32RowsMatchScalarBitForBit) {
+  std::mt19937 rng(7);
+  const int32_t row_counts[] = {1, 2, 3, 7, 9, 16, 17, 21, 33};
+  const std::pair<int32_t, int32_t> ranges[] = {{0, kKeyTile}, {0, 1}, {0, 5}, {3, kKeyTile}, {4, 11}, {15, 16}};
+  for (const auto* k : simd_tables()) {
+    for (const int32_t nrows : row_counts) {
+      for (const auto& [i0, i1] : ranges) {
+        auto sc = randv(static_cast<size_t>(nrows) * kKeyTile, rng, 8.f);
+        std::vector<float> m0(nrows), s0(nrows);
+        for (int32_t r = 0; r < nrows; ++r) {
+          // First tile (-inf, 0), a running max above every score, and one inside their range.
+          m0[r] = r % 3 == 0 ? -INFINITY : (r % 3 == 1 ? 20.f : 0.5f);
+          s0[r] = m0[r] == -INFINITY ? 0.f : 1.f + 0.25f * r;
+        }
+        check_online_f32(*k, sc, nrows, i0, i1, m0, s0, "random");
+      }
     }
   }
 }
@@ -140,6 +175,7 @@ TEST(AttentionKernels, OnlineSoftmaxScanKeepsTiesZerosAndNaN) {
       std::vector<float> ma = m0, sa = s0, mb = m0, sb = s0;
       attn::scalar_kernels().online_f16(sc.data(), nrows, i0, i1, ma.data(), sa.data(), w1.data(), ms1.data());
       k->online_f16(sc.data(), nrows, i0, i1, mb.data(), sb.data(), w2.data(), ms2.data());
+      check_online_f32(*k, sc, nrows, i0, i1, m0, s0, "ties/zeros/NaN");
       for (int32_t r = 0; r < nrows; ++r) {
         ASSERT_TRUE(same(ma[r], mb[r]) && same(sa[r], sb[r]))
             << k->name << " variant " << variant << " row " << r << ": m " << mb[r] << " vs " << ma[r];
