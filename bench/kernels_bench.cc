@@ -203,14 +203,9 @@ WeightSet& weights(DType type, int64_t rows, int64_t cols, bool repack) {
   return *(cache[key] = std::move(ws));
 }
 
-void BM_Matmul(benchmark::State& state) {
-  const DType type = kTypes[state.range(0)];
-  const int shape = static_cast<int>(state.range(1));
-  const int64_t n_tok = state.range(2);
-  const int threads = static_cast<int>(state.range(3));
-  const bool repack = state.range(4) != 0;
-  const int64_t rows = kShapes[shape][0], cols = cols_for(type, shape);
-  WeightSet& ws = weights(type, rows, cols, repack);
+// The timed loop of BM_Matmul / BM_MatmulOp: n_tok random activation rows times the set's
+// matrices in turn (each read from DRAM, not from cache); returns one matrix's weight bytes.
+double run_matmuls(benchmark::State& state, WeightSet& ws, int64_t n_tok, int64_t rows, int64_t cols, int threads) {
   std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -222,7 +217,18 @@ void BM_Matmul(benchmark::State& state) {
     benchmark::ClobberMemory();
     next = (next + 1) % ws.mats.size();
   }
-  const double bytes = static_cast<double>(ws.mats[0].weight_bytes());
+  return static_cast<double>(ws.mats[0].weight_bytes());
+}
+
+void BM_Matmul(benchmark::State& state) {
+  const DType type = kTypes[state.range(0)];
+  const int shape = static_cast<int>(state.range(1));
+  const int64_t n_tok = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const bool repack = state.range(4) != 0;
+  const int64_t rows = kShapes[shape][0], cols = cols_for(type, shape);
+  WeightSet& ws = weights(type, rows, cols, repack);
+  const double bytes = run_matmuls(state, ws, n_tok, rows, cols, threads);
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(n_tok), benchmark::Counter::kIsIterationInvariantRate);
@@ -256,18 +262,7 @@ void BM_MatmulOp(benchmark::State& state) {
   const int64_t n_tok = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   WeightSet& ws = weights(DType::kQ8_0, rows, cols, true);
-  std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
-  std::mt19937 rng(2);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
-  ThreadPool& pool = pool_for(threads);
-  size_t next = 0;
-  for (auto _ : state) {
-    ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
-    benchmark::ClobberMemory();
-    next = (next + 1) % ws.mats.size();
-  }
-  const double bytes = static_cast<double>(ws.mats[0].weight_bytes());
+  const double bytes = run_matmuls(state, ws, n_tok, rows, cols, threads);
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["frac_bw"] = benchmark::Counter(bytes / (g_bandwidth[threads] * 1e9),
                                                  benchmark::Counter::kIsIterationInvariantRate);
