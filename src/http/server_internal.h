@@ -198,6 +198,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::string out_pending_, out_inflight_;
   bool writing_ = false;
+  bool write_posted_ = false;  // a do_write is posted (queue_bytes: a stream's writes coalesced)
 };
 
 class ExchangeImpl : public Exchange {
