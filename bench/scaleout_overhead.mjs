@@ -53,6 +53,7 @@
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -69,7 +70,43 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.lengt
 const kids = [];
 process.on('exit', () => { for (const k of kids) if (k.exitCode === null) k.kill('SIGKILL'); });
 
-async function one(url, stream) {
+// One request; resolves to {status, total, first, timing}: total = until the body's end, first
+// = until the first SSE data line, timing = the gateway's Server-Timing parts (absent direct and
+// from older builds). CLIENT picks the HTTP client: "http" (default: node:http on kept-alive
+// connections, at most C of them per origin; a lean client, as a load generator on its own
+// machine would be) or "fetch" (undici's fetch, what sessions up to scale10 used: several times
+// the client CPU per request, which on the two shared cores lands in both paths' tails).
+const CLIENT = process.env.CLIENT || 'http';
+const agent = new http.Agent({ keepAlive: true, maxSockets: C });
+const parseTiming = (h) => {
+  const timing = {};
+  for (const m of (h || '').matchAll(/(\w+);dur=([0-9.]+)/g)) timing[m[1]] = Number(m[2]);
+  return timing;
+};
+function oneHttp(url, stream) {
+  const body = JSON.stringify({ model: H.modelName, prompt: 'Once upon a time', max_tokens: 1, temperature: 0, stream });
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const req = http.request(`${url}/v1/completions`, {
+      method: 'POST', agent, timeout: 30000,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => {
+      res.setEncoding('utf8');
+      let first = NaN, text = '';
+      res.on('data', (d) => {
+        text += d;
+        if (Number.isNaN(first) && text.includes('data: ')) first = performance.now() - t0;
+      });
+      res.on('end', () => resolve({ status: res.statusCode, total: performance.now() - t0, first,
+                                    timing: parseTiming(res.headers['server-timing']) }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+async function oneFetch(url, stream) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
@@ -86,11 +123,10 @@ async function one(url, stream) {
     text += dec.decode(value, { stream: true });
     if (Number.isNaN(first) && text.includes('data: ')) first = performance.now() - t0;
   }
-  // The gateway's own account (its Server-Timing header; absent direct and from older builds).
-  const timing = {};
-  for (const m of (r.headers.get('server-timing') || '').matchAll(/(\w+);dur=([0-9.]+)/g)) timing[m[1]] = Number(m[2]);
-  return { status: r.status, total: performance.now() - t0, first, timing };
+  return { status: r.status, total: performance.now() - t0, first, timing: parseTiming(r.headers.get('server-timing')) };
 }
+const one = CLIENT === 'fetch' ? oneFetch : oneHttp;
+if (CLIENT !== 'fetch' && CLIENT !== 'http') throw new Error(`CLIENT must be http or fetch, not ${CLIENT}`);
 
 // CPU time (user + system, ms) a process has used so far (Linux /proc; NaN elsewhere).
 function cpuMs(pid) {
@@ -100,25 +136,65 @@ function cpuMs(pid) {
   } catch { return NaN; }
 }
 
-// Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway]}.
-async function measure(up, gwUrls, stream) {
-  const direct = [], via = gwUrls.map(() => []), timings = gwUrls.map(() => []);
+// SPLIT=1 (a diagnostic; default off: two procfs reads per request and thread cost the client
+// CPU): each request through a gateway also records how long, while it ran, this client's main
+// thread and the gateway's io thread(s) sat runnable without a CPU (run_delay growth,
+// /proc/.../schedstat), so the slowest requests' added time can be split into the client's own
+// wait for a CPU, the gateway io thread's wait, and the rest (the gateway's own work and the
+// loopback hops). The waits can overlap each other and the upstream call, so the split is a
+// guide, not a partition.
+const SPLIT = process.env.SPLIT === '1';
+const runDelayMs = (f) => { try { return Number(fs.readFileSync(f, 'utf8').split(' ')[1]) / 1e6; } catch { return NaN; } };
+const SELF = `/proc/${process.pid}/task/${process.pid}/schedstat`;
+const ioFilesOf = (pid) => H.threadsOf(pid).filter((t) => {
+  try { return fs.readFileSync(`/proc/${pid}/task/${t}/comm`, 'utf8').trim() === 'ts-http-io'; } catch { return false; }
+}).map((t) => `/proc/${pid}/task/${t}/schedstat`);
+async function timed(url, stream, ioFiles) {
+  if (!SPLIT || !ioFiles.length) return one(url, stream);
+  const sum = () => ioFiles.reduce((a, f) => a + runDelayMs(f), 0);
+  const c0 = runDelayMs(SELF), g0 = sum();
+  const x = await one(url, stream);
+  return Object.assign(x, { clientWait: runDelayMs(SELF) - c0, ioWait: sum() - g0 });
+}
+
+// Interleaved blocks: direct, then each gateway in turn. Returns {direct, via: [per gateway],
+// timings: [their Server-Timing parts], own: [per-request added ms], parts: [SPLIT's waits]}.
+async function measure(up, gws, stream) {
+  const direct = [], via = gws.map(() => []), timings = gws.map(() => []), own = gws.map(() => []), parts = gws.map(() => []);
+  const ioFiles = gws.map((g) => (SPLIT ? ioFilesOf(g.proc.pid) : []));
   const deadline = Date.now() + 120000;
   for (let done = 0; done < REQ && Date.now() < deadline; done += BLOCK) {
-    for (const [url, out] of [[up.url, direct], ...gwUrls.map((g, i) => [g, via[i]])]) {
-      const res = await H.pool(BLOCK, C, () => one(url, stream));
+    for (const [url, out, files] of [[up.url, direct, []], ...gws.map((g, i) => [g.url, via[i], ioFiles[i]])]) {
+      const res = await H.pool(BLOCK, C, () => timed(url, stream, files));
       const gi = via.indexOf(out);
       for (const x of res) {
         if (x.status !== 200) continue;
         out.push(stream ? x.first : x.total);
-        if (gi >= 0 && x.timing.upstream !== undefined) timings[gi].push(x.timing);
+        if (gi >= 0 && x.timing.upstream !== undefined) {
+          timings[gi].push(x.timing);
+          if (!stream) {
+            own[gi].push(x.total - x.timing.upstream);
+            if (x.clientWait !== undefined) parts[gi].push({ own: x.total - x.timing.upstream, client: x.clientWait, io: x.ioWait });
+          }
+        }
       }
     }
   }
-  return { direct, via, timings };
+  return { direct, via, timings, own, parts };
 }
 
-console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
+// "total = client wait + gateway io wait + rest" over the slowest 2 % (by added time) and over all.
+function splitLine(ps) {
+  const f = (x) => x.toFixed(2);
+  const line = (xs) => {
+    const m = (k) => xs.reduce((a, p) => a + p[k], 0) / Math.max(1, xs.length);
+    return `${f(m('own'))} = client wait ${f(m('client'))} + gateway io wait ${f(m('io'))} + rest ${f(m('own') - m('client') - m('io'))}`;
+  };
+  const sorted = [...ps].sort((a, b) => b.own - a.own);
+  return `slowest 2 % (n ${Math.ceil(0.02 * ps.length)}): ${line(sorted.slice(0, Math.max(1, Math.ceil(0.02 * ps.length))))}; all: ${line(ps)}`;
+}
+
+console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLOCK}, client ${CLIENT}, client slice ${process.env.CLIENT_SLICE_US || 0} us, host load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, ${os.cpus().length} cpus`);
 // Gateways compared in the same run (GATEWAYS, space-separated setups): "default"; "no-hints"
 // (--no-sched-hints: the kernel's default slices); "old-knobs" (2 io threads, a journal sync per
 // row, no hints: this build with last session's settings); "bin:/path" (another tokenserve
@@ -126,11 +202,20 @@ console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLO
 const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
 const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
   'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
-const splits = [];
+const splits = [], owns = [], splitsOwn = [];
+// CLIENT_SLICE_US=N (default 0: off): the benchmark's own processes (this client and the static
+// upstream, every thread) ask the scheduler for an N us slice (H.requestSlice: no priority
+// change), as the gateway's io threads and the replica's do, so a woken client or static
+// upstream preempts a long-slice thread (another session's compiler) at once. They stand in for
+// a client and a server on other machines; their own wait for one of the two shared cores is
+// then mostly out of both paths' latency, the gateway's and the replica's stays in.
+const SLICE = Number(process.env.CLIENT_SLICE_US || 0);
+if (SLICE) H.requestSlice(H.threadsOf(process.pid), SLICE);
 console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
   const up = u === 'static' ? await startStatic(H, kids, GAP) : await H.startReplica('ovh');
+  if (SLICE && u === 'static') H.requestSlice(H.threadsOf(up.proc.pid), SLICE);
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
   const gws = [];
@@ -141,12 +226,12 @@ for (const u of UPSTREAMS) {
   try {
     for (const gw of gws)
       for (let i = 0; i < 100 && H.metricSum(await H.metrics(gw.url), 'tokenserve_gateway_endpoint_up') !== 1; i++) await H.sleep(50);
-    await measure(up, gws.map((g) => g.url), false);  // warm-up round (not reported) ... then the figures:
+    await measure(up, gws, false);  // warm-up round (not reported) ... then the figures:
     for (const stream of [false, true]) {
       // Each gateway's CPU over the measurement (its idle /ready and /metrics polling included)
       // per request it proxied: the figure least disturbed by other load on the host.
       const cpu0 = gws.map((g) => cpuMs(g.proc.pid));
-      const { direct, via, timings } = await measure(up, gws.map((g) => g.url), stream);
+      const { direct, via, timings, own, parts } = await measure(up, gws, stream);
       const cpu = gws.map((g, i) => (cpuMs(g.proc.pid) - cpu0[i]) * 1000 / Math.max(1, via[i].length));
       const f = (x) => x.toFixed(2);
       const d50 = pct(direct, 0.5), d99 = pct(direct, 0.99);
@@ -154,6 +239,8 @@ for (const u of UPSTREAMS) {
         const v50 = pct(v, 0.5), v99 = pct(v, 0.99);
         console.log(`| ${u} | ${stream ? 'SSE first byte' : '1-token JSON'} | ${GATEWAYS[i]} | ${f(d50)} | ${f(v50)} | ${f(v50 - d50)} | ` +
                     `${f(d99)} | ${f(v99)} | ${f(v99 - d99)} | ${cpu[i].toFixed(0)} us | ${direct.length}/${v.length} |`);
+        if (parts[i].length) splitsOwn.push(`${u} ${GATEWAYS[i]}: ${splitLine(parts[i])}`);
+        if (own[i].length) owns.push(`| ${u} | ${GATEWAYS[i]} | ${f(pct(own[i], 0.5))} | ${f(pct(own[i], 0.99))} | ${f(pct(timings[i].map((t) => t.upstream), 0.5))} / ${f(pct(timings[i].map((t) => t.upstream), 0.99))} | ${f(d50)} / ${f(d99)} | ${own[i].length} |`);
         if (timings[i].length) splits.push(`${u} ${stream ? 'SSE' : 'JSON'} ${GATEWAYS[i]}: ` + ['queue', 'pre', 'upstream', 'post']
           .map((k) => `${k} ${f(pct(timings[i].map((t) => t[k]), 0.5))}/${f(pct(timings[i].map((t) => t[k]), 0.99))}`).join(', ') +
           ` (n ${timings[i].length})`);
@@ -165,9 +252,21 @@ for (const u of UPSTREAMS) {
   }
 }
 console.log('(ms; "added" = via gateway - direct at the same percentile)');
+// Per request, through the gateway: the client's total minus the gateway's own timing of its
+// upstream call (Server-Timing "upstream": request sent to body received, on the gateway's
+// clock). What is left is what the gateway put on that request: the client-gateway hop both
+// ways, the io thread's parse and write, the hand-off, admission, routing, the ledger hand-off
+// and every wait for a CPU in those. Not in it: the upstream answering slower because the
+// gateway used CPU on the shared cores (the percentile difference above keeps that), and the
+// gateway-upstream connection (inside the upstream figure, as a direct client's is in its own).
+if (owns.length) console.log('\nadded per request (client total - gateway upstream call), JSON:\n' +
+  '| upstream | gateway | added p50 | added p99 | its upstream call p50 / p99 | direct p50 / p99 | n |\n|---|---|---|---|---|---|---|\n' +
+  owns.join('\n'));
+if (splitsOwn.length) console.log('where the added time went (ms, means):\n  ' + splitsOwn.join('\n  '));
 // The gateway's Server-Timing parts, p50/p99 (ms): queue = io thread to worker hand-off, pre =
 // parse + admission + routing, upstream = its call (to the head for SSE), post = after the call
 // until the answer goes to the io thread. The client-observed time minus these is the io threads'
 // reading and writing plus the client's own share (its wait for a CPU included).
 if (splits.length) console.log('gateway Server-Timing p50/p99 (ms):\n  ' + splits.join('\n  '));
+console.log(`host load at the end ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 H.stopAll();

@@ -75,20 +75,10 @@ function ioNice(pid) {
   for (const t of tids) execFileSync('renice', ['-n', String(process.env.IO_NICE || -10), '-p', t], { stdio: 'ignore' });
   return tids.length;
 }
-const shortSlicePy = `
-import ctypes, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-for tid in map(int, sys.argv[1:]):
-    buf = ctypes.create_string_buffer(56)
-    if libc.syscall(315, tid, buf, 56, 0) != 0: raise OSError(ctypes.get_errno(), 'sched_getattr')
-    size, policy, flags, nice, prio, runtime, deadline, period = struct.unpack_from('IIQiIQQQ', buf)
-    struct.pack_into('IIQiIQQQ', buf, 0, 56, policy, 0, nice, prio, 100000, 0, 0)
-    if libc.syscall(314, tid, buf, 0) != 0: raise OSError(ctypes.get_errno(), 'sched_setattr')
-`;
 function shortCompute(pid) {
   const dir = `/proc/${pid}/task`;
   const tids = fs.readdirSync(dir).filter((t) => fs.readFileSync(`${dir}/${t}/comm`, 'utf8').trim() !== 'ts-http-io');
-  execFileSync('python3', ['-c', shortSlicePy, ...tids]);
+  H.requestSlice(tids, 100);
   return tids.length;
 }
 const clients = (process.env.CLIENTS || 'plain rt').split(/\s+/).filter(Boolean);

@@ -21,7 +21,12 @@ const s = http.createServer((req, res) => {
   req.on('data', (d) => { body += d; });
   req.on('end', () => {
     const stream = JSON.parse(body || '{}').stream;
-    if (!stream) { res.writeHead(200, { 'content-type': 'application/json', 'x-tokenserve-served-by': 'static' }); return res.end(one); }
+    // With a Content-Length, as a replica answers (node would otherwise send it chunked, and the
+    // gateway relays a chunked answer as a stream: another code path than a replica's JSON takes).
+    if (!stream) {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(one), 'x-tokenserve-served-by': 'static' });
+      return res.end(one);
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'x-tokenserve-served-by': 'static' });
     res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: ' a', finish_reason: null }] }));
     setTimeout(() => { res.write(ev({ id: 'cmpl-static', object: 'text_completion', choices: [{ index: 0, text: '', finish_reason: 'length' }] })); res.end('data: [DONE]\\n\\n'); }, ${gapMs});
