@@ -50,6 +50,16 @@
 // This bench's CPU/request (163 vs 175 us static JSON) includes the idle polling of the whole
 // interleaved run; the steady-load figure is scaleout_gateway_cpu.mjs's: 136 us (main) -> 85 us
 // per request after this session's audit-row text writer and time-ordered request ids.
+// Session scale12 (2-core AMD Zen 5 PVM guest; host shared with two other sessions' builds and
+// benchmarks: load 4.5-8, no idle CPU; syscalls cost more here, 35 % of the gateway's CPU is
+// kernel): REQUESTS=800, node:http client, six runs. Added p50 static JSON 1.04-1.58 ms,
+// replica JSON 1.23-2.60; per request (client total - gateway's upstream call) static
+// 1.15-1.96, replica 0.69-1.14; added p99 -10.8..10.6 ms, per-request p99 4.0-22 ms. Where the
+// tail is (Server-Timing + perf sched timehist over a run): the gateway's own steps queue/pre/post
+// p99 <= 0.34 ms; its io thread's wake-up delay p99 0.5-1.1 ms, max 4-9 ms; the node client's
+// max 5-16 ms, the replica's io threads' max 6-7 ms, while other sessions' compilers and
+// benchmarks held the cores. The replica answers 0.5-1 ms slower (its p50 as the gateway times
+// it vs direct) when the gateway runs beside it on the two cores.
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';
