@@ -133,8 +133,10 @@ struct Act {
 constexpr int64_t kActQ16MinTokens = 16;
 
 // From this many tokens the avxvnni tier's Q8_0_R16 matmul reads Act::q8_il too
-// (gemm_q8_0_r16_il_vnni); below it, the per-half kernel over Act::q8.
-constexpr int64_t kAvxVnniIlMinTokens = 16;
+// (gemm_q8_0_r16_il_vnni); below it, the per-half kernel over Act::q8. Every batch size: on
+// Zen 5 (1 thread, L2-resident 1024x896, CPU time) the 16-row kernel did 72-74 vs 58-60 GMAC/s
+// at 1 token, 113-119 vs 84-88 at 2 and 143-147 vs 109-115 at 8 (kernels_bench BM_MatmulL2/0/n).
+constexpr int64_t kAvxVnniIlMinTokens = 1;
 
 constexpr int kActIlTile = 8;
 constexpr int32_t kActIlBias0 = 0x4B400000;

@@ -112,7 +112,7 @@ TS_AVXVNNI void q8_0_r16_il_group_vnni(const GemmArgs& g, const uint8_t* grp, co
   }
 }
 
-// Q8_0_R16 over Act::q8_il (n_tok >= kAvxVnniIlMinTokens): per group, per tile of kActIlTile
+// Q8_0_R16 over Act::q8_il (n_tok >= kAvxVnniIlMinTokens, i.e. every batch): per group, per tile of kActIlTile
 // tokens, passes of up to kVnniIlPass tokens over all 16 rows (the group stays in L1 across the
 // tiles). Rows outside [lane0, lane1) of a partial group are computed (padding rows have scale
 // 0) and not stored.
