@@ -109,7 +109,7 @@ struct Act {
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
   const BlockQ8_K* qk = nullptr;  // [n_tok][cols/256]: Q8_K blocks (for Q2_K..Q6_K, IQ4_XS weights)
-  // Optional (Q8_0_R16 under AVX-512, n_tok >= kActIlMinTokens): the same Q8_0 activations regrouped per tile
+  // Optional (Q8_0_R16 under AVX-512, n_tok >= kActIlMinTokens; avxvnni, n_tok >= kAvxVnniIlMinTokens): the same Q8_0 activations regrouped per tile
   // of kActIlTile tokens, so a token tile reads one sequential stream with one base pointer.
   // Tile i (tokens 8i..8i+7) is cols/32 block records of kActIlBlockBytes:
   //   [8 tok][32] int8 values, [8 tok] int32 kActIlBias0 - 128 * block sum, [8 tok] float scale.
@@ -131,6 +131,12 @@ struct Act {
 // runs); at 16 tokens the two measured within noise, so the
 // panel path keeps 16+ (prefill). Both paths are bit-identical to the scalar reference.
 constexpr int64_t kActQ16MinTokens = 16;
+
+// From this many tokens the avxvnni tier's Q8_0_R16 matmul reads Act::q8_il too
+// (gemm_q8_0_r16_il_vnni); below it, the per-half kernel over Act::q8. Every batch size: on
+// Zen 5 (1 thread, L2-resident 1024x896, CPU time) the 16-row kernel did 72-74 vs 58-60 GMAC/s
+// at 1 token, 113-119 vs 84-88 at 2 and 143-147 vs 109-115 at 8 (kernels_bench BM_MatmulL2/0/n).
+constexpr int64_t kAvxVnniIlMinTokens = 1;
 
 constexpr int kActIlTile = 8;
 constexpr int32_t kActIlBias0 = 0x4B400000;

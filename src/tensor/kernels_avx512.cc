@@ -135,6 +135,12 @@ constexpr int kR16PrefetchBytes = 4096;
 // unchanged (~0.70: vpdpbusd-bound, see BM_MatmulL2). prefetcht1 at 1024/4096/8192/16384 B and
 // prefetcht0 at 0/2048/8192 B were each no better.
 constexpr int kR16IlPrefetchBytes = 2048;
+// From this many tokens Q8_0_R16 over interleaved activations runs whole pairs of groups
+// through r16_il_pair (1 thread, L2-resident 1024x896, CPU time, Zen 5 KVM: 128 tokens 261/263
+// -> 287/284 GMAC/s, 8 tokens 260/259 -> 272/272). Decode-sized batches keep r16_il_tile: its
+// streaming from DRAM (one group's lines prefetched at a time) was not re-measured, the shared
+// host gave no stable bandwidth figure that session.
+constexpr int64_t kR16IlPairMinTokens = 16;
 
 // Every line of the K-quant R16 block record kR16KPrefetchBytes ahead of `rec` (the record being
 // computed), at every batch size: with one line per record, or none below 2-4 tokens, 1-3 token
@@ -280,6 +286,92 @@ inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int la
   }
 }
 
+// Two whole adjacent groups (rows out_r .. out_r + 31) x tokens [t0 + slot0, + T) of one
+// Act::q8_il tile (T <= 4): per 4 values two weight loads and T broadcasts feed 2T vpdpbusd
+// from registers. Why: on Zen 5 r16_il_tile was bound by vector loads (~1.4 a cycle there;
+// vpdpbusd runs 2 a cycle): every vpdpbusd carried its own broadcast load, ~1.4 loads per
+// vpdpbusd with the per-block terms; this is ~0.9. kPrefetch: this pass also prefetches the
+// blocks' lines (the first pass over a tile does; later ones find them in cache).
+// Same integer block sums and float steps as r16_il_tile, so identical results.
+template <int T, bool kPrefetch>
+inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_r, int64_t t0, int slot0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const uint8_t* xa = a.q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
+  const uint8_t* grp1 = grp + g.stride;
+  __m512 acc0[T], acc1[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, xa += kActIlBlockBytes) {
+    const size_t ro = static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals0 = grp + ro + 64 + half * 512;
+    const uint8_t* vals1 = grp1 + ro + 64 + half * 512;
+    if constexpr (kPrefetch) {
+      const char* pf0 = reinterpret_cast<const char*>(vals0) + kR16IlPrefetchBytes;
+      const char* pf1 = reinterpret_cast<const char*>(vals1) + kR16IlPrefetchBytes;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        _mm_prefetch(pf0 + 64 * l, _MM_HINT_T1);
+        _mm_prefetch(pf1 + 64 * l, _MM_HINT_T1);
+      }
+      if (half == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(grp + ro) + kR16IlPrefetchBytes, _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(grp1 + ro) + kR16IlPrefetchBytes, _MM_HINT_T1);
+      }
+    }
+    __m512i s0[T], s1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = bcast_dword(xa + kActIlTile * 32 + 4 * (slot0 + t));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m512i w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
+      const __m512i w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m512i x = bcast_dword(xa + 32 * (slot0 + t) + 4 * k4);
+        s0[t] = _mm512_dpbusd_epi32(s0[t], w0, x);
+        s1[t] = _mm512_dpbusd_epi32(s1[t], w1, x);
+      }
+    }
+    const __m512 dw0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + ro + half * 32)));
+    const __m512 dw1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp1 + ro + half * 32)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      float xd;
+      __builtin_memcpy(&xd, xa + kActIlTile * 36 + 4 * (slot0 + t), 4);
+      const __m512 vxd = _mm512_set1_ps(xd);
+      const __m512 bias = _mm512_set1_ps(kActIlBias0F);
+      acc0[t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s0[t]), bias), _mm512_mul_ps(dw0, vxd), acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s1[t]), bias), _mm512_mul_ps(dw1, vxd), acc1[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float* y = g.y + (t0 + slot0 + t) * g.ldy + out_r;
+    _mm512_storeu_ps(y, acc0[t]);
+    _mm512_storeu_ps(y + 16, acc1[t]);
+  }
+}
+
+// Two whole groups, all tokens: per tile of kActIlTile tokens, passes of up to 4.
+void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
+  const int64_t n_tok = g.act->n_tok;
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kActIlTile) {
+    const int64_t tn = n_tok - t0 < kActIlTile ? n_tok - t0 : kActIlTile;
+    switch (tn) {
+      case 8: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<4, false>(g, grp, out_r, t0, 4); break;
+      case 7: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false>(g, grp, out_r, t0, 4); break;
+      case 6: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false>(g, grp, out_r, t0, 3); break;
+      case 5: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<2, false>(g, grp, out_r, t0, 3); break;
+      case 4: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); break;
+      case 3: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); break;
+      case 2: r16_il_pair_pass<2, true>(g, grp, out_r, t0, 0); break;
+      case 1: r16_il_pair_pass<1, true>(g, grp, out_r, t0, 0); break;
+      default: break;
+    }
+  }
+}
+
 void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
@@ -322,6 +414,12 @@ void gemm_r16_groups(const GemmArgs& g) {
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    if (!kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
+      r16_il_pair(g, grp, done);  // two whole groups
+      done += 32;
+      grp += 2 * g.stride;
+      continue;
+    }
     if (!kQ4 && g.act->q8_il != nullptr) {
       r16_il_group(g, grp, lane0, lane1, done);
     } else {

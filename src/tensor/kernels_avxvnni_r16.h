@@ -61,7 +61,86 @@ struct Q8_0R16HalfVnni {
   }
 };
 
-TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) { gemm_q8_0_r16_halves<Q8_0R16HalfVnni>(g); }
+// Tokens [slot0, slot0 + T) (T <= 3) of one Act::q8_il tile (xa: the tile's first block
+// record), all 16 rows of one group: per 4 values, two weight loads and T activation broadcasts
+// feed 2T vpdpbusd from registers. Why: on Zen 5 (this tier, forced) the per-half kernel was
+// bound by vector loads (~1.4 a cycle, measured with a loop of broadcast loads alone), not by
+// vpdpbusd (2 a cycle with 8 independent sums): it loaded ~1.4 vectors per vpdpbusd (a
+// broadcast for each, the weights, the per-token block terms), this ~1.0. The block sum's -128
+// correction arrives precomputed (kActIlBias0 - 128 * sum, a broadcast load), and the int32 sum
+// becomes float with one vsubps (exact, see kActIlBias0). Same integer block sums and float
+// steps as the AVX2 and per-half kernels, so identical results.
+template <int T>
+TS_AVXVNNI void q8_0_r16_il_group_vnni(const GemmArgs& g, const uint8_t* grp, const uint8_t* xa, int slot0,
+                                       __m256* lo, __m256* hi, PrefetchSpread& pf) {
+  const int64_t nb = g.act->cols / 32;
+  const __m256 bias = _mm256_set1_ps(kActIlBias0F);
+  __m256 acc0[T], acc1[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, xa += kActIlBlockBytes) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 512;
+    pf.step();
+    __m256i s0[T], s1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = bcast4(xa + kActIlTile * 32 + 4 * (slot0 + t));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w0 = loadu256(vals + 64 * k4);
+      const __m256i w1 = loadu256(vals + 64 * k4 + 32);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i x = bcast4(xa + 32 * (slot0 + t) + 4 * k4);
+        s0[t] = _mm256_dpbusd_avx_epi32(s0[t], w0, x);
+        s1[t] = _mm256_dpbusd_avx_epi32(s1[t], w1, x);
+      }
+    }
+    const __m256 dw0 = load8_f16(rec + half * 32);
+    const __m256 dw1 = load8_f16(rec + half * 32 + 16);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256 xd = _mm256_broadcast_ss(reinterpret_cast<const float*>(xa + kActIlTile * 36 + 4 * (slot0 + t)));
+      acc0[t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(s0[t]), bias), _mm256_mul_ps(dw0, xd), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(s1[t]), bias), _mm256_mul_ps(dw1, xd), acc1[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    lo[t] = acc0[t];
+    hi[t] = acc1[t];
+  }
+}
+
+// Q8_0_R16 over Act::q8_il (n_tok >= kAvxVnniIlMinTokens, i.e. every batch): per group, per tile of kActIlTile
+// tokens, passes of up to kVnniIlPass tokens over all 16 rows (the group stays in L1 across the
+// tiles). Rows outside [lane0, lane1) of a partial group are computed (padding rows have scale
+// 0) and not stored.
+constexpr int kVnniIlPass = 3;
+TS_AVXVNNI void gemm_q8_0_r16_il_vnni(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  constexpr int64_t kTilePasses = (kActIlTile + kVnniIlPass - 1) / kVnniIlPass;
+  const int64_t passes = (n_tok / kActIlTile) * kTilePasses + (n_tok % kActIlTile + kVnniIlPass - 1) / kVnniIlPass;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, passes * nb);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kActIlTile) {
+      const uint8_t* xa = g.act->q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
+      const int64_t tn = n_tok - t0 < kActIlTile ? n_tok - t0 : kActIlTile;
+      for_tiles<kVnniIlPass>(tn, [&]<int T>(int64_t s0) {
+        __m256 lo[T], hi[T];
+        q8_0_r16_il_group_vnni<T>(g, grp, xa, static_cast<int>(s0), lo, hi, pf);
+        for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + s0 + t, lane0, lane1, out_r);
+      });
+    }
+  });
+}
+
+TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) {
+  if (g.act->q8_il != nullptr) return gemm_q8_0_r16_il_vnni(g);
+  gemm_q8_0_r16_halves<Q8_0R16HalfVnni>(g);
+}
 // ---- Q4_0_R16 (nibble - 8) x Q8_0 with vpdpbusd ----------------------------------------------
 
 // The AVX2 tile (q4_0_r16_tile_avx2) with each nibble plane's vpmaddubsw + int16 add replaced by

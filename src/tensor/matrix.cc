@@ -438,7 +438,8 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kQ8_0_R16:
       // The AMX tile kernel reads q8 in place; below kAmxMinTokens the avx512 kernel runs.
       return kFormQ8 |
-             (n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 && !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)
+             ((n_tok >= kern::kActIlMinTokens && isa >= Isa::kAvx512 && !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)) ||
+                      (isa == Isa::kAvxVnni && n_tok >= kern::kAvxVnniIlMinTokens)
                   ? kFormIl
                   : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);

@@ -433,7 +433,7 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
 
 // The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16
 // and Q4_0_R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
-// tokens and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
+// tokens and a few larger batches and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
 TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   IsaGuard guard;
   auto r = resolve_isa("AVXVNNI");
@@ -452,7 +452,9 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   const int64_t rows = 45, cols = 96;  // 3 blocks: an odd block count per pair record
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
     const auto w = random_weights(type, rows, cols, 5u);
-    for (int64_t n_tok = 1; n_tok <= 17; ++n_tok) {
+    // 16+ tokens: Q8_0 runs the interleaved-activation kernel (gemm_q8_0_r16_il_vnni) against
+    // the AVX2 int16 panel kernel; 23, 31, 45 end in partial 8-token tiles of 7, 7 and 5 tokens.
+    for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 23, 24, 31, 45}) {
       const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 11u);
       std::vector<float> y[2];
       const Isa isas[2] = {Isa::kAvx2, Isa::kAvxVnni};
