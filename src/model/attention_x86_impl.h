@@ -254,12 +254,80 @@ inline void scores_tile(const float* q, const float* kt, int32_t hd, float scale
   }
 }
 
+// scores_tile for R rows at once (hd % 32 == 0): each K vector is loaded once for the R rows'
+// FMAs; per row the accumulators, their order and the final tree are scores_tile's (bit-identical).
+template <int R>
+inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int NO = kKeyTile / W;
+  alignas(64) float rr[R][8][kKeyTile];
+  for (int l = 0; l < 8; ++l) {
+    TS_V a[R][4][NO];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) a[r][j][o] = TS_SETZERO();
+    for (int32_t c = 0; c < hd; c += 32) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const float* k = kt + (c + 8 * j + l) * kKeyTile;
+        TS_V kv[NO];
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) kv[o] = TS_LOADU(k + o * W);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const TS_V qv = TS_SET1(q[r * hd + c + 8 * j + l]);
+#pragma GCC unroll 2
+          for (int o = 0; o < NO; ++o) a[r][j][o] = TS_FMADD(qv, kv[o], a[r][j][o]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+      for (int o = 0; o < NO; ++o)
+        TS_STOREU(rr[r][l] + o * W, TS_ADD(TS_ADD(a[r][0][o], a[r][2][o]), TS_ADD(a[r][1][o], a[r][3][o])));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int o = 0; o < NO; ++o) {
+      const int off = o * W;
+      const TS_V t0 = TS_ADD(TS_LOADU(rr[r][0] + off), TS_LOADU(rr[r][4] + off));
+      const TS_V t1 = TS_ADD(TS_LOADU(rr[r][1] + off), TS_LOADU(rr[r][5] + off));
+      const TS_V t2 = TS_ADD(TS_LOADU(rr[r][2] + off), TS_LOADU(rr[r][6] + off));
+      const TS_V t3 = TS_ADD(TS_LOADU(rr[r][3] + off), TS_LOADU(rr[r][7] + off));
+      TS_STOREU(out + r * kKeyTile + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
+    }
+}
+
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
   if (hd % 32 == 0) {
     scores_tile(q, kt, hd, scale, out);
     return;
   }
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
+}
+
+// Rows in passes of up to 4 (AVX-512: 4 x 4 accumulators fit the 32 registers); AVX2's 16
+// registers hold one row's 4 x 2 only, so it keeps one row per pass.
+void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int kMaxRows = W == 16 ? 4 : 1;
+  if (hd % 32 != 0 || kMaxRows == 1) {
+    for (int32_t r = 0; r < nrows; ++r) scores_ggml(q + static_cast<size_t>(r) * hd, kt, hd, scale, out + r * kKeyTile);
+    return;
+  }
+  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
+    const float* qr = q + static_cast<size_t>(r0) * hd;
+    float* o = out + r0 * kKeyTile;
+    switch (std::min(kMaxRows, nrows - r0)) {
+      case 1: scores_tile_rows<1>(qr, kt, hd, scale, o); break;
+      case 2: scores_tile_rows<2>(qr, kt, hd, scale, o); break;
+      case 3: scores_tile_rows<3>(qr, kt, hd, scale, o); break;
+      default: scores_tile_rows<4>(qr, kt, hd, scale, o); break;
+    }
+  }
 }
 
 // The accumulators, acc [nrows][hd], split three ways so that every loop over keys carries
@@ -500,7 +568,7 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 }  // namespace
 
 const Kernels& TS_KERNELS_FN() {
-  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .online_f16 = online_f16,
+  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .scores_rows = scores_rows, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
