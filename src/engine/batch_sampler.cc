@@ -6,11 +6,7 @@
 #include <exception>
 
 namespace ts::engine {
-namespace {
-
-// True when no logit is inf or NaN. The exponent bits are tested with an integer OR over blocks
-// (a loop the compiler vectorizes, unlike an isfinite scan that may exit at every element),
-// stopping after the first block holding a bad value.
+// Stops after the first block holding a bad value.
 bool all_finite(const float* x, size_t n) {
   constexpr uint32_t kExp = 0x7f800000u;
   constexpr size_t kBlock = 4096;
@@ -26,8 +22,6 @@ bool all_finite(const float* x, size_t n) {
   }
   return true;
 }
-
-}  // namespace
 
 void BatchSampler::sample(ThreadPool& pool, std::span<SampleRow> rows) {
   const size_t nt = static_cast<size_t>(std::max(1, pool.num_threads()));

@@ -34,6 +34,10 @@ struct SampleRow {
   LogprobEntry lp;                   // when params->logprobs
 };
 
+// True when no logit is inf or NaN: exponent bits tested with an integer OR per 4096-value block
+// (a loop the compiler vectorizes, unlike an isfinite scan that may exit at every element).
+bool all_finite(const float* x, size_t n);
+
 class BatchSampler {
  public:
   explicit BatchSampler(int32_t n_vocab) : n_vocab_(n_vocab) {}

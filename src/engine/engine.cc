@@ -509,7 +509,9 @@ void Engine::Impl::sample_guarded(SeqState& s, const float* row, int32_t V, Time
       poisoned[static_cast<size_t>(V) / 2] = std::nanf("");
       row = poisoned.data();
     }
-    for (int32_t i = current_pre != nullptr ? V : 0; i < V; ++i) {  // presampled rows were checked
+    // Presampled rows were checked; otherwise a vectorized scan first, the index only for the log.
+    const bool finite = current_pre != nullptr || all_finite(row, static_cast<size_t>(V));
+    for (int32_t i = finite ? V : 0; i < V; ++i) {
       if (!std::isfinite(row[i])) {
         log::error("engine: request " + s.req->req.id + ": non-finite logits (token " + std::to_string(i) +
                    "); ending the request");

@@ -252,8 +252,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       while (j1 < nq && range_of(j1) == std::pair{i0, i1}) ++j1;
       if (i0 < i1) {
         const int32_t r0 = j * group, nr = (j1 - j) * group;
-        for (int32_t r = r0; r < r0 + nr; ++r)
-          c.k.scores_ggml(qs + static_cast<size_t>(r) * hd, kt, hd, c.p.scale, sc + static_cast<size_t>(r) * kKeyTile);
+        c.k.scores_rows(qs + static_cast<size_t>(r0) * hd, nr, kt, hd, c.p.scale, sc + static_cast<size_t>(r0) * kKeyTile);
         float* a = acc + static_cast<size_t>(r0) * hd;
         float* w = wt + static_cast<size_t>(r0) * kKeyTile;
         float* scr = sc + static_cast<size_t>(r0) * kKeyTile;

@@ -50,6 +50,10 @@ struct Kernels {
   // t[l] = r[l] + r[l + 4]; result (t0 + t1) + (t2 + t3); a tail past the last multiple of 32
   // is added in double. Used for every KV type (its 32 independent sums vectorize well).
   void (*scores_ggml)(const float* q, const float* kt, int32_t hd, float scale, float* out);
+  // scores_ggml of `nrows` query rows (q: [nrows][hd], out: [nrows][kKeyTile]) against one tile:
+  // per row bit-identical to scores_ggml; the SIMD tables load each K vector once for several
+  // rows (a GQA group) instead of once per row.
+  void (*scores_rows)(const float* q, int32_t nrows, const float* kt, int32_t hd, float scale, float* out);
   // Online-softmax step of `nrows` rows (sc, w, ms: [nrows][kKeyTile]; m, s: [nrows], the rows'
   // running max and sum, updated in place) over keys i0..i1-1 with ggml's one-key-a-step rule:
   //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);

@@ -54,15 +54,32 @@ inline void scores_lanes(const float* q, const float* kt, int32_t hd, float scal
 }
 
 
+// The sum chains s = fma(s, ms[i], w[i]) (keys in order) of R rows, rows innermost: the rows'
+// chains (one dependent fma per key, latency-bound) advance side by side. Run row after row,
+// each row's 16 dependent fmas were ~60 % of online_f16's time (perf, Decode8 smollm2 shape):
+// out-of-order execution did not overlap the rows' chains.
+template <int R>
+inline void sum_chains(const float* ms, const float* w, int32_t i0, int32_t i1, float* s_io) {
+  float s[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) s[r] = s_io[r];
+  for (int32_t i = i0; i < i1; ++i) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) s[r] = std::fma(s[r], ms[r * kKeyTile + i], w[r * kKeyTile + i]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) s_io[r] = s[r];
+}
+
 // Branch-free form of the reference's one-key-a-step rule: the running max before key i, mp[i],
 // comes from a max chain (std::max(m, sc) is the reference's "sc > m ? sc : m"); then per lane,
-// at vector width, rescaled = sc > mp, the exp argument, and w / ms by selects. The sum chain
-// runs row by row (out-of-order execution overlaps the rows). Lanes outside [i0, i1) of w and ms
-// are written with values nobody reads.
+// at vector width, rescaled = sc > mp, the exp argument, and w / ms by selects. Then the rows'
+// sum chains in passes of up to 8 rows (sum_chains). Lanes outside [i0, i1) of w and ms are
+// written with values nobody reads.
 void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
   const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
-  for (int32_t r = 0; r < nrows; ++r) {  // row by row, each chain in a register (rows overlap out of order)
+  for (int32_t r = 0; r < nrows; ++r) {  // weights row by row (the max chain: a short log-step scan)
     alignas(64) float mp[kKeyTile], args[kKeyTile], e[kKeyTile];
     const float* scr = sc + r * kKeyTile;
     float* wr = w + r * kKeyTile;
@@ -86,9 +103,21 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
       TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
       TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
     }
-    float sr = s_io[r];
-    for (int32_t i = i0; i < i1; ++i) sr = std::fma(sr, mr[i], wr[i]);
-    s_io[r] = sr;
+  }
+  for (int32_t r0 = 0; r0 < nrows; r0 += 8) {
+    const float* mr = ms + r0 * kKeyTile;
+    const float* wr = w + r0 * kKeyTile;
+    float* sr = s_io + r0;
+    switch (std::min(8, nrows - r0)) {
+      case 1: sum_chains<1>(mr, wr, i0, i1, sr); break;
+      case 2: sum_chains<2>(mr, wr, i0, i1, sr); break;
+      case 3: sum_chains<3>(mr, wr, i0, i1, sr); break;
+      case 4: sum_chains<4>(mr, wr, i0, i1, sr); break;
+      case 5: sum_chains<5>(mr, wr, i0, i1, sr); break;
+      case 6: sum_chains<6>(mr, wr, i0, i1, sr); break;
+      case 7: sum_chains<7>(mr, wr, i0, i1, sr); break;
+      default: sum_chains<8>(mr, wr, i0, i1, sr); break;
+    }
   }
 }
 
@@ -225,12 +254,80 @@ inline void scores_tile(const float* q, const float* kt, int32_t hd, float scale
   }
 }
 
+// scores_tile for R rows at once (hd % 32 == 0): each K vector is loaded once for the R rows'
+// FMAs; per row the accumulators, their order and the final tree are scores_tile's (bit-identical).
+template <int R>
+inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int NO = kKeyTile / W;
+  alignas(64) float rr[R][8][kKeyTile];
+  for (int l = 0; l < 8; ++l) {
+    TS_V a[R][4][NO];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) a[r][j][o] = TS_SETZERO();
+    for (int32_t c = 0; c < hd; c += 32) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const float* k = kt + (c + 8 * j + l) * kKeyTile;
+        TS_V kv[NO];
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) kv[o] = TS_LOADU(k + o * W);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const TS_V qv = TS_SET1(q[r * hd + c + 8 * j + l]);
+#pragma GCC unroll 2
+          for (int o = 0; o < NO; ++o) a[r][j][o] = TS_FMADD(qv, kv[o], a[r][j][o]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+      for (int o = 0; o < NO; ++o)
+        TS_STOREU(rr[r][l] + o * W, TS_ADD(TS_ADD(a[r][0][o], a[r][2][o]), TS_ADD(a[r][1][o], a[r][3][o])));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int o = 0; o < NO; ++o) {
+      const int off = o * W;
+      const TS_V t0 = TS_ADD(TS_LOADU(rr[r][0] + off), TS_LOADU(rr[r][4] + off));
+      const TS_V t1 = TS_ADD(TS_LOADU(rr[r][1] + off), TS_LOADU(rr[r][5] + off));
+      const TS_V t2 = TS_ADD(TS_LOADU(rr[r][2] + off), TS_LOADU(rr[r][6] + off));
+      const TS_V t3 = TS_ADD(TS_LOADU(rr[r][3] + off), TS_LOADU(rr[r][7] + off));
+      TS_STOREU(out + r * kKeyTile + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
+    }
+}
+
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
   if (hd % 32 == 0) {
     scores_tile(q, kt, hd, scale, out);
     return;
   }
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
+}
+
+// Rows in passes of up to 4 (AVX-512: 4 x 4 accumulators fit the 32 registers); AVX2's 16
+// registers hold one row's 4 x 2 only, so it keeps one row per pass.
+void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, float scale, float* out) {
+  constexpr int kMaxRows = W == 16 ? 4 : 1;
+  if (hd % 32 != 0 || kMaxRows == 1) {
+    for (int32_t r = 0; r < nrows; ++r) scores_ggml(q + static_cast<size_t>(r) * hd, kt, hd, scale, out + r * kKeyTile);
+    return;
+  }
+  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
+    const float* qr = q + static_cast<size_t>(r0) * hd;
+    float* o = out + r0 * kKeyTile;
+    switch (std::min(kMaxRows, nrows - r0)) {
+      case 1: scores_tile_rows<1>(qr, kt, hd, scale, o); break;
+      case 2: scores_tile_rows<2>(qr, kt, hd, scale, o); break;
+      case 3: scores_tile_rows<3>(qr, kt, hd, scale, o); break;
+      default: scores_tile_rows<4>(qr, kt, hd, scale, o); break;
+    }
+  }
 }
 
 // The accumulators, acc [nrows][hd], split three ways so that every loop over keys carries
@@ -471,7 +568,7 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 }  // namespace
 
 const Kernels& TS_KERNELS_FN() {
-  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .online_f16 = online_f16,
+  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .scores_rows = scores_rows, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -39,23 +40,56 @@ void rows_into(const Matrix& m, PreparedActivations& x, float* y, int64_t r0, in
 // threads, after group 0 of every part ran on the calling thread: that makes every activation
 // form the parts need (PreparedActivations is single-user while it prepares; once all forms
 // exist, concurrent matmuls only read it).
+// Decode-sized batches (n_tok <= kDecodeChunkTokens) give each thread one equal contiguous
+// chunk of 7/8 of the groups first, so each thread reads one sequential weight stream (as
+// Matrix::matmul does for them), then the last 1/8 in small chunks claimed by whichever thread
+// is done first: a thread that streams slower (or started late) no longer holds the other at
+// the join for the whole difference. Larger batches keep ~4 chunks per thread.
+constexpr int64_t kDecodeChunkTokens = 8;
+
+struct ChunkPlan {
+  int64_t big = 0, nbig = 0, tail_grain = 1, total = 0;
+  int64_t count() const { return nbig + (total - nbig * big + tail_grain - 1) / tail_grain; }
+  std::pair<int64_t, int64_t> range(int64_t i) const {
+    if (i < nbig) return {i * big, (i + 1) * big};
+    const int64_t b = nbig * big + (i - nbig) * tail_grain;
+    return {b, std::min(total, b + tail_grain)};
+  }
+};
+
+ChunkPlan plan_chunks(int64_t total, int64_t n_tok, int64_t threads) {
+  ChunkPlan c{.total = total};
+  if (n_tok <= kDecodeChunkTokens) {
+    c.nbig = threads;
+    c.big = (total - total / 8) / threads;
+    c.tail_grain = std::max<int64_t>(1, (total - c.nbig * c.big) / (2 * threads));
+  } else {
+    c.tail_grain = std::max<int64_t>(1, total / (4 * threads));
+  }
+  if (c.big == 0) c.nbig = 0;
+  return c;
+}
+
 template <typename Body>
-void over_groups(std::span<const int64_t> groups, ThreadPool* pool, Body&& body) {
+void over_groups(std::span<const int64_t> groups, int64_t n_tok, ThreadPool* pool, Body&& body) {
   const int64_t num_parts = static_cast<int64_t>(groups.size());
   int64_t total = 0;
   for (int64_t g : groups) total += g - 1;
-  const int64_t per_chunk = std::max<int64_t>(1, total / (4 * pool->num_threads()));
-  pool->parallel_chunks(total, per_chunk, [&](int64_t c0, int64_t c1) {
-    // Map [c0, c1) of the concatenated "groups after the first" back to (part, groups).
-    int64_t base = 0;
-    for (int64_t p = 0; p < num_parts && c0 < c1; ++p) {
-      const int64_t len = groups[static_cast<size_t>(p)] - 1;
-      const int64_t lo = std::max(c0, base), hi = std::min(c1, base + len);
-      if (lo < hi) {
-        body(p, 1 + lo - base, 1 + hi - base);
-        c0 = hi;
+  const ChunkPlan plan = plan_chunks(total, n_tok, pool->num_threads());
+  pool->parallel_chunks(plan.count(), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      // Map chunk i of the concatenated "groups after the first" back to (part, groups).
+      auto [c0, c1] = plan.range(i);
+      int64_t base = 0;
+      for (int64_t p = 0; p < num_parts && c0 < c1; ++p) {
+        const int64_t len = groups[static_cast<size_t>(p)] - 1;
+        const int64_t lo = std::max(c0, base), hi = std::min(c1, base + len);
+        if (lo < hi) {
+          body(p, 1 + lo - base, 1 + hi - base);
+          c0 = hi;
+        }
+        base += len;
       }
-      base += len;
     }
   });
 }
@@ -81,7 +115,7 @@ void fused_matmuls(std::span<const MatmulPart> parts, PreparedActivations& x, Th
     rows_into(m, x, parts[i].y, 0, std::min(kGroup, m.rows()));
     groups[i] = groups_of(m);
   }
-  over_groups(std::span<const int64_t>(groups, parts.size()), pool, [&](int64_t p, int64_t g0, int64_t g1) {
+  over_groups(std::span<const int64_t>(groups, parts.size()), T, pool, [&](int64_t p, int64_t g0, int64_t g1) {
     const Matrix& m = *parts[static_cast<size_t>(p)].m;
     rows_into(m, x, parts[static_cast<size_t>(p)].y, g0 * kGroup, std::min(g1 * kGroup, m.rows()));
   });
@@ -122,7 +156,7 @@ void fused_gate_up(const Matrix& gate, const Matrix& up, PreparedActivations& x,
   };
   rows(0, std::min(kGroup, F));
   const int64_t groups[1] = {groups_of(gate)};
-  over_groups(std::span<const int64_t>(groups, 1), pool,
+  over_groups(std::span<const int64_t>(groups, 1), T, pool,
               [&](int64_t, int64_t g0, int64_t g1) { rows(g0 * kGroup, std::min(g1 * kGroup, F)); });
 }
 

@@ -271,6 +271,32 @@ TEST(AttentionKernels, ScoresMatchScalarBitForBit) {
   }
 }
 
+// Several query rows against one tile (a GQA group; the AVX-512 table runs up to 4 rows per
+// pass, so 1-9 rows cover whole and partial passes): each row bit for bit the scalar
+// single-row scores, on whole-32 heads (the multi-row path) and others (the per-row fallback).
+TEST(AttentionKernels, ScoreRowsMatchSingleRowScalarBitForBit) {
+  std::mt19937 rng(11);
+  const auto tables = simd_tables();
+  for (int32_t hd : {32, 64, 96, 128, 40, 8}) {
+    for (int32_t nrows = 1; nrows <= 9; ++nrows) {
+      auto q = randv(static_cast<size_t>(nrows) * hd, rng), kt = randv(static_cast<size_t>(hd) * kKeyTile, rng);
+      for (float& x : kt) x = tensor::round_fp16(x);
+      std::vector<float> want(static_cast<size_t>(nrows) * kKeyTile), got(want.size(), -1.f);
+      for (int32_t r = 0; r < nrows; ++r)
+        attn::scalar_kernels().scores_ggml(q.data() + r * hd, kt.data(), hd, 0.125f, want.data() + r * kKeyTile);
+      std::vector<const attn::Kernels*> all = tables;
+      all.push_back(&attn::scalar_kernels());
+      for (const auto* k : all) {
+        std::fill(got.begin(), got.end(), -1.f);
+        k->scores_rows(q.data(), nrows, kt.data(), hd, 0.125f, got.data());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_TRUE(same_bits(want[i], got[i])) << k->name << " hd " << hd << " rows " << nrows << " at " << i
+                                                  << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
 TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
