@@ -463,6 +463,21 @@ std::string Proxy::metrics_text() const {
   m += "# HELP tokenserve_gateway_shed_total Requests shed by tier at saturation (429 + Retry-After).\n"
        "# TYPE tokenserve_gateway_shed_total counter\n"
        "tokenserve_gateway_shed_total{tier=\"batch\"} " + std::to_string(shed_batch_.load()) + "\n";
+  if (client_) {  // the native upstream transport (router/upstream_native.h)
+    const UpstreamClient::NativeStats ns = client_->native_stats();
+    m += "# HELP tokenserve_gateway_upstream_connections_total Upstream connections opened by the native transport.\n"
+         "# TYPE tokenserve_gateway_upstream_connections_total counter\n"
+         "tokenserve_gateway_upstream_connections_total " + std::to_string(ns.connects) + "\n"
+         "# HELP tokenserve_gateway_upstream_reused_total Upstream calls sent on a kept-alive connection (native transport).\n"
+         "# TYPE tokenserve_gateway_upstream_reused_total counter\n"
+         "tokenserve_gateway_upstream_reused_total " + std::to_string(ns.reuses) + "\n"
+         "# HELP tokenserve_gateway_upstream_stale_retries_total Calls re-sent on a fresh connection after a kept-alive one was found closed.\n"
+         "# TYPE tokenserve_gateway_upstream_stale_retries_total counter\n"
+         "tokenserve_gateway_upstream_stale_retries_total " + std::to_string(ns.retries) + "\n"
+         "# HELP tokenserve_gateway_upstream_idle_connections Kept-alive upstream connections now idle (native transport).\n"
+         "# TYPE tokenserve_gateway_upstream_idle_connections gauge\n"
+         "tokenserve_gateway_upstream_idle_connections " + std::to_string(ns.idle) + "\n";
+  }
   m += "# HELP tokenserve_gateway_endpoint_up 1 when the endpoint is ready and not ejected.\n"
        "# TYPE tokenserve_gateway_endpoint_up gauge\n";
   for (const EndpointState& s : pool_.snapshot())

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +19,7 @@
 
 #include "core/log.h"
 #include "net/curl_transfer.h"
+#include "router/upstream_native.h"
 
 namespace ts::router {
 
@@ -87,9 +90,11 @@ struct UpstreamClient::Impl {
   std::vector<CURL*> idle_easy;  // handles kept for reuse (their set-up allocations stay warm)
   std::atomic<CallId> next_id{1};
   std::atomic<size_t> num_active{0};
+  std::unique_ptr<native::Transport> native;  // null = every call through libcurl
 };
 
 UpstreamClient::Impl::~Impl() {
+  native.reset();
   for (auto& [id, c] : calls) {
     curl_multi_remove_handle(multi, c->easy);
     curl_easy_cleanup(c->easy);
@@ -292,9 +297,12 @@ void UpstreamClient::Impl::begin(std::shared_ptr<Call> owned) {
   action(CURL_SOCKET_TIMEOUT, 0);  // connect / send now rather than on the next timer turn
 }
 
-UpstreamClient::UpstreamClient(std::shared_ptr<asio::io_context> ioc) : impl_(std::make_shared<Impl>(std::move(ioc))) {
+UpstreamClient::UpstreamClient(std::shared_ptr<asio::io_context> ioc, UpstreamClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(ioc))) {
   net::curl_init();
   Impl& s = *impl_;
+  const char* force = std::getenv("TOKENSERVE_UPSTREAM_TRANSPORT");
+  if (options.native && !(force && std::strcmp(force, "curl") == 0)) s.native = std::make_unique<native::Transport>(s.strand);
   s.multi = curl_multi_init();
   if (!s.multi) return;  // start() then fails every call
   curl_multi_setopt(s.multi, CURLMOPT_SOCKETFUNCTION, &Impl::on_socket);
@@ -311,16 +319,30 @@ UpstreamClient::~UpstreamClient() = default;
 UpstreamClient::CallId UpstreamClient::start(net::Url url, net::HttpRequest req, net::HttpCallOptions opts,
                                              net::HttpHandlers handlers, Done done) {
   Impl& s = *impl_;
+  const CallId id = s.next_id.fetch_add(1);
+  opts.cancel = nullptr;
+  opts.stage = nullptr;
+  if (s.native && native::Transport::eligible(url, opts)) {
+    // Prepared here (the request head serialized on the caller's thread), started on the strand.
+    Impl* p = impl_.get();
+    auto nc = native::Transport::prepare(id, std::move(url), std::move(req), std::move(opts), std::move(handlers),
+                                         [p, done = std::move(done)](UpstreamEnd end) mutable {
+                                           p->num_active.fetch_sub(1);
+                                           if (done) done(std::move(end));
+                                         });
+    asio::post(s.strand, [p, nc = std::move(nc)]() mutable {
+      p->num_active.fetch_add(1);
+      p->native->start(std::move(nc));
+    });
+    return id;
+  }
   auto c = std::make_shared<Call>(s.strand);
-  c->id = s.next_id.fetch_add(1);
+  c->id = id;
   c->url = std::move(url);
   c->req = std::move(req);
   c->opts = std::move(opts);
-  c->opts.cancel = nullptr;
-  c->opts.stage = nullptr;
   c->handlers = std::move(handlers);
   c->done = std::move(done);
-  const CallId id = c->id;
   if (!s.multi) {
     asio::post(s.strand, [d = std::move(c->done)]() mutable {
       d(UpstreamEnd{.result = Status(StatusCode::kInternal, "libcurl could not create a handle")});
@@ -334,8 +356,15 @@ UpstreamClient::CallId UpstreamClient::start(net::Url url, net::HttpRequest req,
 void UpstreamClient::cancel(CallId id) {
   if (id == 0) return;
   asio::post(impl_->strand, [p = impl_.get(), id] {
+    if (p->native && p->native->cancel(id)) return;
     p->complete(id, CURLE_OK, Status(StatusCode::kCancelled, "cancelled"));
   });
+}
+
+UpstreamClient::NativeStats UpstreamClient::native_stats() const {
+  if (!impl_->native) return {};
+  const native::Transport::Stats s = impl_->native->stats();
+  return NativeStats{.connects = s.connects, .reuses = s.reuses, .retries = s.retries, .idle = s.idle};
 }
 
 void UpstreamClient::post(std::function<void()> task) { asio::post(impl_->strand, std::move(task)); }

@@ -5,6 +5,13 @@
 // the answer is written to the client from there (SCALEOUT.md §8.14: the worker-thread hand-off,
 // its futex wake-ups and context switches, and libcurl's own poll loop per call are gone).
 //
+// Two transports behind this one interface: plain-HTTP calls made `direct` to an IP address (the
+// local replicas, a chained proxy) go through the native HTTP/1.1 transport (upstream_native.h:
+// Asio sockets and Beast's parser on the same strand, keep-alive pool, one sweep timer), the rest
+// (https, remotes, names to resolve, environment proxies) through libcurl. Same semantics either
+// way. UpstreamClientOptions::native = false, or TOKENSERVE_UPSTREAM_TRANSPORT=curl in the
+// environment, sends everything through libcurl.
+//
 // Semantics per call are http_stream's (net/http_client.h, the same CurlTransfer): the head and
 // then the body bytes as they arrive go to the handlers; `done` gets the result (errors as
 // http_stream's, plus the stage the call reached). Connections are kept alive in the multi
@@ -38,12 +45,16 @@ struct UpstreamEnd {
   net::CallStage stage = net::CallStage::kConnecting;  // how far it got
 };
 
+struct UpstreamClientOptions {
+  bool native = true;  // the native transport for the calls it can take (see above)
+};
+
 class UpstreamClient {
  public:
   using CallId = uint64_t;  // 0 = none
   using Done = std::function<void(UpstreamEnd)>;
 
-  explicit UpstreamClient(std::shared_ptr<boost::asio::io_context> ioc);
+  explicit UpstreamClient(std::shared_ptr<boost::asio::io_context> ioc, UpstreamClientOptions options = {});
   ~UpstreamClient();
   UpstreamClient(const UpstreamClient&) = delete;
   UpstreamClient& operator=(const UpstreamClient&) = delete;
@@ -56,6 +67,12 @@ class UpstreamClient {
   void post(std::function<void()> task);
   // Calls running now (for metrics and tests).
   size_t num_active() const;
+  // The native transport's counters (zeros when it is off); any thread.
+  struct NativeStats {
+    uint64_t connects = 0, reuses = 0, retries = 0;
+    size_t idle = 0;
+  };
+  NativeStats native_stats() const;
 
   struct Impl;
 

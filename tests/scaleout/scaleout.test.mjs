@@ -151,6 +151,11 @@ test('gateway spreads distinct prompts over all replicas', { skip, timeout: 6000
   const d = decisions[decisions.length - 1];
   assert.equal(d.decision.ranked.length, 3);
   assert.ok(d.served_by);
+  // The local replicas (plain http to an address) went through the native upstream transport on
+  // kept-alive connections: far fewer connections than requests.
+  const gm = await metrics(gw.url);
+  const opened = metricSum(gm, 'tokenserve_gateway_upstream_connections_total');
+  assert.ok(opened >= 3 && metricSum(gm, 'tokenserve_gateway_upstream_reused_total') >= 30 - opened, gm);
 });
 
 test('prefix affinity: each shared prefix sticks to one replica; engine hit ratio high', { skip, timeout: 90000 }, async () => {
