@@ -242,6 +242,12 @@ int cmd_gateway(int argc, char** argv) {
       ->check(CLI::Range(0, 10'000));
   bool no_sched_hints = false;
   app.add_flag("--no-sched-hints", no_sched_hints, "keep the kernel's default scheduler slice for the HTTP io and worker threads");
+  int io_rt_priority = 0;
+  app.add_option("--io-rt-priority", io_rt_priority,
+                 "run the HTTP io threads SCHED_RR at this priority (1-99), each demoted to normal scheduling while "
+                 "it uses over 50 ms of CPU in 250 ms; needs CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); "
+                 "0 = off (default: a real-time io thread preempts compute at every wake-up)")
+      ->check(CLI::Range(0, 99));
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
@@ -367,6 +373,7 @@ int cmd_gateway(int argc, char** argv) {
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
   if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
+  ho.io_rt_priority = io_rt_priority;
   ho.error_renderer = server::OpenAIService::error_renderer();
   http::Server http(ho);
   proxy.register_routes(http);

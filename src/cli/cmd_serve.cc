@@ -75,6 +75,12 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--no-sched-hints", no_sched_hints,
                "keep the kernel's default scheduling (otherwise compute threads run SCHED_BATCH and HTTP io threads "
                "ask for a short slice, so scrapes and streams are answered at once while every core computes)");
+  int io_rt_priority = 0;
+  app.add_option("--io-rt-priority", io_rt_priority,
+                 "run the HTTP io threads SCHED_RR at this priority (1-99), each demoted to normal scheduling while "
+                 "it uses over 50 ms of CPU in 250 ms; needs CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); "
+                 "0 = off (default: a real-time io thread preempts compute at every wake-up)")
+      ->check(CLI::Range(0, 99));
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
                  "capped at max-seqs full-context sequences and 8GiB)");
@@ -370,6 +376,7 @@ int cmd_serve(int argc, char** argv) {
   ho.port = static_cast<uint16_t>(port);
   ho.num_io_threads = io_threads;
   if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
+  ho.io_rt_priority = io_rt_priority;
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
   ho.max_connections = max_connections;
   ho.max_connections_per_client = max_connections_per_client;

@@ -77,7 +77,10 @@ ServerStats Server::stats() const {
                      .num_requests = impl_->num_requests.load(),
                      .num_in_flight = impl_->num_in_flight.load(),
                      .num_cancelled = impl_->num_cancelled.load(),
-                     .num_refused_connections = impl_->limiter.num_refused()};
+                     .num_refused_connections = impl_->limiter.num_refused(),
+                     .io_rt_threads = impl_->rt_guard ? static_cast<uint64_t>(impl_->rt_guard->rt_threads()) : 0,
+                     .io_rt_demotions = impl_->rt_guard ? impl_->rt_guard->demotions() : 0,
+                     .io_rt_denied = impl_->rt_guard && impl_->rt_guard->denied()};
 }
 
 namespace {
@@ -140,6 +143,11 @@ Status Server::start() {
   s.started.store(true);
   s.do_accept(impl_);
   int n = std::max(1, s.opts.num_io_threads);
+  if (s.opts.io_rt_priority > 0)
+    s.rt_guard = std::make_unique<IoRtGuard>(IoRtOptions{.priority = s.opts.io_rt_priority,
+                                                         .budget = s.opts.io_rt_budget,
+                                                         .window = s.opts.io_rt_window,
+                                                         .fair_slice = s.opts.io_thread_slice});
   for (int i = 0; i < n; ++i)
     s.threads.emplace_back([&s] {
       ts::set_current_thread_name("ts-http-io");
@@ -147,6 +155,7 @@ Status Server::start() {
         if (Status st = ts::set_current_thread_slice(s.opts.io_thread_slice); !st.ok())
           log::debug("http io thread keeps the default scheduler slice: " + st.message());
       }
+      if (s.rt_guard) s.rt_guard->enter();
       s.ioc.run();
     });
   return ok_status();
@@ -195,6 +204,7 @@ void Server::drain(std::chrono::milliseconds deadline) {
   s.ioc.stop();
   for (auto& t : s.threads) t.join();
   s.threads.clear();
+  if (s.rt_guard) s.rt_guard->stop();  // (its counters stay readable)
   // Run what is still queued (completions of closed sockets) so no handler keeps a Connection
   // (and with it this Impl) alive inside the io_context.
   s.ioc.restart();

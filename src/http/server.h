@@ -53,6 +53,13 @@ struct ServerOptions {
   // it preempts compute threads at once when a request or a write completion wakes it; 0 =
   // kernel default. serve and gateway set 100 us unless --no-sched-hints.
   std::chrono::microseconds io_thread_slice{0};
+  // > 0: io threads run SCHED_RR at this priority, guarded (http/io_rt.h): one that uses more
+  // than io_rt_budget of CPU in an io_rt_window is demoted to normal scheduling (counted in
+  // ServerStats), promoted again after quiet windows. Without permission: logged, never fatal.
+  // 0 (default) = off (serve/gateway --io-rt-priority).
+  int io_rt_priority = 0;
+  std::chrono::microseconds io_rt_budget{50'000};
+  std::chrono::milliseconds io_rt_window{250};
   // >= 0: adopt this already bound and listening TCP socket (from another Server's
   // release_listener()) instead of binding host:port; start() owns it from then on.
   int listen_fd = -1;
@@ -65,6 +72,11 @@ struct ServerStats {
   uint64_t num_in_flight = 0;      // requests whose response is not finished
   uint64_t num_cancelled = 0;      // exchanges cancelled before their response finished
   uint64_t num_refused_connections = 0;  // refused by max_connections / per-client caps
+  // ServerOptions::io_rt_priority: io threads under SCHED_RR now, demotions for using over the
+  // budget, and whether SCHED_RR was refused (no permission).
+  uint64_t io_rt_threads = 0;
+  uint64_t io_rt_demotions = 0;
+  bool io_rt_denied = false;
 };
 
 class Server {

@@ -12,6 +12,7 @@
 
 #include "http/server.h"
 #include "http/conn_limits.h"
+#include "http/io_rt.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -64,6 +65,7 @@ struct Server::Impl {
       num_cancelled{0};
 
   ConnectionLimiter limiter;
+  std::unique_ptr<IoRtGuard> rt_guard;  // io_rt_priority > 0
   std::mutex post_mu;  // posts vs. stop(): no handler is queued after the io_context stopped
 
   Response render_error(int status, std::string_view message) const {
