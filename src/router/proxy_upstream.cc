@@ -207,10 +207,16 @@ void Proxy::call_upstream(const GenPtr& gp, const net::Url& url, net::HttpReques
         out.settle_finish = "stop";
         break;
     }
-    resume(gp, [this, gp, out = std::move(out), then = std::move(then)]() mutable {
+    const bool answered = out.end == Upstream::End::kAnswered;
+    auto step = [this, gp, out = std::move(out), then = std::move(then)]() mutable {
       if (out.settle_finish) settle(*gp, out.settle_status, out.settle_finish);
       then(std::move(out));
-    });
+    };
+    // The answer (or the stream's end) is queued on the client's connection now. With inline
+    // steps the settlement (the ledger's journal line, a file write) and the audit row go behind
+    // it in the io thread's queue, so the client's bytes leave first; on workers they run beside.
+    if (answered && opts_.inline_steps) client_->post(std::move(step));
+    else resume(gp, std::move(step));
   };
   g.upstream_start = std::chrono::steady_clock::now();
   const uint64_t id = client_->start(url, std::move(req), std::move(opts), std::move(h), std::move(done));
