@@ -164,6 +164,32 @@ TEST_F(ServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   EXPECT_EQ(server_->stats().num_requests, 20u);
 }
 
+// After a response the read that watched for a disconnect stays pending as the wait for the
+// next request (no new read): a later request, a client that leaves and a drain must all be
+// seen through it.
+TEST_F(ServerTest, KeptAliveConnectionWaitsOnItsWatchReadAfterAResponse) {
+  start();
+  Client c = connect();
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.request("POST", "/echo", "p" + std::to_string(i));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->body, "p" + std::to_string(i));
+    std::this_thread::sleep_for(30ms);  // the next request comes well after the response
+  }
+  Client gone = connect();
+  ASSERT_TRUE(gone.request("GET", "/hello").ok());
+  ASSERT_TRUE(eventually([&] { return server_->stats().num_connections_open == 2; }));
+  gone.close();
+  EXPECT_TRUE(eventually([&] { return server_->stats().num_connections_open == 1; }));
+  Client idle = connect();
+  ASSERT_TRUE(idle.request("GET", "/hello").ok());
+  auto drained = std::async(std::launch::async, [&] { server_->drain(5000ms); });
+  EXPECT_TRUE(idle.wait_closed(2000ms));  // idle after a response: closed at once by the drain
+  EXPECT_TRUE(c.wait_closed(2000ms));
+  ASSERT_EQ(drained.wait_for(3000ms), std::future_status::ready);
+  EXPECT_EQ(server_->stats().num_requests, 5u);
+}
+
 TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderWhileFirstIsPending) {
   start();
   Client c = connect();
