@@ -123,6 +123,7 @@ struct TileCtx {
   float* out;
   const attn::Kernels& k;
   float* partials;
+  const AttentionPrologue* prologue;  // non-null: each item runs it for its heads first (decode)
 };
 
 // Floats one partial slot takes for a tile of nq queries.
@@ -130,8 +131,10 @@ inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
   return static_cast<size_t>(nq) * group * (2 + static_cast<size_t>(hd));
 }
 
-// Runs one item: queries [q_begin, q_end) of one sequence, one KV head, all `group` query heads.
-void run_item(const TileCtx& c, const AttentionItem& it) {
+// Runs one KV head `kh` of an item: queries [q_begin, q_end) of one sequence, the item's query
+// heads of that head's group. next_kh >= 0: the item's next KV head, whose first tiles are
+// prefetched while this head's last ones run.
+void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t next_kh) {
   const int32_t hd = c.p.head_dim;
   const int32_t h0 = it.head_begin, group = (it.head_end > 0 ? it.head_end : c.p.n_head / c.p.n_head_kv) - h0;
   const int32_t bs = c.kv.block_size();
@@ -161,7 +164,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
   thread_local std::vector<uint16_t> qh;
   if (golden && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
   for (int32_t j = 0; j < nq; ++j) {
-    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{it.kv_head} * gsize + h0) * hd;
+    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
     float* dst = qs + static_cast<size_t>(j) * group * hd;
     if (golden) {
       // fp16-rounded queries (round to nearest even), through the vector conversions.
@@ -188,10 +191,19 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     // The K/V lines kAhead tiles ahead are requested now (into L2): in a decode step the cache
     // was last touched a step ago (the weights' stream evicted it), and its pages are scattered
     // over the cache, so the hardware prefetchers do not see them coming.
+    // Past this head's last tile, the item's next KV head's first tiles (same positions).
     constexpr int32_t kAhead = 2;
     if (bs % kKeyTile == 0) {
-      for (int32_t a = k0 == k_first ? 1 : kAhead; a <= kAhead; ++a)
-        if (k0 + a * kKeyTile < k_end) prefetch_tile(c.kv, c.layer, s, it.kv_head, k0 + a * kKeyTile);
+      for (int32_t a = k0 == k_first && kh == it.kv_head ? 1 : kAhead; a <= kAhead; ++a) {
+        const int32_t ka = k0 + a * kKeyTile;
+        if (ka < k_end) {
+          prefetch_tile(c.kv, c.layer, s, kh, ka);
+        } else if (next_kh >= 0) {
+          // Tile j of the next head (same key range: the tiles from k_first).
+          const int32_t j = (ka - k_first) / kKeyTile - (k_end - k_first + kKeyTile - 1) / kKeyTile;
+          if (k_first + j * kKeyTile < k_end) prefetch_tile(c.kv, c.layer, s, next_kh, k_first + j * kKeyTile);
+        }
+      }
     }
     // Convert the tile once: K as [hd][16] lanes, V row-major.
     if (bs % kKeyTile == 0) {
@@ -199,8 +211,8 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       // past n hold other positions' finite values; their scores are never used). That block
       // holds lo_first or a later position, so it is never a released (window-only) block.
       const int32_t block = s.block_table[k0 / bs], slot0 = k0 % bs;
-      const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, it.kv_head);
-      const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, it.kv_head);
+      const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, kh);
+      const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, kh);
       if (c.kv.type() == KvType::kF16) {
         c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
         c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
@@ -211,12 +223,12 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
         std::memcpy(vt, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * n * hd);
       } else {
         c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
-                       c.kv.scale_ptr(c.layer, false, block, it.kv_head, slot0), hd, kt);
+                       c.kv.scale_ptr(c.layer, false, block, kh, slot0), hd, kt);
         // V rows straight from the page (row-major int8, the tile's scales consecutive): read_vec's
         // one multiply per value, without its per-token page and scale lookups, at vector width
         // (this file is compiled for the baseline ISA) (bit-identical).
         c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
-                      c.kv.scale_ptr(c.layer, true, block, it.kv_head, slot0), n, hd, vt);
+                      c.kv.scale_ptr(c.layer, true, block, kh, slot0), n, hd, vt);
       }
     } else {
       for (int32_t i = 0; i < n; ++i) {
@@ -229,9 +241,9 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
           continue;
         }
         const int32_t block = s.block_table[pos / bs], slot = pos % bs;
-        read_vec(c.kv, c.k, c.layer, false, block, it.kv_head, slot, kbuf.data());
+        read_vec(c.kv, c.k, c.layer, false, block, kh, slot, kbuf.data());
         for (int32_t d = 0; d < hd; ++d) kt[d * kKeyTile + i] = kbuf[d];
-        read_vec(c.kv, c.k, c.layer, true, block, it.kv_head, slot, vt + static_cast<size_t>(i) * hd);
+        read_vec(c.kv, c.k, c.layer, true, block, kh, slot, vt + static_cast<size_t>(i) * hd);
       }
       if (n < kKeyTile)
         for (int32_t d = 0; d < hd; ++d)
@@ -277,7 +289,7 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
     return;
   }
   for (int32_t j = 0; j < nq; ++j) {
-    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{it.kv_head} * gsize + h0) * hd;
+    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
     for (int32_t g = 0; g < group; ++g) {
       const int32_t r = j * group + g;
       const float inv = srun[r] > 0 ? 1.f / srun[r] : 0.f;
@@ -285,6 +297,13 @@ void run_item(const TileCtx& c, const AttentionItem& it) {
       for (int32_t d = 0; d < hd; ++d) o[g * hd + d] = a[d] * inv;
     }
   }
+}
+
+// Runs one item, its KV heads in order.
+void run_item(const TileCtx& c, const AttentionItem& it) {
+  const int32_t kh_end = it.kv_head_end > 0 ? it.kv_head_end : it.kv_head + 1;
+  if (c.prologue) (*c.prologue)(it.seq, it.kv_head, kh_end);
+  for (int32_t kh = it.kv_head; kh < kh_end; ++kh) run_head(c, it, kh, kh + 1 < kh_end ? kh + 1 : -1);
 }
 
 // Merges one query tile's chunk partials, in chunk order, and writes its outputs.
@@ -319,15 +338,16 @@ void run_merge(const TileCtx& c, const AttentionMerge& mg) {
 }  // namespace
 
 void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,
-              const float* v) {
+              const float* v, int32_t head_begin, int32_t head_end) {
   const int32_t hd = kv.head_dim(), nkv = kv.n_head_kv(), bs = kv.block_size();
+  const int32_t h1 = head_end > 0 ? head_end : nkv;
   const attn::Kernels& kern = attn::active_kernels();
   int64_t t = 0;
   for (const SeqSlice& s : seqs) {
     for (int32_t j = 0; j < s.num_tokens; ++j, ++t) {
       const int32_t pos = s.start_pos + j;
       const int32_t block = s.block_table[pos / bs], slot = pos % bs;
-      for (int32_t h = 0; h < nkv; ++h) {
+      for (int32_t h = head_begin; h < h1; ++h) {
         store_vec(kv, kern, layer, false, block, h, slot, k + (t * nkv + h) * hd);
         store_vec(kv, kern, layer, true, block, h, slot, v + (t * nkv + h) * hd);
       }
@@ -337,7 +357,7 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,
-                     AttentionScratch& scratch, ThreadPool* pool) {
+                     AttentionScratch& scratch, ThreadPool* pool, const AttentionPrologue* prologue) {
   std::vector<int64_t>& first = scratch.first;
   if (first.size() < seqs.size()) first.resize(seqs.size());
   std::vector<AttentionItem>& items = scratch.items;
@@ -345,11 +365,35 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   items.clear();
   merges.clear();
   const int32_t group = p.n_head / p.n_head_kv;
+  const int32_t nt = pool ? pool->num_threads() : 1;
+  // A decode step: every sequence one token whose keys fit in one chunk. Its items span KV
+  // heads: `pieces` contiguous KV-head ranges per sequence, as few as still give the threads
+  // about 4 items each (one item per sequence from 4 sequences a thread on), so a thread walks
+  // a sequence's heads back to back (the next head's first tiles prefetched) and can run that
+  // sequence's prologue itself.
+  bool decode = true;
+  for (const SeqSlice& s : seqs) {
+    const int32_t lo = p.window > 0 ? std::max(0, s.start_pos + 1 - p.window) : 0;
+    decode = decode && s.num_tokens == 1 && lo / kKvChunk == s.start_pos / kKvChunk;
+  }
+  const int32_t nseq = static_cast<int32_t>(seqs.size());
+  const int32_t pieces =
+      decode ? std::clamp<int32_t>((4 * nt + nseq - 1) / std::max(nseq, 1), 1, p.n_head_kv) : 1;
   int64_t t = 0, partial_end = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
     const SeqSlice& s = seqs[si];
     first[si] = t;
     t += s.num_tokens;
+    if (decode) {
+      const int32_t ctx = s.start_pos + 1;
+      const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
+      for (int32_t part = 0; part < pieces; ++part) {
+        const int32_t h0 = p.n_head_kv * part / pieces, h1 = p.n_head_kv * (part + 1) / pieces;
+        items.push_back({.seq = static_cast<int32_t>(si), .kv_head = h0, .kv_head_end = h1, .q_begin = 0, .q_end = 1,
+                         .k_begin = 0, .k_end = ctx, .cost = int64_t{h1 - h0} * (ctx - lo)});
+      }
+      continue;
+    }
     for (int32_t q0 = 0; q0 < s.num_tokens; q0 += kQueryTile) {
       const int32_t q1 = std::min(s.num_tokens, q0 + kQueryTile);
       const int32_t ctx_last = s.start_pos + q1;
@@ -377,22 +421,28 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   // Too few items to feed the threads (decode of one or two sequences: one item per KV head):
   // split the whole-context items by query heads. K/V tiles are then converted once per part
   // (the parts of a head run side by side, so the second read mostly hits cache).
-  const int32_t nt = pool ? pool->num_threads() : 1;
+  bool head_split = false;
   if (nt > 1 && group > 1 && static_cast<int64_t>(items.size()) < 2 * nt) {
     const int32_t parts = std::min<int32_t>(group, static_cast<int32_t>((2 * nt + items.size() - 1) / items.size()));
     const size_t n0 = items.size();
     for (size_t i = 0; i < n0; ++i) {
       if (items[i].partial >= 0) continue;  // chunked items stay whole (their merge reads the group)
+      head_split = true;
       const AttentionItem whole = items[i];
-      for (int32_t part = 0; part < parts; ++part) {
-        AttentionItem it = whole;
-        it.head_begin = group * part / parts;
-        it.head_end = group * (part + 1) / parts;
-        it.cost = whole.cost * (it.head_end - it.head_begin) / group;
-        if (part == 0) {
-          items[i] = it;
-        } else {
-          items.push_back(it);
+      const int32_t nkh = whole.kv_head_end > 0 ? whole.kv_head_end - whole.kv_head : 1;
+      for (int32_t kh = 0; kh < nkh; ++kh) {
+        for (int32_t part = 0; part < parts; ++part) {
+          AttentionItem it = whole;
+          it.kv_head = whole.kv_head + kh;
+          it.kv_head_end = 0;
+          it.head_begin = group * part / parts;
+          it.head_end = group * (part + 1) / parts;
+          it.cost = whole.cost / nkh * (it.head_end - it.head_begin) / group;
+          if (kh == 0 && part == 0) {
+            items[i] = it;
+          } else {
+            items.push_back(it);
+          }
         }
       }
     }
@@ -400,7 +450,21 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   // Largest first, so the long tail of a causal prompt does not land on one thread at the end.
   std::stable_sort(items.begin(), items.end(),
                    [](const AttentionItem& a, const AttentionItem& b) { return a.cost > b.cost; });
-  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels(), scratch.partials.data()};
+  // The prologue inside the items when each (sequence, KV head) is in exactly one item and
+  // nothing else reads it (a decode step without query-head parts); otherwise first, for whole
+  // sequences.
+  const bool fused = prologue && decode && !head_split;
+  if (prologue && !fused) {
+    if (pool && nt > 1 && seqs.size() > 1) {
+      pool->parallel_chunks(static_cast<int64_t>(seqs.size()), 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) (*prologue)(static_cast<int32_t>(i), 0, p.n_head_kv);
+      });
+    } else {
+      for (int32_t i = 0; i < nseq; ++i) (*prologue)(i, 0, p.n_head_kv);
+    }
+  }
+  const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels(), scratch.partials.data(),
+                    fused ? prologue : nullptr};
   const int64_t n = static_cast<int64_t>(items.size()), nm = static_cast<int64_t>(merges.size());
   auto work = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) run_item(ctx, items[static_cast<size_t>(i)]);

@@ -25,6 +25,11 @@ struct AttentionParams {
 // chunk of kKvChunk key positions (or all keys when the tile's context fits in one chunk).
 struct AttentionItem {
   int32_t seq = 0, kv_head = 0;
+  // KV heads [kv_head, kv_head_end) run one after another (kv_head_end = 0: just kv_head). A
+  // decode step's one-token sequences get items spanning several KV heads (one item per
+  // sequence when there are enough sequences to feed the threads); the item then also runs
+  // the sequence's prologue for those heads when paged_attention was given one.
+  int32_t kv_head_end = 0;
   int32_t q_begin = 0, q_end = 0;  // query tokens [q_begin, q_end) of the sequence
   int32_t k_begin = 0, k_end = 0;  // key positions [k_begin, k_end) this item reads
   // Query heads [head_begin, head_end) of the KV head's group (head_end = 0: the whole group).
@@ -50,14 +55,25 @@ struct AttentionScratch {
   std::vector<float> partials;  // per partial slot: m [rows], s [rows], acc [rows][head_dim]
 };
 
+// Work a layer does on the new tokens of one sequence before attention may read them: bias,
+// q/k norms, RoPE and the KV store, for KV heads [kv_begin, kv_end) and their GQA groups'
+// query heads. Per head independent of every other head and sequence, so it may run on any
+// thread; it must touch only those heads' q/k/v values and KV slots.
+struct AttentionPrologue {
+  void (*fn)(void* ctx, int32_t seq, int32_t kv_begin, int32_t kv_end) = nullptr;
+  void* ctx = nullptr;
+  void operator()(int32_t seq, int32_t kv_begin, int32_t kv_end) const { fn(ctx, seq, kv_begin, kv_end); }
+};
+
 // Block tables: each SeqSlice's block_table (the caller passes the layer's KV group's tables).
 // With a window, blocks wholly before the window of the slice's first query may be
 // KvLayout::kNoBlock: neither function reads or writes them.
 //
 // Stores the new tokens' K and V ([T][n_head_kv*head_dim], rows in batch order) into each
 // sequence's blocks at positions start_pos.. of `layer`, converting to the storage type.
+// Only KV heads [head_begin, head_end) when head_end > 0 (k and v keep their full row stride).
 void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, const float* k,
-              const float* v);
+              const float* v, int32_t head_begin = 0, int32_t head_end = 0);
 
 // Causal attention for every token of the batch: out[t][h*head_dim..] = softmax(q·K^T·scale)·V
 // over positions 0..pos(t) of its own sequence (max(0, pos(t) - window + 1)..pos(t) when
@@ -84,9 +100,16 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 //    departure that only contexts longer than kKvChunk see);
 //  - F32 and Q8_0 KV use an online softmax per key tile with f32 accumulators.
 // The SIMD tier follows tensor::active_isa() (AVX-512, AVX2, scalar); all give identical bits.
+//
+// prologue (optional): run exactly once for every (sequence, KV head) of the batch, and for a
+// (sequence, KV head) always before anything reads its queries or its new K/V. A decode step
+// (every sequence one token with one key chunk) whose items need no query-head split runs it
+// inside the items, each thread on the heads it is about to attend (no separate pool job and
+// barrier); otherwise it runs first for whole sequences, on the pool when there are several.
+// `kv` is written only through the prologue.
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,
-                     AttentionScratch& scratch, ThreadPool* pool);
+                     AttentionScratch& scratch, ThreadPool* pool, const AttentionPrologue* prologue = nullptr);
 inline constexpr int32_t kQueryTile = 16;
 inline constexpr int32_t kKvChunk = 1024;  // a multiple of the 16-key tile
 

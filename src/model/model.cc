@@ -139,10 +139,10 @@ Result<int64_t> check_batch(const ForwardBatch& batch, const KvStorage& kv, cons
   return num_logits;
 }
 
-void add_bias(float* x, const std::vector<float>& b, int64_t T) {
-  const int64_t n = static_cast<int64_t>(b.size());
+// x[t * stride + i] += b[i] for i in [i0, i1) of each of T rows.
+void add_bias(float* x, const std::vector<float>& b, int64_t T, int64_t stride, int64_t i0, int64_t i1) {
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t i = 0; i < n; ++i) x[t * n + i] += b[i];
+    for (int64_t i = i0; i < i1; ++i) x[t * stride + i] += b[static_cast<size_t>(i)];
 }
 
 // Per-head RMSNorm of n_heads vectors of head_dim for each of T tokens.
@@ -249,48 +249,52 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
       fused_matmuls(qkv, S.h_prep, pool);
     }
     lap(prof::kQkv);
-    // Bias, q/k norms, RoPE and the KV store of tokens [t0, t0 + nt) of sequences `ss` (which
-    // start at batch token t0): per token independent, so a decode batch splits them over the
-    // pool by sequence (each sequence writes only its own KV slots).
+    // Bias, q/k norms, RoPE and the KV store of sequence si's new tokens, for KV heads
+    // [kb, ke) and their query heads: per token and head independent, so paged_attention runs
+    // it for each (sequence, KV head) just before attending it (a decode step: on the thread
+    // that attends it, no separate pool job) or first, split over the pool by sequence (each
+    // sequence writes only its own KV slots).
     const float* cos_tab = swa ? S.rope_cos_swa.data() : S.rope_cos.data();
     const float* sin_tab = swa ? S.rope_sin_swa.data() : S.rope_sin.data();
-    auto qk_post = [&](std::span<const SeqSlice> ss, int64_t t0, int64_t nt) {
+    const std::span<const SeqSlice> layer_seqs = seqs_of(l);
+    auto qk_post = [&](int32_t si, int32_t kb, int32_t ke) {
+      const int64_t t0 = S.seq_first[static_cast<size_t>(si)];
+      const int64_t nt = layer_seqs[static_cast<size_t>(si)].num_tokens;
+      const int32_t g = c.n_head / c.n_head_kv;
+      const int64_t q0 = int64_t{kb} * g * HD, q1 = int64_t{ke} * g * HD;  // this part of each row
+      const int64_t k0 = int64_t{kb} * HD, k1 = int64_t{ke} * HD;
       float* q = S.q.data() + t0 * QD;
       float* k = S.k.data() + t0 * KD;
       float* v = S.v.data() + t0 * KD;
       if (!L.bq.empty()) {
-        add_bias(q, L.bq, nt);
-        add_bias(k, L.bk, nt);
-        add_bias(v, L.bv, nt);
-      }
-      if (!L.q_norm.empty()) {
-        head_norm(q, nt, c.n_head, c.head_dim, L.q_norm, c.rms_eps);
-        head_norm(k, nt, c.n_head_kv, c.head_dim, L.k_norm, c.rms_eps);
+        add_bias(q, L.bq, nt, QD, q0, q1);
+        add_bias(k, L.bk, nt, KD, k0, k1);
+        add_bias(v, L.bv, nt, KD, k0, k1);
       }
       for (int64_t t = 0; t < nt; ++t) {
+        float* qt = q + t * QD + q0;
+        float* kt = k + t * KD + k0;
+        if (!L.q_norm.empty()) {
+          head_norm(qt, 1, (ke - kb) * g, c.head_dim, L.q_norm, c.rms_eps);
+          head_norm(kt, 1, ke - kb, c.head_dim, L.k_norm, c.rms_eps);
+        }
         const float* cs = cos_tab + (t0 + t) * HD / 2;
         const float* sn = sin_tab + (t0 + t) * HD / 2;
-        apply_rope(q + t * QD, c.n_head, c.head_dim, c.rope_neox, cs, sn);
-        apply_rope(k + t * KD, c.n_head_kv, c.head_dim, c.rope_neox, cs, sn);
+        apply_rope(qt, (ke - kb) * g, c.head_dim, c.rope_neox, cs, sn);
+        apply_rope(kt, ke - kb, c.head_dim, c.rope_neox, cs, sn);
       }
-      write_kv(kv, l, ss, k, v);
+      write_kv(kv, l, layer_seqs.subspan(static_cast<size_t>(si), 1), k, v, kb, ke);
     };
-    const std::span<const SeqSlice> layer_seqs = seqs_of(l);
-    if (pool && pool->num_threads() > 1 && layer_seqs.size() > 1) {
-      pool->parallel_chunks(static_cast<int64_t>(layer_seqs.size()), 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const SeqSlice& si = layer_seqs[static_cast<size_t>(i)];
-          qk_post(layer_seqs.subspan(static_cast<size_t>(i), 1), S.seq_first[static_cast<size_t>(i)], si.num_tokens);
-        }
-      });
-    } else {
-      qk_post(layer_seqs, 0, T);
-    }
+    struct PrologueCtx {
+      decltype(qk_post)* fn;
+      static void call(void* ctx, int32_t si, int32_t kb, int32_t ke) { (*static_cast<PrologueCtx*>(ctx)->fn)(si, kb, ke); }
+    } pro_ctx{&qk_post};
+    const AttentionPrologue prologue{.fn = &PrologueCtx::call, .ctx = &pro_ctx};
     lap(prof::kRopeBias);
-    lap(prof::kKvWrite);  // now inside the op above (qk_post)
+    lap(prof::kKvWrite);  // now inside paged_attention (the prologue)
     const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
                              .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
-    paged_attention(kv, l, ap, seqs_of(l), S.q.data(), S.attn.data(), S.attn_scratch, pool);
+    paged_attention(kv, l, ap, layer_seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool, &prologue);
     lap(prof::kAttention);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
     if (!L.post_attn_norm.empty()) {

@@ -2,6 +2,7 @@
 // reference (attention_reference.cc), on every ISA tier this host can run.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -527,6 +528,207 @@ TEST(NarrowHeads, Stories260KGreedyOnEveryIsa) {
       first_f16 = got;
     } else {
       EXPECT_EQ(got, first_f16) << tensor::isa_name(isa);
+    }
+  }
+}
+
+// A GQA group's rows through the kernels whole and in parts (the query-head parts of a decode
+// item split over threads; the f16 and f32 accumulators, both softmax steps and the scores):
+// every row's bits must not depend on which rows share the call.
+TEST(AttentionKernels, SplitRowsMatchWholeGroupBitForBit) {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<const attn::Kernels*> all = simd_tables();
+  all.push_back(&attn::scalar_kernels());
+  for (const auto* k : all) {
+    for (int32_t hd : {32, 64, 80, 128}) {
+      for (int32_t group : {2, 3, 7}) {
+        auto q = randv(static_cast<size_t>(group) * hd, rng), kt = randv(static_cast<size_t>(hd) * kKeyTile, rng);
+        auto v = randv(static_cast<size_t>(kKeyTile) * hd, rng);
+        for (float& x : kt) x = tensor::round_fp16(x);
+        for (float& x : v) x = tensor::round_fp16(x);
+        auto acc0 = randv(static_cast<size_t>(group) * hd, rng);
+        for (float& x : acc0) x = tensor::round_fp16(x);
+        std::vector<float> m0(group), s0(group);
+        for (int32_t r = 0; r < group; ++r) {
+          m0[r] = r % 2 ? 0.25f : -INFINITY;
+          s0[r] = r % 2 ? 1.5f : 0.f;
+        }
+        const int32_t i0 = group % 3, i1 = kKeyTile - group % 2;
+        struct Out {
+          std::vector<float> sc, m, s, w, ms, acc;
+        };
+        // One pass over rows [r0, r1) into the whole-group buffers of `o`.
+        auto run = [&](bool f16, int32_t r0, int32_t r1, Out& o) {
+          const int32_t n = r1 - r0;
+          k->scores_rows(q.data() + r0 * hd, n, kt.data(), hd, 0.125f, o.sc.data() + r0 * kKeyTile);
+          if (f16) {
+            k->online_f16(o.sc.data() + r0 * kKeyTile, n, i0, i1, o.m.data() + r0, o.s.data() + r0,
+                          o.w.data() + r0 * kKeyTile, o.ms.data() + r0 * kKeyTile);
+            k->acc_f16(o.acc.data() + r0 * hd, n, v.data(), o.w.data() + r0 * kKeyTile, o.ms.data() + r0 * kKeyTile, i0,
+                       i1, hd);
+          } else {
+            std::vector<float> rescale(n);
+            k->online_f32(o.sc.data() + r0 * kKeyTile, n, i0, i1, o.m.data() + r0, o.s.data() + r0,
+                          o.w.data() + r0 * kKeyTile, rescale.data());
+            k->acc_f32(o.acc.data() + r0 * hd, n, v.data(), o.w.data() + r0 * kKeyTile, rescale.data(), i0, i1, hd);
+          }
+        };
+        auto fresh = [&] {
+          const size_t t = static_cast<size_t>(group) * kKeyTile;
+          return Out{std::vector<float>(t), m0, s0, std::vector<float>(t), std::vector<float>(t), acc0};
+        };
+        for (bool f16 : {true, false}) {
+          Out whole = fresh();
+          run(f16, 0, group, whole);
+          // Every split point, and single rows.
+          for (int32_t cut = 1; cut < group; ++cut) {
+            Out parts = fresh();
+            run(f16, 0, cut, parts);
+            run(f16, cut, group, parts);
+            Out singles = fresh();
+            for (int32_t r = 0; r < group; ++r) run(f16, r, r + 1, singles);
+            for (const Out* o : {&parts, &singles}) {
+              for (size_t i = 0; i < whole.acc.size(); ++i)
+                ASSERT_TRUE(same_bits(whole.acc[i], o->acc[i]))
+                    << k->name << (f16 ? " f16" : " f32") << " hd " << hd << " group " << group << " cut " << cut << " at " << i;
+              for (int32_t r = 0; r < group; ++r)
+                ASSERT_TRUE(same_bits(whole.m[r], o->m[r]) && same_bits(whole.s[r], o->s[r])) << k->name << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Decode steps (one token per sequence) of 1-9 sequences: the items span KV heads, split by
+// query heads when there are too few, and their composition follows the thread count; the
+// F16 path must still give the untiled reference's bits and every thread count the same bits.
+TEST_P(TiledAttention, DecodeItemsAnyThreadCountSameBits) {
+  IsaScope scope(GetParam());
+  ThreadPool pool2(2), pool3(3), pool4(4);
+  struct Shape {
+    int32_t n_head, n_head_kv, head_dim, window;
+  };
+  const Shape shapes[] = {{9, 3, 64, 0}, {14, 2, 64, 0}, {4, 4, 32, 0}, {8, 2, 64, 40}};
+  uint32_t seed = 300;
+  for (const Shape& sh : shapes) {
+    for (int32_t nseq : {1, 2, 3, 4, 5, 8, 9}) {
+      Case c{.n_head = sh.n_head, .n_head_kv = sh.n_head_kv, .head_dim = sh.head_dim, .block_size = 16,
+             .window = sh.window, .seqs = {}};
+      for (int32_t i = 0; i < nseq; ++i) c.seqs.push_back({(37 * i + 11 * nseq) % 150 + i, 1});
+      for (KvType type : {KvType::kF16, KvType::kQ8_0}) {
+        Batch b = make_batch(c, type, seed++);
+        const size_t n = b.q.size();
+        std::vector<float> want(n), ref(n);
+        AttentionScratch s0, s1;
+        paged_attention(b.kv, 1, b.p, b.slices, b.q.data(), want.data(), s0, nullptr);
+        paged_attention_reference(b.kv, 1, b.p, b.slices, b.q.data(), ref.data(), s1, &pool2);
+        const std::string what = std::to_string(sh.n_head) + "/" + std::to_string(sh.n_head_kv) + " seqs " +
+                                 std::to_string(nseq) + " " + kv_type_name(type);
+        if (type == KvType::kF16) {
+          for (size_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(want[i], ref[i])) << what << " vs reference at " << i;
+        }
+        for (ThreadPool* pool : {&pool2, &pool3, &pool4}) {
+          std::vector<float> got(n, -1.f);
+          AttentionScratch s;
+          paged_attention(b.kv, 1, b.p, b.slices, b.q.data(), got.data(), s, pool);
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_TRUE(same_bits(want[i], got[i])) << what << " " << pool->num_threads() << " threads at " << i;
+        }
+      }
+    }
+  }
+}
+
+// The prologue (bias/RoPE/KV store in the model) must run exactly once per (sequence, KV head)
+// and before anything reads that head's queries or new K/V, whether paged_attention runs it
+// inside the decode items or first. Here the queries start as garbage and the new tokens' K/V
+// slots hold garbage: the prologue copies the real queries of its heads in and stores the real
+// K/V. Any item that attended before its prologue would read garbage; the result must equal
+// attention over the real inputs bit for bit, on every thread count, run after run.
+TEST_P(TiledAttention, PrologueRunsOnceBeforeItsHeadsAttend) {
+  IsaScope scope(GetParam());
+  ThreadPool pool2(2), pool3(3), pool4(4);
+  struct Scenario {
+    Case c;
+    const char* what;
+  };
+  std::vector<Scenario> scenarios;
+  for (int32_t nseq : {1, 2, 3, 5, 8}) {
+    Case smol{.n_head = 9, .n_head_kv = 3, .head_dim = 64, .block_size = 16, .window = 0, .seqs = {}};
+    Case qwen{.n_head = 14, .n_head_kv = 2, .head_dim = 64, .block_size = 16, .window = 0, .seqs = {}};
+    for (int32_t i = 0; i < nseq; ++i) {
+      smol.seqs.push_back({20 + 13 * i, 1});
+      qwen.seqs.push_back({70 - 7 * i, 1});
+    }
+    scenarios.push_back({smol, "smollm2 decode"});
+    scenarios.push_back({qwen, "qwen decode"});
+  }
+  // Not fusable: a prompt chunk beside decode tokens, and a context past one key chunk.
+  scenarios.push_back({{.n_head = 9, .n_head_kv = 3, .head_dim = 64, .block_size = 16, .window = 0,
+                        .seqs = {{30, 1}, {0, 21}, {5, 1}}}, "mixed"});
+  scenarios.push_back({{.n_head = 4, .n_head_kv = 2, .head_dim = 32, .block_size = 16, .window = 0,
+                        .seqs = {{kKvChunk + 40, 1}, {9, 1}, {12, 1}}}, "long"});
+  uint32_t seed = 700;
+  for (const Scenario& sc : scenarios) {
+    for (KvType type : {KvType::kF16, KvType::kF32, KvType::kQ8_0}) {
+      const Case& c = sc.c;
+      // Real new K/V for each step token, written through write_kv for the expected result.
+      std::mt19937 rng(seed + 1);
+      const int64_t KD = int64_t{c.n_head_kv} * c.head_dim, QD = int64_t{c.n_head} * c.head_dim;
+      Batch want_b = make_batch(c, type, seed), got_b = make_batch(c, type, seed);
+      ++seed;
+      auto knew = randv(static_cast<size_t>(want_b.T * KD), rng), vnew = randv(static_cast<size_t>(want_b.T * KD), rng);
+      write_kv(want_b.kv, 1, want_b.slices, knew.data(), vnew.data());
+      std::vector<float> want(want_b.q.size());
+      AttentionScratch s0;
+      paged_attention(want_b.kv, 1, want_b.p, want_b.slices, want_b.q.data(), want.data(), s0, nullptr);
+      std::vector<int64_t> first;
+      for (int64_t t = 0; const SeqSlice& s : got_b.slices) {
+        first.push_back(t);
+        t += s.num_tokens;
+      }
+      const int32_t g = c.n_head / c.n_head_kv;
+      for (int rep = 0; rep < 6; ++rep) {
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3, &pool4}) {
+          const std::vector<float> garbage(static_cast<size_t>(got_b.T * KD), 1000.f);
+          write_kv(got_b.kv, 1, got_b.slices, garbage.data(), garbage.data());
+          std::vector<float> q(got_b.q.size(), std::numeric_limits<float>::quiet_NaN());
+          std::vector<std::atomic<int>> calls(c.seqs.size() * c.n_head_kv);
+          struct Ctx {
+            Batch* b;
+            const std::vector<float>* real_q;
+            std::vector<float>* q;
+            const std::vector<float>*knew, *vnew;
+            const std::vector<int64_t>* first;
+            std::vector<std::atomic<int>>* calls;
+            int64_t KD, QD;
+            int32_t g, hd, nkv;
+          } ctx{&got_b, &got_b.q, &q, &knew, &vnew, &first, &calls, KD, QD, g, c.head_dim, c.n_head_kv};
+          const AttentionPrologue pro{
+              .fn = [](void* p, int32_t si, int32_t kb, int32_t ke) {
+                Ctx& x = *static_cast<Ctx*>(p);
+                const SeqSlice& s = x.b->slices[static_cast<size_t>(si)];
+                const int64_t t0 = (*x.first)[static_cast<size_t>(si)];
+                for (int64_t t = t0; t < t0 + s.num_tokens; ++t) {
+                  const int64_t q0 = t * x.QD + int64_t{kb} * x.g * x.hd, q1 = t * x.QD + int64_t{ke} * x.g * x.hd;
+                  std::copy(x.real_q->begin() + q0, x.real_q->begin() + q1, x.q->begin() + q0);
+                }
+                write_kv(x.b->kv, 1, std::span<const SeqSlice>(&s, 1), x.knew->data() + t0 * x.KD, x.vnew->data() + t0 * x.KD, kb, ke);
+                for (int32_t h = kb; h < ke; ++h) (*x.calls)[static_cast<size_t>(si) * x.nkv + h].fetch_add(1);
+              },
+              .ctx = &ctx};
+          std::vector<float> got(q.size(), -1.f);
+          AttentionScratch s;
+          paged_attention(got_b.kv, 1, got_b.p, got_b.slices, q.data(), got.data(), s, pool, &pro);
+          const std::string what = std::string(sc.what) + " seqs " + std::to_string(c.seqs.size()) + " " +
+                                   kv_type_name(type) + " threads " + std::to_string(pool ? pool->num_threads() : 1);
+          for (size_t i = 0; i < calls.size(); ++i) ASSERT_EQ(calls[i].load(), 1) << what << " (seq, kv head) " << i;
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(want[i], got[i])) << what << " at " << i;
+        }
+      }
     }
   }
 }
