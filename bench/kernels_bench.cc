@@ -254,9 +254,13 @@ BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 // decode op shapes of the two reference models, streamed from DRAM as in BM_Matmul; frac_bw
 // against the bandwidth of this process with the same thread count. Ops 0-4: SmolLM2-135M
 // (q/o 576x576, k/v 192x576, gate+up 3072x576, down 576x1536, lm_head 49152x576); 5-9:
-// Qwen2.5-0.5B (q/o 896x896, k/v 128x896, gate+up 9728x896, down 896x4864, lm_head 151936x896).
-const int64_t kOpShapes[][2] = {{576, 576},   {192, 576},  {3072, 576},  {576, 1536},  {49152, 576},
-                                {896, 896},   {128, 896},  {9728, 896},  {896, 4864},  {151936, 896}};
+// Qwen2.5-0.5B (q/o 896x896, k/v 128x896, gate+up 9728x896, down 896x4864, lm_head 151936x896);
+// 10-12: the matrices as the models hold them where that differs: SmolLM2 gate or up alone
+// 1536x576, q+k+v stacked 960x576, Qwen gate or up alone 4864x896.
+const int64_t kOpShapes[][2] = {{576, 576}, {192, 576}, {3072, 576}, {576, 1536}, {49152, 576},
+                                {896, 896}, {128, 896}, {9728, 896}, {896, 4864}, {151936, 896},
+                                {1536, 576}, {960, 576}, {4864, 896}};
+constexpr int kNumOps = static_cast<int>(sizeof(kOpShapes) / sizeof(kOpShapes[0]));
 
 void BM_MatmulOp(benchmark::State& state) {
   const int64_t rows = kOpShapes[state.range(0)][0], cols = kOpShapes[state.range(0)][1];
@@ -271,7 +275,7 @@ void BM_MatmulOp(benchmark::State& state) {
                  (ws.mats[0].repacked() ? " r16" : ""));
 }
 void matmul_op_args(benchmark::internal::Benchmark* b) {
-  for (int op = 0; op < 10; ++op)  // op outermost: one weight set is built per op
+  for (int op = 0; op < kNumOps; ++op)  // op outermost: one weight set is built per op
     for (int th : {1, 2})
       for (int n : {1, 2, 4, 8}) b->Args({op, n, th});
 }
@@ -336,7 +340,7 @@ void BM_PrefetchAB(benchmark::State& state) {
 }
 void prefetch_ab_args(benchmark::internal::Benchmark* b) {
   for (int t = 0; t < 4; ++t)
-    for (int op = 0; op < 10; ++op)  // type and op outermost: one weight set is built per pair
+    for (int op = 0; op < kNumOps; ++op)  // type and op outermost: one weight set is built per pair
       for (int th : {1, 2})
         for (int n : {1, 2, 3, 4, 5, 8}) b->Args({t, op, n, th});
 }

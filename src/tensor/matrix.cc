@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -305,21 +306,88 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
 
 namespace {
 
+// Repacked weights live in anonymous slabs, 2 MB-aligned and advised MADV_HUGEPAGE before the
+// repack first touches them, shared by the matrices created one after another (PERFORMANCE.md:
+// one arena). Before, each matrix had its own mapping: only one of >= 2 MB got the advice, and
+// transparent huge pages then covered just its 2 MB-aligned interior, so every per-layer matrix
+// of a 0.1-0.5B model (SmolLM2-135M: 0.1-0.9 MB each) streamed through 4 KB pages: a TLB miss
+// every 64 lines. Allocations are 4 KB-aligned bump pointers in the current slab (32 MB; larger
+// requests get a slab of their own) and never reused; a slab is unmapped when its last matrix
+// goes. Untouched slab pages cost nothing; the one partly used 2 MB page at a slab's end is
+// the only memory the sharing adds.
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kSlabBytes = size_t{32} << 20;
+
+struct Slab {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;  // mapped
+  size_t used = 0;   // bump offset
+  size_t live = 0;   // allocations not yet freed
+};
+
+std::mutex& slab_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+Slab*& current_slab() {  // guarded by slab_mutex()
+  static Slab* cur = nullptr;
+  return cur;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// A zeroed, 2 MB-aligned anonymous mapping of round_up(bytes, 2 MB), advised for huge pages.
+Slab* map_slab(size_t bytes) {
+  bytes = round_up(bytes, kHugePage);
+  const size_t span = bytes + kHugePage;
+  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t a = round_up(raw, kHugePage);
+  if (a > raw) munmap(p, a - raw);
+  if (raw + span > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), raw + span - (a + bytes));
+  madvise(reinterpret_cast<void*>(a), bytes, MADV_HUGEPAGE);
+  return new Slab{reinterpret_cast<uint8_t*>(a), bytes, 0, 0};
+}
+
+void unmap_slab(Slab* s) {
+  munmap(s->base, s->bytes);
+  delete s;
+}
+
 struct ArenaFree {
-  size_t bytes = 0;
+  Slab* slab = nullptr;
   void operator()(uint8_t* p) const {
-    if (p != nullptr) munmap(p, bytes);
+    if (p == nullptr || slab == nullptr) return;
+    std::lock_guard<std::mutex> lock(slab_mutex());
+    if (--slab->live > 0) return;
+    if (current_slab() == slab) current_slab() = nullptr;
+    unmap_slab(slab);
   }
 };
 using Arena = std::unique_ptr<uint8_t[], ArenaFree>;
 
-// Zeroed anonymous memory; huge pages requested for large tensors (fewer TLB misses while
-// streaming). Returns null on failure.
+// `bytes` of zeroed memory, 4 KB-aligned, in a huge-page slab. Returns null on failure.
 Arena make_arena(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Arena(nullptr, ArenaFree{0});
-  if (bytes >= (size_t{2} << 20)) madvise(p, bytes, MADV_HUGEPAGE);
-  return Arena(static_cast<uint8_t*>(p), ArenaFree{bytes});
+  const size_t need = round_up(std::max<size_t>(bytes, 1), 4096);
+  std::lock_guard<std::mutex> lock(slab_mutex());
+  Slab* s = nullptr;
+  if (need > kSlabBytes / 2) {
+    s = map_slab(need);  // a slab of its own
+    if (s == nullptr) return Arena(nullptr, ArenaFree{});
+  } else {
+    Slab*& cur = current_slab();
+    if (cur == nullptr || cur->bytes - cur->used < need) {
+      if (cur != nullptr && cur->live == 0) unmap_slab(cur);
+      cur = map_slab(kSlabBytes);
+      if (cur == nullptr) return Arena(nullptr, ArenaFree{});
+    }
+    s = cur;
+  }
+  uint8_t* p = s->base + s->used;
+  s->used += need;
+  ++s->live;
+  return Arena(p, ArenaFree{s});
 }
 
 // Releases the whole pages inside [p, p + n) (a read-only file mapping); returns the bytes.
@@ -395,7 +463,7 @@ struct Matrix::Impl {
   const uint8_t* data = nullptr;  // rows (plain) or 16-row groups (R16)
   size_t stride = 0;              // bytes per row (plain) or per group (R16)
   size_t row_bytes = 0;           // bytes per row in the GGUF layout
-  Arena arena{nullptr, ArenaFree{0}};
+  Arena arena{nullptr, ArenaFree{}};
   size_t arena_bytes = 0;
   size_t released = 0;  // source bytes released with MADV_DONTNEED
 };
@@ -723,20 +791,33 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   }
   // Chunks of whole 16-row groups (absolute), claimed in order by whichever threads are
   // running (PERFORMANCE.md: a late or descheduled worker must not hold up the step: the caller
-  // takes its chunk too when it gets there first). Decode-sized batches (<= kDecodeChunkTokens)
-  // get one equal contiguous chunk per thread, so each thread reads one sequential stream:
-  // against ~4 chunks per thread, 2-thread Q8_0_R16 ops of 0.1-1 MB (SmolLM2/Qwen q/k/v/o/down)
-  // took 0.84-0.97x the time at 1-8 tokens, the large ones (9 MB) within noise (kernels_bench
-  // BM_MatmulOp, medians of 3, SPR-class KVM guest). Larger batches run long enough per call for
-  // a descheduled worker to matter, so they keep ~4 chunks per thread to hand around.
+  // takes its chunk too when it gets there first). Larger batches run long enough per call for
+  // a descheduled worker to matter, so they get ~4 chunks per thread to hand around.
+  // Decode-sized batches (<= kDecodeChunkTokens) get one contiguous share of 7/8 of the groups
+  // per thread, so each thread reads one sequential stream (against ~4 chunks per thread, 2-thread
+  // Q8_0_R16 ops of 0.1-1 MB took 0.84-0.97x the time at 1-8 tokens, SPR-class KVM guest), then
+  // the last 1/8, right after the last share, in small chunks claimed by whichever thread is
+  // done first: the thread that owns the last share streams on into it, and a thread that
+  // streams slower (or started late) holds the other at the join for at most a small chunk
+  // instead of half the difference of their rates.
   constexpr int64_t kDecodeChunkTokens = 8;
-  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16, groups = g1 - g0;
   const int64_t threads = pool->num_threads();
-  const int64_t per_chunk = n_tok <= kDecodeChunkTokens ? (g1 - g0 + threads - 1) / threads
-                                                        : std::max<int64_t>(1, (g1 - g0) / (4 * threads));
-  pool->parallel_chunks(g1 - g0, per_chunk, [&](int64_t c0, int64_t c1) {
-    const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
-    if (b < e) compute(b, e);
+  int64_t share = 0, tail_grain = std::max<int64_t>(1, groups / (4 * threads));
+  if (n_tok <= kDecodeChunkTokens) {
+    share = (groups - groups / 8) / threads;
+    tail_grain = std::max<int64_t>(1, (groups - share * threads) / (2 * threads));
+  }
+  const int64_t nshare = share > 0 ? threads : 0;
+  const int64_t tail0 = nshare * share;
+  const int64_t items = nshare + (groups - tail0 + tail_grain - 1) / tail_grain;
+  pool->parallel_chunks(items, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t c0 = i < nshare ? i * share : tail0 + (i - nshare) * tail_grain;
+      const int64_t c1 = i < nshare ? c0 + share : std::min(groups, c0 + tail_grain);
+      const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
+      if (b < e) compute(b, e);
+    }
   });
 }
 
