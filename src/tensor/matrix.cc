@@ -791,33 +791,24 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   }
   // Chunks of whole 16-row groups (absolute), claimed in order by whichever threads are
   // running (PERFORMANCE.md: a late or descheduled worker must not hold up the step: the caller
-  // takes its chunk too when it gets there first). Larger batches run long enough per call for
-  // a descheduled worker to matter, so they get ~4 chunks per thread to hand around.
-  // Decode-sized batches (<= kDecodeChunkTokens) get one contiguous share of 7/8 of the groups
-  // per thread, so each thread reads one sequential stream (against ~4 chunks per thread, 2-thread
-  // Q8_0_R16 ops of 0.1-1 MB took 0.84-0.97x the time at 1-8 tokens, SPR-class KVM guest), then
-  // the last 1/8, right after the last share, in small chunks claimed by whichever thread is
-  // done first: the thread that owns the last share streams on into it, and a thread that
-  // streams slower (or started late) holds the other at the join for at most a small chunk
-  // instead of half the difference of their rates.
+  // takes its chunk too when it gets there first). Decode-sized batches (<= kDecodeChunkTokens)
+  // get one equal contiguous chunk per thread, so each thread reads one sequential stream:
+  // against ~4 chunks per thread, 2-thread Q8_0_R16 ops of 0.1-1 MB (SmolLM2/Qwen q/k/v/o/down)
+  // took 0.84-0.97x the time at 1-8 tokens, the large ones (9 MB) within noise (kernels_bench
+  // BM_MatmulOp, medians of 3, SPR-class KVM guest). Larger batches run long enough per call for
+  // a descheduled worker to matter, so they keep ~4 chunks per thread to hand around.
+  // Tried on a Zen 5 host (loaded, load average 4-6): a contiguous 7/8 share per thread and the
+  // last 1/8 in small chunks claimed by whichever thread is done first. tokenserve generate
+  // --isa avx512, against these equal chunks, alternated: SmolLM2 shape x0.86 (4 rounds) and
+  // x0.93 (6 rounds, x0.72-1.08), Qwen2.5-0.5B shape x0.96 (3 rounds): no gain shown, not kept.
   constexpr int64_t kDecodeChunkTokens = 8;
-  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16, groups = g1 - g0;
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
   const int64_t threads = pool->num_threads();
-  int64_t share = 0, tail_grain = std::max<int64_t>(1, groups / (4 * threads));
-  if (n_tok <= kDecodeChunkTokens) {
-    share = (groups - groups / 8) / threads;
-    tail_grain = std::max<int64_t>(1, (groups - share * threads) / (2 * threads));
-  }
-  const int64_t nshare = share > 0 ? threads : 0;
-  const int64_t tail0 = nshare * share;
-  const int64_t items = nshare + (groups - tail0 + tail_grain - 1) / tail_grain;
-  pool->parallel_chunks(items, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t c0 = i < nshare ? i * share : tail0 + (i - nshare) * tail_grain;
-      const int64_t c1 = i < nshare ? c0 + share : std::min(groups, c0 + tail_grain);
-      const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
-      if (b < e) compute(b, e);
-    }
+  const int64_t per_chunk = n_tok <= kDecodeChunkTokens ? (g1 - g0 + threads - 1) / threads
+                                                        : std::max<int64_t>(1, (g1 - g0) / (4 * threads));
+  pool->parallel_chunks(g1 - g0, per_chunk, [&](int64_t c0, int64_t c1) {
+    const int64_t b = std::max(row_begin, (g0 + c0) * 16), e = std::min(row_end, (g0 + c1) * 16);
+    if (b < e) compute(b, e);
   });
 }
 
