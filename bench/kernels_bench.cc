@@ -13,6 +13,7 @@
 // of run() / parallel_chunks().
 // BM_MatmulOp/<op>/<n_tok>/<threads>: Q8_0 at the SmolLM2-135M / Qwen2.5-0.5B decode op shapes
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
+// BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -253,9 +254,13 @@ BENCHMARK(BM_Matmul)->Apply(matmul_args)->Unit(benchmark::kMicrosecond)->UseReal
 // decode op shapes of the two reference models, streamed from DRAM as in BM_Matmul; frac_bw
 // against the bandwidth of this process with the same thread count. Ops 0-4: SmolLM2-135M
 // (q/o 576x576, k/v 192x576, gate+up 3072x576, down 576x1536, lm_head 49152x576); 5-9:
-// Qwen2.5-0.5B (q/o 896x896, k/v 128x896, gate+up 9728x896, down 896x4864, lm_head 151936x896).
-const int64_t kOpShapes[][2] = {{576, 576},   {192, 576},  {3072, 576},  {576, 1536},  {49152, 576},
-                                {896, 896},   {128, 896},  {9728, 896},  {896, 4864},  {151936, 896}};
+// Qwen2.5-0.5B (q/o 896x896, k/v 128x896, gate+up 9728x896, down 896x4864, lm_head 151936x896);
+// 10-12: the matrices as the models hold them where that differs: SmolLM2 gate or up alone
+// 1536x576, q+k+v stacked 960x576, Qwen gate or up alone 4864x896.
+const int64_t kOpShapes[][2] = {{576, 576}, {192, 576}, {3072, 576}, {576, 1536}, {49152, 576},
+                                {896, 896}, {128, 896}, {9728, 896}, {896, 4864}, {151936, 896},
+                                {1536, 576}, {960, 576}, {4864, 896}};
+constexpr int kNumOps = static_cast<int>(sizeof(kOpShapes) / sizeof(kOpShapes[0]));
 
 void BM_MatmulOp(benchmark::State& state) {
   const int64_t rows = kOpShapes[state.range(0)][0], cols = kOpShapes[state.range(0)][1];
@@ -270,7 +275,7 @@ void BM_MatmulOp(benchmark::State& state) {
                  (ws.mats[0].repacked() ? " r16" : ""));
 }
 void matmul_op_args(benchmark::internal::Benchmark* b) {
-  for (int op = 0; op < 10; ++op)  // op outermost: one weight set is built per op
+  for (int op = 0; op < kNumOps; ++op)  // op outermost: one weight set is built per op
     for (int th : {1, 2})
       for (int n : {1, 2, 4, 8}) b->Args({op, n, th});
 }
@@ -279,6 +284,67 @@ BENCHMARK(BM_MatmulOp)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(0.1);
+
+// BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on against off
+// (tensor::set_sw_prefetch), alternated in the same process and the same seconds: each
+// iteration runs a block of kAbBlock matmuls with the prefetches on and a block with them off
+// (the order swapping every iteration), over the op's weight copies streamed from DRAM as in
+// BM_MatmulOp. type: 0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K (K-quants round cols up to a multiple of
+// 256). Counters: on_GB/s, off_GB/s, their frac_bw, and on/off = time on / time off (> 1: off
+// is faster). The mode set before the run (auto, or TOKENSERVE_SW_PREFETCH) is restored after.
+const DType kAbTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+constexpr int kAbBlock = 8;
+
+void BM_PrefetchAB(benchmark::State& state) {
+  const DType type = kAbTypes[state.range(0)];
+  const int64_t rows = kOpShapes[state.range(1)][0];
+  int64_t cols = kOpShapes[state.range(1)][1];
+  if (ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256) cols = (cols + 255) / 256 * 256;
+  const int64_t n_tok = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  WeightSet& ws = weights(type, rows, cols, true);
+  std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  ThreadPool& pool = pool_for(threads);
+  const ts::tensor::SwPrefetch saved = ts::tensor::sw_prefetch_mode();
+  size_t next = 0;
+  double secs[2] = {0, 0};  // [0]: on, [1]: off
+  int64_t blocks = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 2; ++k) {
+      const int which = (k + static_cast<int>(blocks & 1)) & 1;
+      ts::tensor::set_sw_prefetch(which == 0 ? ts::tensor::SwPrefetch::kOn : ts::tensor::SwPrefetch::kOff);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kAbBlock; ++i) {
+        ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
+        benchmark::ClobberMemory();
+        next = (next + 1) % ws.mats.size();
+      }
+      secs[which] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ++blocks;
+  }
+  ts::tensor::set_sw_prefetch(saved);
+  const double bytes = static_cast<double>(ws.mats[0].weight_bytes()) * kAbBlock * static_cast<double>(blocks);
+  const double bw = g_bandwidth[threads] * 1e9;
+  state.counters["on_GB/s"] = bytes / secs[0] / 1e9;
+  state.counters["off_GB/s"] = bytes / secs[1] / 1e9;
+  state.counters["on_frac_bw"] = bytes / secs[0] / bw;
+  state.counters["off_frac_bw"] = bytes / secs[1] / bw;
+  state.counters["on/off"] = secs[0] / secs[1];
+  state.SetLabel(std::string(ts::tensor::type_name(static_cast<uint32_t>(type))) + " " + std::to_string(rows) + "x" +
+                 std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()) +
+                 (ws.mats[0].repacked() ? " r16" : ""));
+}
+void prefetch_ab_args(benchmark::internal::Benchmark* b) {
+  for (int t = 0; t < 4; ++t)
+    for (int op = 0; op < kNumOps; ++op)  // type and op outermost: one weight set is built per pair
+      for (int th : {1, 2})
+        for (int n : {1, 2, 3, 4, 5, 8}) b->Args({t, op, n, th});
+}
+BENCHMARK(BM_PrefetchAB)->Apply(prefetch_ab_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
 
 // BM_MatmulL2/<type>/<n_tok>: one 1024x1024 (Q8_0: 1024x896) matrix, 1 thread, repacked, the
 // same copy every iteration, so the weights stay in L2 (about 1 MB; the 2 MB L2 of current

@@ -21,6 +21,12 @@ CpuFeatures detect() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(0, &a, &b, &c, &d) == 0) return f;
   const unsigned max_leaf = a;
+  char vendor[13] = {};
+  __builtin_memcpy(vendor, &b, 4);
+  __builtin_memcpy(vendor + 4, &d, 4);
+  __builtin_memcpy(vendor + 8, &c, 4);
+  f.amd = __builtin_strcmp(vendor, "AuthenticAMD") == 0 || __builtin_strcmp(vendor, "HygonGenuine") == 0;
+  f.intel = __builtin_strcmp(vendor, "GenuineIntel") == 0;
   __cpuid(1, a, b, c, d);
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;

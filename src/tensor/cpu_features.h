@@ -6,6 +6,11 @@
 namespace ts::tensor {
 
 struct CpuFeatures {
+  // CPUID vendor: AMD ("AuthenticAMD", and Hygon's Zen-derived "HygonGenuine") or Intel
+  // ("GenuineIntel"); neither for anything else. Policies that differ by microarchitecture
+  // (software prefetch, matrix.h set_sw_prefetch) key on it.
+  bool amd = false;
+  bool intel = false;
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;

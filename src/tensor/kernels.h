@@ -167,6 +167,11 @@ struct GemmArgs {
   // Per-thread, 64-byte aligned scratch of at least panel_scratch_bytes(cols) bytes, where
   // batched kernels decode a 16-row panel once for all tokens. Owned by the caller.
   uint8_t* scratch = nullptr;
+  // Whether the kernel may issue software prefetches of its weight stream (matrix.h
+  // set_sw_prefetch decides; results do not depend on it). Honoured by the R16 kernels of the
+  // avx512 tier (Q8_0 / Q4_0 tiles, Q4_K / Q6_K records) and every PrefetchSpread user (AVX2,
+  // avxvnni and the panel kernels).
+  bool sw_prefetch = true;
 };
 
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.

@@ -110,7 +110,7 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
   uint8_t* panel = g.scratch;
   float* acc = reinterpret_cast<float*>(g.scratch + kQ8PanelChunk * Avx2Q8Panel::kBlock);  // [span][16]
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + 3) / 4) * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + 3) / 4) * nb);
     for (int64_t s0 = 0; s0 < n_tok; s0 += kQ8PanelSpan) {
       const int64_t sn = n_tok - s0 < kQ8PanelSpan ? n_tok - s0 : kQ8PanelSpan;
       __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
@@ -297,7 +297,7 @@ inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
     // The decode pass streams this group; it and the compute passes over the panel prefetch the next.
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
     if constexpr (kQ6) {
       decode_q6_k_r16_panel_avx2(grp, nb, g.scratch, pf);
     } else {

@@ -151,7 +151,7 @@ inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
     for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
@@ -279,7 +279,7 @@ inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok * halves + (batched ? 1 : 0)) * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok * halves + (batched ? 1 : 0)) * nb);
     if (batched) decode_signed_r16_panel_avx2<Dec>(grp, nb, g.scratch, pf);
     for (int64_t t = 0; t < n_tok; ++t) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -384,7 +384,7 @@ inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
     for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
@@ -476,7 +476,7 @@ inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
     for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
@@ -542,7 +542,7 @@ inline void gemm_q8_0_r16_halves(const GemmArgs& g) {
   const int64_t tiles = n_tok / 4 + (n_tok % 4 != 0);
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, tiles * halves * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, tiles * halves * nb);
     for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();

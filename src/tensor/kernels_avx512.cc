@@ -157,7 +157,7 @@ inline void prefetch_record(const uint8_t* rec) {
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
 // (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout.
-template <int T, int kBias, bool kQ4 = false>
+template <int T, int kBias, bool kQ4 = false, bool kPf = true>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
@@ -179,7 +179,7 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kRec;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * (kQ4 ? 256 : 512);
-    {
+    if constexpr (kPf) {
       // Every line of the block's values (the scales line with the first half), as in r16_il_tile.
       constexpr int kLines = kQ4 ? 4 : 8;
       const char* pf = reinterpret_cast<const char*>(vals) + kR16PrefetchBytes;
@@ -236,7 +236,7 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 // Q8_0_R16 x interleaved activations (Act::q8_il), tokens [t0, t0 + T) with t0 a multiple of
 // kActIlTile: one base pointer for the tile's activations, so every broadcast is an embedded
 // {1to16} operand of vpdpbusd, and the bias / scale terms are broadcast loads.
-template <int T>
+template <int T, bool kPf>
 inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
@@ -248,7 +248,7 @@ inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int la
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 512;
-    {
+    if constexpr (kPf) {
       // Every line of the block (8 value lines, and the scale line with the first half), into L2.
       const char* pf = reinterpret_cast<const char*>(vals) + kR16IlPrefetchBytes;
 #pragma GCC unroll 8
@@ -372,18 +372,45 @@ void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   }
 }
 
-void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+template <bool kPf>
+void r16_il_group_pf(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
-  for (; t0 + 8 <= n_tok; t0 += 8) r16_il_tile<8>(g, grp, lane0, lane1, out_r, t0);
+  for (; t0 + 8 <= n_tok; t0 += 8) r16_il_tile<8, kPf>(g, grp, lane0, lane1, out_r, t0);
   switch (n_tok - t0) {
-    case 7: r16_il_tile<7>(g, grp, lane0, lane1, out_r, t0); break;
-    case 6: r16_il_tile<6>(g, grp, lane0, lane1, out_r, t0); break;
-    case 5: r16_il_tile<5>(g, grp, lane0, lane1, out_r, t0); break;
-    case 4: r16_il_tile<4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 3: r16_il_tile<3>(g, grp, lane0, lane1, out_r, t0); break;
-    case 2: r16_il_tile<2>(g, grp, lane0, lane1, out_r, t0); break;
-    case 1: r16_il_tile<1>(g, grp, lane0, lane1, out_r, t0); break;
+    case 7: r16_il_tile<7, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 6: r16_il_tile<6, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 5: r16_il_tile<5, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 4: r16_il_tile<4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 3: r16_il_tile<3, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 2: r16_il_tile<2, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 1: r16_il_tile<1, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    default: break;
+  }
+}
+
+// GemmArgs::sw_prefetch picks the variant (off: no prefetch instructions in the loop at all).
+void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+  if (g.sw_prefetch) {
+    r16_il_group_pf<true>(g, grp, lane0, lane1, out_r);
+  } else {
+    r16_il_group_pf<false>(g, grp, lane0, lane1, out_r);
+  }
+}
+
+template <int kBias, bool kQ4, bool kPf>
+void r16_group_pf(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+  const int64_t n_tok = g.act->n_tok;
+  int64_t t0 = 0;
+  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0);
+  switch (n_tok - t0) {
+    case 7: r16_tile<7, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 6: r16_tile<6, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 5: r16_tile<5, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 4: r16_tile<4, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 3: r16_tile<3, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 2: r16_tile<2, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 1: r16_tile<1, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
     default: break;
   }
 }
@@ -391,18 +418,10 @@ void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, i
 // Lanes [lane0, lane1) of one R16-format group, all tokens, into y[t][out_r + lane - lane0].
 template <int kBias, bool kQ4 = false>
 void r16_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-  const int64_t n_tok = g.act->n_tok;
-  int64_t t0 = 0;
-  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0);
-  switch (n_tok - t0) {
-    case 7: r16_tile<7, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 6: r16_tile<6, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 5: r16_tile<5, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 4: r16_tile<4, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 3: r16_tile<3, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 2: r16_tile<2, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    case 1: r16_tile<1, kBias, kQ4>(g, grp, lane0, lane1, out_r, t0); break;
-    default: break;
+  if (g.sw_prefetch) {
+    r16_group_pf<kBias, kQ4, true>(g, grp, lane0, lane1, out_r);
+  } else {
+    r16_group_pf<kBias, kQ4, false>(g, grp, lane0, lane1, out_r);
   }
 }
 
@@ -448,7 +467,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
-    prefetch_record<kQ4KR16BlockBytes>(rec);
+    if (g.sw_prefetch) prefetch_record<kQ4KR16BlockBytes>(rec);
     __m512i isum[T], msum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -552,7 +571,7 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
-    prefetch_record<kQ6KR16BlockBytes>(rec);
+    if (g.sw_prefetch) prefetch_record<kQ6KR16BlockBytes>(rec);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1

@@ -115,7 +115,7 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
     const int half = static_cast<int>(b & 1);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + half * 32)));
-    if (half == 0) prefetch_record<Dec::kRec>(rec);  // the pair record kR16KPrefetchBytes ahead
+    if (half == 0 && g.sw_prefetch) prefetch_record<Dec::kRec>(rec);  // the pair record kR16KPrefetchBytes ahead
     __m512 d[T];
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));

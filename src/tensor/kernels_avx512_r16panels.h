@@ -104,7 +104,7 @@ void gemm_kquant_r16_panels(const GemmArgs& g) {
     // The decode pass streams this group from DRAM; the tile passes over the panel are
     // compute-only, so they prefetch the next group at a steady rate meanwhile.
     const bool more = done + lanes < g.num_rows;
-    PrefetchSpread pf(more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
+    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
     if constexpr (kKind == KKind::kQ6_K) {
       decode_q6_k_r16_panel(grp, nb, sh, g.scratch);
     } else {

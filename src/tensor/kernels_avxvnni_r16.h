@@ -124,7 +124,7 @@ TS_AVXVNNI void gemm_q8_0_r16_il_vnni(const GemmArgs& g) {
   constexpr int64_t kTilePasses = (kActIlTile + kVnniIlPass - 1) / kVnniIlPass;
   const int64_t passes = (n_tok / kActIlTile) * kTilePasses + (n_tok % kActIlTile + kVnniIlPass - 1) / kVnniIlPass;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, passes * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, passes * nb);
     for (int64_t t0 = 0; t0 < n_tok; t0 += kActIlTile) {
       const uint8_t* xa = g.act->q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
       const int64_t tn = n_tok - t0 < kActIlTile ? n_tok - t0 : kActIlTile;
@@ -196,7 +196,7 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
     for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -161,6 +163,69 @@ std::string isa_summary() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Software prefetch policy (matrix.h set_sw_prefetch)
+
+Result<SwPrefetch> parse_sw_prefetch(std::string_view name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (SwPrefetch m : {SwPrefetch::kAuto, SwPrefetch::kOn, SwPrefetch::kOff}) {
+    if (lower == sw_prefetch_name(m)) return m;
+  }
+  return invalid_argument("unknown software prefetch mode '" + std::string(name) + "' (expected auto, on or off)");
+}
+
+const char* sw_prefetch_name(SwPrefetch mode) {
+  switch (mode) {
+    case SwPrefetch::kAuto: return "auto";
+    case SwPrefetch::kOn: return "on";
+    case SwPrefetch::kOff: return "off";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::atomic<int>& sw_prefetch_slot() {
+  static std::atomic<int> slot{[] {
+    const char* env = std::getenv("TOKENSERVE_SW_PREFETCH");
+    if (env == nullptr || *env == '\0') return static_cast<int>(SwPrefetch::kAuto);
+    auto m = parse_sw_prefetch(env);
+    if (!m.ok()) {
+      std::fprintf(stderr, "warning: TOKENSERVE_SW_PREFETCH: %s; using auto\n", m.status().message().c_str());
+      return static_cast<int>(SwPrefetch::kAuto);
+    }
+    return static_cast<int>(*m);
+  }()};
+  return slot;
+}
+
+}  // namespace
+
+void set_sw_prefetch(SwPrefetch mode) { sw_prefetch_slot().store(static_cast<int>(mode), std::memory_order_relaxed); }
+SwPrefetch sw_prefetch_mode() { return static_cast<SwPrefetch>(sw_prefetch_slot().load(std::memory_order_relaxed)); }
+
+// kAuto on AMD: no software prefetch in the Q8_0_R16 decode kernels at small batches (avx512
+// r16_il_tile up to kSwPrefetchOffAvx512Tokens tokens, avxvnni gemm_q8_0_r16_il_vnni up to
+// kSwPrefetchOffAvxVnniTokens). Zen 5 shared KVM host, alternated A/B in one process
+// (kernels_bench BM_PrefetchAB) and end to end (tokenserve generate, main vs this): see the
+// commit that introduced it. Above those batch sizes the kernels are compute-bound enough that
+// spreading the next lines' fetches (PERFORMANCE.md: batch-8 ~1.5x batch-1 without) still pays;
+// Intel hosts keep the prefetches everywhere (they were tuned there: kernels_avx512.cc).
+bool sw_prefetch_enabled(Isa isa, DType type, int64_t n_tok) {
+  switch (sw_prefetch_mode()) {
+    case SwPrefetch::kOn: return true;
+    case SwPrefetch::kOff: return false;
+    case SwPrefetch::kAuto: break;
+  }
+  if (!cpu_features().amd) return true;
+  if (type == DType::kQ8_0) {
+    if ((isa == Isa::kAvx512 || isa == Isa::kAmx) && n_tok <= kSwPrefetchOffAvx512Tokens) return false;
+    if (isa == Isa::kAvxVnni && n_tok <= kSwPrefetchOffAvxVnniTokens) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Row helpers
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -241,21 +306,88 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
 
 namespace {
 
+// Repacked weights live in anonymous slabs, 2 MB-aligned and advised MADV_HUGEPAGE before the
+// repack first touches them, shared by the matrices created one after another (PERFORMANCE.md:
+// one arena). Before, each matrix had its own mapping: only one of >= 2 MB got the advice, and
+// transparent huge pages then covered just its 2 MB-aligned interior, so every per-layer matrix
+// of a 0.1-0.5B model (SmolLM2-135M: 0.1-0.9 MB each) streamed through 4 KB pages: a TLB miss
+// every 64 lines. Allocations are 4 KB-aligned bump pointers in the current slab (32 MB; larger
+// requests get a slab of their own) and never reused; a slab is unmapped when its last matrix
+// goes. Untouched slab pages cost nothing; the one partly used 2 MB page at a slab's end is
+// the only memory the sharing adds.
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kSlabBytes = size_t{32} << 20;
+
+struct Slab {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;  // mapped
+  size_t used = 0;   // bump offset
+  size_t live = 0;   // allocations not yet freed
+};
+
+std::mutex& slab_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+Slab*& current_slab() {  // guarded by slab_mutex()
+  static Slab* cur = nullptr;
+  return cur;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// A zeroed, 2 MB-aligned anonymous mapping of round_up(bytes, 2 MB), advised for huge pages.
+Slab* map_slab(size_t bytes) {
+  bytes = round_up(bytes, kHugePage);
+  const size_t span = bytes + kHugePage;
+  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t a = round_up(raw, kHugePage);
+  if (a > raw) munmap(p, a - raw);
+  if (raw + span > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), raw + span - (a + bytes));
+  madvise(reinterpret_cast<void*>(a), bytes, MADV_HUGEPAGE);
+  return new Slab{reinterpret_cast<uint8_t*>(a), bytes, 0, 0};
+}
+
+void unmap_slab(Slab* s) {
+  munmap(s->base, s->bytes);
+  delete s;
+}
+
 struct ArenaFree {
-  size_t bytes = 0;
+  Slab* slab = nullptr;
   void operator()(uint8_t* p) const {
-    if (p != nullptr) munmap(p, bytes);
+    if (p == nullptr || slab == nullptr) return;
+    std::lock_guard<std::mutex> lock(slab_mutex());
+    if (--slab->live > 0) return;
+    if (current_slab() == slab) current_slab() = nullptr;
+    unmap_slab(slab);
   }
 };
 using Arena = std::unique_ptr<uint8_t[], ArenaFree>;
 
-// Zeroed anonymous memory; huge pages requested for large tensors (fewer TLB misses while
-// streaming). Returns null on failure.
+// `bytes` of zeroed memory, 4 KB-aligned, in a huge-page slab. Returns null on failure.
 Arena make_arena(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return Arena(nullptr, ArenaFree{0});
-  if (bytes >= (size_t{2} << 20)) madvise(p, bytes, MADV_HUGEPAGE);
-  return Arena(static_cast<uint8_t*>(p), ArenaFree{bytes});
+  const size_t need = round_up(std::max<size_t>(bytes, 1), 4096);
+  std::lock_guard<std::mutex> lock(slab_mutex());
+  Slab* s = nullptr;
+  if (need > kSlabBytes / 2) {
+    s = map_slab(need);  // a slab of its own
+    if (s == nullptr) return Arena(nullptr, ArenaFree{});
+  } else {
+    Slab*& cur = current_slab();
+    if (cur == nullptr || cur->bytes - cur->used < need) {
+      if (cur != nullptr && cur->live == 0) unmap_slab(cur);
+      cur = map_slab(kSlabBytes);
+      if (cur == nullptr) return Arena(nullptr, ArenaFree{});
+    }
+    s = cur;
+  }
+  uint8_t* p = s->base + s->used;
+  s->used += need;
+  ++s->live;
+  return Arena(p, ArenaFree{s});
 }
 
 // Releases the whole pages inside [p, p + n) (a read-only file mapping); returns the bytes.
@@ -331,7 +463,7 @@ struct Matrix::Impl {
   const uint8_t* data = nullptr;  // rows (plain) or 16-row groups (R16)
   size_t stride = 0;              // bytes per row (plain) or per group (R16)
   size_t row_bytes = 0;           // bytes per row in the GGUF layout
-  Arena arena{nullptr, ArenaFree{0}};
+  Arena arena{nullptr, ArenaFree{}};
   size_t arena_bytes = 0;
   size_t released = 0;  // source bytes released with MADV_DONTNEED
 };
@@ -603,6 +735,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
 
   const kern::GemmFn fn = gemm_for(isa, im.layout);
   const bool r16 = kern::is_r16(im.layout);
+  const bool sw_prefetch = sw_prefetch_enabled(isa, im.type, n_tok);
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
   // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
@@ -624,6 +757,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       g.row0 = 0;
     }
     g.stride = im.stride;
+    g.sw_prefetch = sw_prefetch;
     g.num_rows = e - b;
     g.ldy = ldy;
     if (n_tok <= panel_tok) {
@@ -663,6 +797,10 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   // took 0.84-0.97x the time at 1-8 tokens, the large ones (9 MB) within noise (kernels_bench
   // BM_MatmulOp, medians of 3, SPR-class KVM guest). Larger batches run long enough per call for
   // a descheduled worker to matter, so they keep ~4 chunks per thread to hand around.
+  // Tried on a Zen 5 host (loaded, load average 4-6): a contiguous 7/8 share per thread and the
+  // last 1/8 in small chunks claimed by whichever thread is done first. tokenserve generate
+  // --isa avx512, against these equal chunks, alternated: SmolLM2 shape x0.86 (4 rounds) and
+  // x0.93 (6 rounds, x0.72-1.08), Qwen2.5-0.5B shape x0.96 (3 rounds): no gain shown, not kept.
   constexpr int64_t kDecodeChunkTokens = 8;
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
   const int64_t threads = pool->num_threads();

@@ -73,6 +73,29 @@ Result<IsaChoice> resolve_isa(std::string_view name);
 // One line for start-up logs: "kernels: avx512 (CPU: avx512 vnni, no amx)".
 std::string isa_summary();
 
+// Software prefetch in the repacked (R16) mat-mul kernels. kOn: every kernel prefetches its
+// weight stream as it was tuned to (on Intel hosts); kOff: none does; kAuto (the default): kOn
+// except where a vendor rule says the hardware prefetcher streams better alone. The rule today:
+// on AMD CPUs (Zen) the Q8_0_R16 kernels issue no software prefetch at decode-sized batches
+// (avx512 tier: up to kSwPrefetchOffAvx512Tokens tokens, avxvnni: up to
+// kSwPrefetchOffAvxVnniTokens): each thread reads one sequential range that Zen's prefetchers
+// follow on their own, and the prefetch instructions took load slots from the vpdpbusd loop
+// (measured figures: matrix.cc). Results are bit-identical in every mode (prefetches change
+// no arithmetic). The initial mode comes from TOKENSERVE_SW_PREFETCH=auto|on|off, read once
+// (an unknown value is reported on stderr and ignored); set_sw_prefetch overrides it for
+// matmuls started afterwards, process-wide (for A/B measurements and tests).
+enum class SwPrefetch { kAuto = 0, kOn = 1, kOff = 2 };
+inline constexpr int64_t kSwPrefetchOffAvx512Tokens = 4;
+inline constexpr int64_t kSwPrefetchOffAvxVnniTokens = 3;
+void set_sw_prefetch(SwPrefetch mode);
+SwPrefetch sw_prefetch_mode();
+const char* sw_prefetch_name(SwPrefetch mode);
+// "auto", "on", "off" (case-insensitive). Errors: kInvalidArgument naming the accepted values.
+Result<SwPrefetch> parse_sw_prefetch(std::string_view name);
+// Whether a matmul of a repacked matrix of `type` under `isa` with n_tok tokens issues software
+// prefetches in the current mode on this CPU (kernels that never prefetch ignore the answer).
+bool sw_prefetch_enabled(Isa isa, DType type, int64_t n_tok);
+
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
   // Allow a repacked layout (16-row interleave of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q6_K when the active
