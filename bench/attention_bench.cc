@@ -5,6 +5,9 @@
 //   Prefill/N    one sequence, N prompt tokens at once (causal)
 //   Decode8/C    8 sequences, one token each, C tokens of context
 //   .../cold     the same with the caches flushed before each call (a decode step's KV reads)
+//   Decode1/C, Decode3/C   1 or 3 sequences (the small-batch item split)
+// "f16" is the F16 cache with llama.cpp's fp16 V accumulator (the default), "f16acc32" with the
+// opt-in f32 one (AttentionParams::f16_ggml = false).
 // ".../smollm2": SmolLM2-135M's shape (9 heads, 3 KV heads, head_dim 64); ".../stories":
 // stories260K's (8 heads, 4 KV heads, head_dim 8, the narrow-head path).
 // Arguments: Google Benchmark flags, plus --isa NAME (bench_isa.h).
@@ -100,10 +103,13 @@ void Prefill(benchmark::State& state) {
   state.counters["tok/s"] = benchmark::Counter(n, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-template <bool kTiled, KvType kType, const Shape& kShape = kQwen>
+// kF32Acc: F16 with the opt-in f32 V accumulator instead of llama.cpp's fp16 one
+// (AttentionParams::f16_ggml). kSeqs: sequences in the step.
+template <bool kTiled, KvType kType, const Shape& kShape = kQwen, bool kF32Acc = false, int kSeqs = 8>
 void Decode(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0));
-  Setup s = make(kType, 8, ctx, 1, kShape);
+  Setup s = make(kType, kSeqs, ctx, 1, kShape);
+  s.p.f16_ggml = !kF32Acc;
   run<kTiled>(state, s);
   state.counters["steps/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -113,10 +119,11 @@ void Decode(benchmark::State& state) {
 // a 256 MiB buffer is read (untimed). The gap to Decode8 is the cost of reading the KV cache
 // from memory rather than from L2/L3. A fixed 200 calls: the untimed flush (~10 ms) would
 // otherwise repeat until the timed part alone reaches the minimum time.
-template <KvType kType, const Shape& kShape = kQwen>
+template <KvType kType, const Shape& kShape = kQwen, bool kF32Acc = false>
 void DecodeCold(benchmark::State& state) {
   const int32_t ctx = static_cast<int32_t>(state.range(0));
   Setup s = make(kType, 8, ctx, 1, kShape);
+  s.p.f16_ggml = !kF32Acc;
   static std::vector<uint64_t> flush(size_t{256} << 17, 1);  // 256 MiB
   uint64_t sink = 0;
   for (auto _ : state) {
@@ -144,6 +151,12 @@ BENCHMARK(Decode<true, KvType::kQ8_0, kSmol>)->Name("Decode8/tiled/q8_0/smollm2"
 BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2/warm")->Arg(160)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(DecodeCold<KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2/cold")->Arg(160)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(DecodeCold<KvType::kQ8_0, kSmol>)->Name("Decode8/tiled/q8_0/smollm2/cold")->Arg(160)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kQwen, true>)->Name("Decode8/tiled/f16acc32")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kSmol, true>)->Name("Decode8/tiled/f16acc32/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(DecodeCold<KvType::kF16, kSmol, true>)->Name("Decode8/tiled/f16acc32/smollm2/cold")->Arg(160)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kSmol, false, 1>)->Name("Decode1/tiled/f16/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kQwen, false, 1>)->Name("Decode1/tiled/f16")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kSmol, false, 3>)->Name("Decode3/tiled/f16/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Prefill<true, KvType::kF16, kStories>)->Name("Prefill/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kStories>)->Name("Decode8/tiled/f16/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF32, kStories>)->Name("Decode8/tiled/f32/stories")->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();

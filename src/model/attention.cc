@@ -138,7 +138,8 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
   const int32_t hd = c.p.head_dim;
   const int32_t h0 = it.head_begin, group = (it.head_end > 0 ? it.head_end : c.p.n_head / c.p.n_head_kv) - h0;
   const int32_t bs = c.kv.block_size();
-  const bool golden = c.kv.type() == KvType::kF16;
+  const bool f16_query = c.kv.type() == KvType::kF16;  // fp16-rounded queries (ggml's f16 dot)
+  const bool golden = f16_query && c.p.f16_ggml;        // and llama.cpp's fp16 V accumulator
   const SeqSlice& s = c.seqs[static_cast<size_t>(it.seq)];
   const int32_t nq = it.q_end - it.q_begin, nh = nq * group;  // (query, head) rows
   const int64_t QD = int64_t{c.p.n_head} * hd;
@@ -162,11 +163,11 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
   float* rescale = ms + static_cast<size_t>(nh) * kKeyTile;
 
   thread_local std::vector<uint16_t> qh;
-  if (golden && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
+  if (f16_query && qh.size() < static_cast<size_t>(group) * hd) qh.resize(static_cast<size_t>(group) * hd);
   for (int32_t j = 0; j < nq; ++j) {
     const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
     float* dst = qs + static_cast<size_t>(j) * group * hd;
-    if (golden) {
+    if (f16_query) {
       // fp16-rounded queries (round to nearest even), through the vector conversions.
       c.k.cvt_to_f16(qt, qh.data(), group * hd);
       c.k.cvt_f16(qh.data(), dst, group * hd);

@@ -1,6 +1,7 @@
 // The untiled attention the tiled kernels (attention.cc) are tested against: one query at a
-// time, each K/V page converted for every query. Its F16 path is the llama.cpp flash-attention
-// emulation the golden tests were first matched with; its F32/Q8_0 path is an exact two-pass
+// time, each K/V page converted for every query. Its F16 path with p.f16_ggml is the llama.cpp
+// flash-attention emulation the golden tests were first matched with; otherwise (F32/Q8_0, and
+// F16 with the f32 accumulator, whose scores are llama.cpp's fp16-query dot) an exact two-pass
 // softmax (double sum). Kept for tests and as the documentation of the arithmetic.
 #include "model/attention.h"
 
@@ -135,7 +136,7 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
       const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
       const int32_t first_page = lo / bs * bs;
       const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-      if (kv.type() == KvType::kF16) {
+      if (kv.type() == KvType::kF16 && p.f16_ggml) {
         // llama.cpp's default context on CPU (flash attention over an F16 cache), reproduced
         // so that greedy ids agree with it even at near ties: the query rounded to fp16,
         // f16·f16 scores summed in f32, an online softmax whose output accumulator is stored
@@ -183,12 +184,19 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
         std::memcpy(out + t * QD + int64_t{kvh} * group * hd, acc, sizeof(float) * group * hd);
         continue;
       }
-      // Scores, page by page (pages wholly before the window are never read).
+      // Scores, page by page (pages wholly before the window are never read). F16 KV (f32
+      // accumulator): llama.cpp's scores, the fp16-rounded query in ggml's f16 dot order.
+      const bool f16 = kv.type() == KvType::kF16;
+      float* qh = acc + static_cast<size_t>(group) * hd;  // [group][hd], F16 only
+      if (f16)
+        for (int32_t i = 0; i < group * hd; ++i) qh[i] = rnd16(qt[i]);
       for (int32_t b0 = first_page; b0 < ctx; b0 += bs) {
         const int32_t n = std::min(bs, ctx - b0);
         load_page(kv, layer, false, s.block_table[b0 / bs], kvh, n, page);
         for (int32_t g = 0; g < group; ++g)
-          for (int32_t i = 0; i < n; ++i) scores[g * max_ctx + b0 + i] = dot(qt + g * hd, page + i * hd, hd) * p.scale;
+          for (int32_t i = 0; i < n; ++i)
+            scores[g * max_ctx + b0 + i] =
+                (f16 ? dot_f16_ggml(qh + g * hd, page + i * hd, hd) : dot(qt + g * hd, page + i * hd, hd)) * p.scale;
       }
       // Softmax per query head over [lo, ctx).
       for (int32_t g = 0; g < group; ++g) {

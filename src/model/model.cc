@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -79,6 +80,17 @@ Status Model::init(const std::string& path, const LoadOptions& opts) {
   if (tokenizer_->n_vocab() > config_.n_vocab) {
     return data_loss("tokenizer has " + std::to_string(tokenizer_->n_vocab()) + " tokens but token_embd only " +
                      std::to_string(config_.n_vocab) + " rows");
+  }
+  f16_ggml_attention_ = opts.f16_ggml_attention;
+  if (const char* e = std::getenv("TOKENSERVE_F16_ATTN")) {
+    const std::string v = e;
+    if (v == "ggml") {
+      f16_ggml_attention_ = true;
+    } else if (v == "f32") {
+      f16_ggml_attention_ = false;
+    } else if (!v.empty()) {
+      return invalid_argument("TOKENSERVE_F16_ATTN must be ggml or f32, not '" + v + "'");
+    }
   }
   weights_ = std::make_unique<Weights>();
   TS_ASSIGN_OR_RETURN(weight_bytes_, load_weights(*gguf_, config_, *weights_));
@@ -293,7 +305,8 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     lap(prof::kRopeBias);
     lap(prof::kKvWrite);  // now inside paged_attention (the prologue)
     const AttentionParams ap{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
-                             .scale = c.attn_scale, .window = swa ? c.sliding_window : 0};
+                             .scale = c.attn_scale, .window = swa ? c.sliding_window : 0,
+                             .f16_ggml = f16_ggml_attention_};
     paged_attention(kv, l, ap, layer_seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool, &prologue);
     lap(prof::kAttention);
     L.wo.matmul(S.attn.data(), T, S.h.data(), pool);

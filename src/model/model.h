@@ -34,6 +34,10 @@ struct LoadOptions {
   // Context the engine will run (0 = the file's context_length); picks LongRoPE's long or
   // short factors (phi3), as llama.cpp does from its n_ctx.
   int32_t n_ctx = 0;
+  // Attention over an F16 KV cache with llama.cpp's fp16 V accumulator, bit for bit (the
+  // default), or with an f32 one (false; model/attention.h, AttentionParams::f16_ggml). The
+  // environment variable TOKENSERVE_F16_ATTN=f32 (or =ggml) overrides it at load.
+  bool f16_ggml_attention = true;
 };
 
 // One sequence's slice of a forward batch. Its tokens are contiguous in ForwardBatch::tokens,
@@ -82,6 +86,10 @@ class Model {
   // Weight bytes read per forward step (for bandwidth reports).
   size_t weight_bytes() const { return weight_bytes_; }
   WeightMemory weight_memory() const;
+  // F16 KV attention accumulator (LoadOptions::f16_ggml_attention); may be changed between
+  // forward calls.
+  bool f16_ggml_attention() const { return f16_ggml_attention_; }
+  void set_f16_ggml_attention(bool on) { f16_ggml_attention_ = on; }
 
   // Runs the batch. logits: [sum of num_logits][n_vocab], sequences in order, positions in
   // order. Errors (kInvalidArgument) for a position past the KV storage or the block table,
@@ -99,6 +107,7 @@ class Model {
   std::unique_ptr<Weights> weights_;
   std::unique_ptr<Scratch> scratch_;
   size_t weight_bytes_ = 0;
+  bool f16_ggml_attention_ = true;
 };
 
 }  // namespace ts::model
