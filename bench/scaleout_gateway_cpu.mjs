@@ -19,6 +19,14 @@
 // Measured (session scale10, 2-core Sapphire Rapids-class KVM, SECS=6 ROUNDS=3, main 83aa8a8 vs
 // this session's build alternated): 135/142/148 -> 92/89/89 us per request, 6044 -> 9409 req/s;
 // io thread 103-105 -> 75-77 us, ledger + audit writer threads 39-44 -> 14 us.
+// Session scale14 (2-core Zen 5 PVM guest, host load 5-9 from other sessions; SECS=5-6
+// ROUNDS=3, main a06fc1e alternated with this build): 129/129/129 -> 95/103/98 and
+// 128/128/130 -> 97/101/97 us per request after the native upstream transport (io thread
+// 109-111 -> 78-83 us); SSE (STREAM=1) 571/468/409 -> 367/388/415. What is left on the io
+// thread per 1-token request (strace, perf): ~8.5 system calls (the client's request and
+// response, the upstream's request and response, two reads that find nothing -- asio retries a
+// read speculatively after any read that returned data, and a wait instead costs an epoll_ctl --
+// 1.2 epoll_wait, the ledger journal's write), 41 % of the process in the kernel, malloc/free ~9 %.
 // Bounded: SECS per gateway and round; loopback only; everything it starts is killed on exit.
 import fs from 'node:fs';
 import http from 'node:http';

@@ -60,6 +60,17 @@
 // max 5-16 ms, the replica's io threads' max 6-7 ms, while other sessions' compilers and
 // benchmarks held the cores. The replica answers 0.5-1 ms slower (its p50 as the gateway times
 // it vs direct) when the gateway runs beside it on the two cores.
+// Session scale14 (2-core Zen 5 PVM guest, host load 4.4-8 from other sessions), REQUESTS=800,
+// GATEWAYS="bin:MAIN default --io-rt-priority,1" (MAIN = main a06fc1e; this build: the native
+// upstream transport for the local replicas, router/upstream_native.h). Per-request added p50
+// (client total - the gateway's upstream call) static JSON 1.14/1.27/1.31 ms (main) vs
+// 0.96/1.16/1.07 (this), replica JSON 0.81/1.18/1.43 vs 0.68/0.69/1.08; SSE first-byte added p50
+// static 0.74/0.92/0.72 vs 0.41/0.61/0.57, replica 3.89/2.20/1.31 vs 2.68/2.07/0.69 (three runs,
+// the replica's own direct p50 7-9 ms and p99 36-110 ms on this load: the p99 columns are noise).
+// --io-rt-priority 1 on the gateway is no help here: its io thread (demoted by the guard under
+// this load, and promoted again between blocks) preempts the node client and the static upstream
+// on the two shared cores, so the upstream call gets faster (0.84 -> 0.22 ms p50) while the
+// client's own wait grows (per-request added p50 2.71 ms static JSON, 0.84 replica).
 // Bounded: fixed request counts, a 120 s cap per upstream; loopback only; everything it starts is
 // killed on exit.
 import fs from 'node:fs';

@@ -77,7 +77,15 @@ async function replica(extra) {
 // 7.86 ms (n 156), io-nice p99 8.86 ms (n 147); the slowest 2 % were render 0.30-0.33 + replica
 // io wait 1.03/3.85 + scraper wait 4.54/4.19 ms: the client's own wait for a CPU dominates the
 // tail, the render does not, so io-nice is not an option either.
-const allSetups = { hints: [], 'no-hints': ['--no-sched-hints'], 'idle-compute': [], 'short-compute': [], 'io-nice': [] };
+// "io-rt": the replica with --io-rt-priority 1 (its HTTP io threads SCHED_RR under the CPU-budget
+// guard, http/io_rt.h), the option io-nice and idle-compute were experiments for. Measured
+// (session scale14, 2-core Zen 5 PVM guest, host load 4-6; SETUPS="hints io-rt" CLIENTS=rt
+// ROUNDS=2 RUNS=3, one run): scrape p99 6.71 (hints) vs 6.42 ms (io-rt), the replica's share
+// (render + its io threads' wait for a CPU) p99 8.39 vs 1.02 ms -- the io wait is gone from the
+// tail, what is left is the loopback and the client side; decode tok/s with scraping off 3973 vs
+// 3246 (-18 %), on 5106 vs 3076 (noisy, but lower every time): why the option is off by default.
+const allSetups = { hints: [], 'no-hints': ['--no-sched-hints'], 'idle-compute': [], 'short-compute': [], 'io-nice': [],
+  'io-rt': ['--io-rt-priority', '1'] };
 function ioNice(pid) {
   const dir = `/proc/${pid}/task`;
   const tids = fs.readdirSync(dir).filter((t) => fs.readFileSync(`${dir}/${t}/comm`, 'utf8').trim() === 'ts-http-io');

@@ -142,6 +142,10 @@ Transport::Transport(const Strand& strand) : strand_(strand), sweep_timer_(stran
 Transport::~Transport() {
   closing_ = true;
   for (auto& [id, c] : calls_) {
+    // What the handlers and `done` hold goes now, even where a queued completion (never run
+    // again) keeps the call itself alive until the io_context is destroyed.
+    c->handlers = {};
+    c->done = nullptr;
     if (c->conn) {
       c->conn->call.reset();
       error_code ec;

@@ -358,3 +358,50 @@ test('gateway drain: SIGTERM exits 0, one ledger row per request with replica us
   assert.equal(routed.reduce((a, r) => a + r.ledger.attempts, 0), attempts);
   for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
 });
+
+// --io-rt-priority (serve and gateway): the HTTP io threads run SCHED_RR; without the right to
+// (CAP_SYS_NICE dropped with setpriv, RLIMIT_RTPRIO 0) the process logs it and serves normally.
+test('--io-rt-priority: io threads SCHED_RR, or a warning and normal service without permission', { skip, timeout: 60000 }, async () => {
+  const fs = await import('node:fs');
+  // Scheduling policy (field 41 of /proc/<pid>/task/<tid>/stat) of each thread named `name`.
+  const policies = (pid, name) => fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+    const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+    if (st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')) !== name) return [];
+    return [Number(st.slice(st.lastIndexOf(') ') + 2).split(' ')[38])];
+  });
+  const SCHED_RR = 2;
+  let rtAllowed = true;
+  try { execFileSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' }); } catch { rtAllowed = false; }
+  const r = await startReplica('rt', { args: ['--io-rt-priority', '1'] });
+  const ef = path.join(tmp, 'endpoints-rt.yaml');  // its own replica: the tests above stop theirs
+  writeEndpoints(ef, [r]);
+  const g = await startGateway(ef, ['--io-rt-priority', '1']);
+  try {
+    assert.equal((await completion(g.url, { prompt: 'rt' })).status, 200);
+    assert.equal((await completion(r.url, { prompt: 'rt' })).status, 200);
+    for (const p of [r.proc.pid, g.proc.pid]) {
+      const pol = policies(p, 'ts-http-io');
+      assert.ok(pol.length >= 1);
+      if (rtAllowed) assert.ok(pol.some((x) => x === SCHED_RR), `${pol}`);  // (the guard may demote a busy one)
+    }
+  } finally {
+    await g.stop();
+  }
+  let setpriv = true;
+  try { execFileSync('setpriv', ['--inh-caps=-sys_nice', '--bounding-set=-sys_nice', 'true'], { stdio: 'ignore' }); } catch { setpriv = false; }
+  if (!setpriv) return r.stop();  // (no setpriv or no right to drop capabilities: the unit test covers the path)
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const h = launch(['--inh-caps=-sys_nice', '--bounding-set=-sys_nice', bin, 'gateway', '--endpoints', ef,
+    '--host', '127.0.0.1', '--port', String(port), '--no-auth', '--ledger', path.join(tmp, `gw-nort-${port}.db`),
+    '--io-rt-priority', '1'], `${url}/ready`, 30000, {}, 'setpriv');
+  try {
+    await h.ready;
+    assert.equal((await completion(url, { prompt: 'no rt' })).status, 200);
+    assert.match(h.log(), /--io-rt-priority 1: the HTTP io threads keep normal scheduling/);
+    assert.ok(policies(h.proc.pid, 'ts-http-io').every((x) => x !== SCHED_RR));
+  } finally {
+    assert.equal((await h.stop()).code, 0);
+    await r.stop();
+  }
+});
