@@ -15,11 +15,29 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 #include "core/status.h"
 
 namespace ts {
+
+#if defined(__linux__)
+// The kernel's struct sched_attr (include/uapi/linux/sched/types.h) for the raw
+// sched_getattr/sched_setattr system calls: glibc 2.36 has no wrapper.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+#endif
 
 // SCHED_BATCH at the thread's current nice value.
 Status set_current_thread_batch();

@@ -21,20 +21,6 @@ namespace ts::http {
 #if defined(__linux__)
 namespace {
 
-// The kernel's struct sched_attr (as in core/thread_sched.cc; glibc 2.36 has no wrapper).
-struct SchedAttr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime;
-  uint64_t sched_deadline;
-  uint64_t sched_period;
-  uint32_t sched_util_min;
-  uint32_t sched_util_max;
-};
-
 std::atomic<bool> g_denied_logged{false};
 
 int64_t clock_ns(clockid_t c) {
