@@ -19,6 +19,7 @@
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
 #include "tensor/repack.h"
+#include "tensor/weight_arena.h"
 
 namespace ts::tensor {
 
@@ -163,69 +164,6 @@ std::string isa_summary() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Software prefetch policy (matrix.h set_sw_prefetch)
-
-Result<SwPrefetch> parse_sw_prefetch(std::string_view name) {
-  std::string lower;
-  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (SwPrefetch m : {SwPrefetch::kAuto, SwPrefetch::kOn, SwPrefetch::kOff}) {
-    if (lower == sw_prefetch_name(m)) return m;
-  }
-  return invalid_argument("unknown software prefetch mode '" + std::string(name) + "' (expected auto, on or off)");
-}
-
-const char* sw_prefetch_name(SwPrefetch mode) {
-  switch (mode) {
-    case SwPrefetch::kAuto: return "auto";
-    case SwPrefetch::kOn: return "on";
-    case SwPrefetch::kOff: return "off";
-  }
-  return "unknown";
-}
-
-namespace {
-
-std::atomic<int>& sw_prefetch_slot() {
-  static std::atomic<int> slot{[] {
-    const char* env = std::getenv("TOKENSERVE_SW_PREFETCH");
-    if (env == nullptr || *env == '\0') return static_cast<int>(SwPrefetch::kAuto);
-    auto m = parse_sw_prefetch(env);
-    if (!m.ok()) {
-      std::fprintf(stderr, "warning: TOKENSERVE_SW_PREFETCH: %s; using auto\n", m.status().message().c_str());
-      return static_cast<int>(SwPrefetch::kAuto);
-    }
-    return static_cast<int>(*m);
-  }()};
-  return slot;
-}
-
-}  // namespace
-
-void set_sw_prefetch(SwPrefetch mode) { sw_prefetch_slot().store(static_cast<int>(mode), std::memory_order_relaxed); }
-SwPrefetch sw_prefetch_mode() { return static_cast<SwPrefetch>(sw_prefetch_slot().load(std::memory_order_relaxed)); }
-
-// kAuto on AMD: no software prefetch in the Q8_0_R16 decode kernels at small batches (avx512
-// r16_il_tile up to kSwPrefetchOffAvx512Tokens tokens, avxvnni gemm_q8_0_r16_il_vnni up to
-// kSwPrefetchOffAvxVnniTokens). Zen 5 shared KVM host, alternated A/B in one process
-// (kernels_bench BM_PrefetchAB) and end to end (tokenserve generate, main vs this): see the
-// commit that introduced it. Above those batch sizes the kernels are compute-bound enough that
-// spreading the next lines' fetches (PERFORMANCE.md: batch-8 ~1.5x batch-1 without) still pays;
-// Intel hosts keep the prefetches everywhere (they were tuned there: kernels_avx512.cc).
-bool sw_prefetch_enabled(Isa isa, DType type, int64_t n_tok) {
-  switch (sw_prefetch_mode()) {
-    case SwPrefetch::kOn: return true;
-    case SwPrefetch::kOff: return false;
-    case SwPrefetch::kAuto: break;
-  }
-  if (!cpu_features().amd) return true;
-  if (type == DType::kQ8_0) {
-    if ((isa == Isa::kAvx512 || isa == Isa::kAmx) && n_tok <= kSwPrefetchOffAvx512Tokens) return false;
-    if (isa == Isa::kAvxVnni && n_tok <= kSwPrefetchOffAvxVnniTokens) return false;
-  }
-  return true;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Row helpers
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -305,90 +243,6 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
 // Matrix
 
 namespace {
-
-// Repacked weights live in anonymous slabs, 2 MB-aligned and advised MADV_HUGEPAGE before the
-// repack first touches them, shared by the matrices created one after another (PERFORMANCE.md:
-// one arena). Before, each matrix had its own mapping: only one of >= 2 MB got the advice, and
-// transparent huge pages then covered just its 2 MB-aligned interior, so every per-layer matrix
-// of a 0.1-0.5B model (SmolLM2-135M: 0.1-0.9 MB each) streamed through 4 KB pages: a TLB miss
-// every 64 lines. Allocations are 4 KB-aligned bump pointers in the current slab (32 MB; larger
-// requests get a slab of their own) and never reused; a slab is unmapped when its last matrix
-// goes. Untouched slab pages cost nothing; the one partly used 2 MB page at a slab's end is
-// the only memory the sharing adds.
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kSlabBytes = size_t{32} << 20;
-
-struct Slab {
-  uint8_t* base = nullptr;
-  size_t bytes = 0;  // mapped
-  size_t used = 0;   // bump offset
-  size_t live = 0;   // allocations not yet freed
-};
-
-std::mutex& slab_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-Slab*& current_slab() {  // guarded by slab_mutex()
-  static Slab* cur = nullptr;
-  return cur;
-}
-
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-// A zeroed, 2 MB-aligned anonymous mapping of round_up(bytes, 2 MB), advised for huge pages.
-Slab* map_slab(size_t bytes) {
-  bytes = round_up(bytes, kHugePage);
-  const size_t span = bytes + kHugePage;
-  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t a = round_up(raw, kHugePage);
-  if (a > raw) munmap(p, a - raw);
-  if (raw + span > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), raw + span - (a + bytes));
-  madvise(reinterpret_cast<void*>(a), bytes, MADV_HUGEPAGE);
-  return new Slab{reinterpret_cast<uint8_t*>(a), bytes, 0, 0};
-}
-
-void unmap_slab(Slab* s) {
-  munmap(s->base, s->bytes);
-  delete s;
-}
-
-struct ArenaFree {
-  Slab* slab = nullptr;
-  void operator()(uint8_t* p) const {
-    if (p == nullptr || slab == nullptr) return;
-    std::lock_guard<std::mutex> lock(slab_mutex());
-    if (--slab->live > 0) return;
-    if (current_slab() == slab) current_slab() = nullptr;
-    unmap_slab(slab);
-  }
-};
-using Arena = std::unique_ptr<uint8_t[], ArenaFree>;
-
-// `bytes` of zeroed memory, 4 KB-aligned, in a huge-page slab. Returns null on failure.
-Arena make_arena(size_t bytes) {
-  const size_t need = round_up(std::max<size_t>(bytes, 1), 4096);
-  std::lock_guard<std::mutex> lock(slab_mutex());
-  Slab* s = nullptr;
-  if (need > kSlabBytes / 2) {
-    s = map_slab(need);  // a slab of its own
-    if (s == nullptr) return Arena(nullptr, ArenaFree{});
-  } else {
-    Slab*& cur = current_slab();
-    if (cur == nullptr || cur->bytes - cur->used < need) {
-      if (cur != nullptr && cur->live == 0) unmap_slab(cur);
-      cur = map_slab(kSlabBytes);
-      if (cur == nullptr) return Arena(nullptr, ArenaFree{});
-    }
-    s = cur;
-  }
-  uint8_t* p = s->base + s->used;
-  s->used += need;
-  ++s->live;
-  return Arena(p, ArenaFree{s});
-}
 
 // Releases the whole pages inside [p, p + n) (a read-only file mapping); returns the bytes.
 size_t release_pages(const void* p, size_t n) {
