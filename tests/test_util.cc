@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +27,16 @@ std::string shared_path(const std::string& rel) {
   if (dir.empty()) return "";
   fs::path p = fs::path(dir) / rel;
   return fs::exists(p) ? p.string() : "";
+}
+
+std::vector<std::string> golden_stems() {
+  std::vector<std::string> out;
+  std::string dir = shared_path("golden/expected");
+  if (dir.empty() || !fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory()) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string temp_dir() {

@@ -1,6 +1,7 @@
 // Helpers shared by all test binaries.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ts::testing {
 
@@ -10,6 +11,9 @@ std::string shared_dir();
 
 // Path under shared_dir(), or "" when shared data is absent or the file is missing.
 std::string shared_path(const std::string& rel);
+
+// The golden model stems: the folders under golden/expected, sorted (empty without shared data).
+std::vector<std::string> golden_stems();
 
 // A fresh temporary directory, unique per call.
 std::string temp_dir();

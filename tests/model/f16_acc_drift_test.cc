@@ -29,15 +29,7 @@ using testing::read_float_lines;
 using testing::read_ids;
 using testing::SoloRunner;
 
-std::vector<std::string> golden_stems() {
-  std::vector<std::string> out;
-  std::string dir = ::ts::testing::shared_path("golden/expected");
-  if (dir.empty() || !fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory()) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using ::ts::testing::golden_stems;
 
 struct Drift {
   double prompt_mean = 0, prompt_max = 0;  // every logit after the prompt
