@@ -164,6 +164,13 @@ bandwidth() {  # "X GB/s (1 thread), Y GB/s (2 threads)", measured now by kernel
   "$ROOT/build/bench/kernels_bench" --benchmark_filter='^$' 2>/dev/null | grep -m1 -o 'bandwidth: .*' | sed 's/^bandwidth: //'
 }
 
+bw_threads() {  # the probe's figure for $THREADS threads (kernels_bench probes 1 and 2; else its last)
+  local x
+  x=$(echo "$1" | grep -o "[0-9.]* GB/s ($THREADS threads\?)" | tail -n1 | cut -d' ' -f1)
+  [ -n "$x" ] || x=$(echo "$1" | grep -o '[0-9.]* GB/s ([0-9]* threads\?)' | tail -n1 | cut -d' ' -f1)
+  echo "$x"
+}
+
 llama_bench() {  # MODEL -p P -n N -> tokens/s ("nan" and a log line when llama-bench fails)
   local out rc=0
   out=$("$LLAMA_BUILD/bin/llama-bench" -m "$1" -t "$THREADS" "${@:2}" -r 3 -o json 2>/dev/null) || rc=$?
@@ -174,14 +181,19 @@ llama_bench() {  # MODEL -p P -n N -> tokens/s ("nan" and a log line when llama-
   echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.1f" % d[0]["avg_ts"])' 2>/dev/null || echo nan
 }
 
-ts_generate() {  # ISA MODEL PROMPT N -> "prompt_tps gen_tps"
-  local out
-  out=$(TOKENSERVE_ISA=$1 "$TS" generate -m "$2" -p "$3" -n "$4" --ignore-eos --temp 0 -t "$THREADS" 2>&1 >/dev/null | tail -n 3)
+ts_generate() {  # ISA MODEL PROMPT N -> "prompt_tps gen_tps prompt_tokens"
+  # REPS runs, averaged like llama-bench's avg_ts over its -r 3 repetitions (a failed run voids
+  # the figure rather than being left out).
+  local out="" r
+  for r in $(seq 1 "$REPS"); do
+    out="$out
+$(TOKENSERVE_ISA=$1 "$TS" generate -m "$2" -p "$3" -n "$4" --ignore-eos --temp 0 -t "$THREADS" 2>&1 >/dev/null | tail -n 3)"
+  done
   echo "$out" | python3 -c '
 import re, sys
-s = sys.stdin.read()
-m = re.search(r"prompt: (\d+) tokens, ([\d.]+) tokens/s; generation: (\d+) tokens, ([\d.]+) tokens/s", s)
-print(f"{m.group(2)} {m.group(4)} {m.group(1)}" if m else "nan nan 0")'
+runs = re.findall(r"prompt: (\d+) tokens, ([\d.]+) tokens/s; generation: (\d+) tokens, ([\d.]+) tokens/s", sys.stdin.read())
+if len(runs) != int(sys.argv[1]): print("nan nan 0")
+else: print(f"{sum(float(r[1]) for r in runs)/len(runs):.1f} {sum(float(r[3]) for r in runs)/len(runs):.1f} {runs[0][0]}")' "$REPS"
 }
 
 ts_step_ratio() {  # ISA MODEL -> "ms1 ms8 ratio"
@@ -238,8 +250,8 @@ REPORT=$OUT/report.md
   echo
 } >"$REPORT"
 
-GEN=128; PRE=512
-[ $QUICK = 1 ] && { GEN=32; PRE=128; }
+GEN=128; PRE=512; REPS=3
+[ $QUICK = 1 ] && { GEN=32; PRE=128; REPS=1; }
 
 for name in $MODELS; do
   make_model "$name"
@@ -247,7 +259,7 @@ for name in $MODELS; do
   wbytes=$(stat -c %s "$M")
   bw=$(bandwidth)
   log "$name: bandwidth $bw"
-  bw2=$(echo "$bw" | grep -o '[0-9.]* GB/s ([0-9]* threads)' | tail -n1 | cut -d' ' -f1)
+  bw2=$(bw_threads "$bw")
   bound=$(python3 -c "print(f'{${bw2:-0}*1e9/$wbytes:.1f}')")
   prompt=$(make_prompt "$M" $PRE)
   ll_dec=$(llama_bench "$M" -p 0 -n $GEN)
@@ -255,7 +267,10 @@ for name in $MODELS; do
   {
     echo "## $name ($(basename "$M"), $((wbytes / 1048576)) MiB file)"
     echo
-    echo "Read bandwidth (kernels_bench, these minutes): $bw; batch-1 decode bound (bandwidth ÷ file bytes): $bound t/s"
+    echo "Read bandwidth (kernels_bench, these minutes): $bw; batch-1 decode bound (bandwidth ÷ file bytes): $bound t/s."
+    echo "Each tier's \"of bound\" uses the higher of two probes taken just before and just after its decode runs (the"
+    echo "host's bandwidth swings with its neighbours; the higher probe gives the stricter bound). tokenserve figures are"
+    echo "the mean of $REPS runs, as llama-bench's are of its 3 repetitions."
     echo
     echo "| measure | llama.cpp | tokenserve ($ISAS) |"
     echo "|---|---|---|"
@@ -264,9 +279,13 @@ for name in $MODELS; do
   pre_row="| prefill $PRE tokens, t/s | $ll_pre |"
   step_row="| 8-seq step / 1-seq step | — |"
   for isa in $ISAS; do
+    bw_a=$(bw_threads "$(bandwidth)")
     read -r p_tps g_tps p_n <<<"$(ts_generate "$isa" "$M" "$prompt" $GEN)"
+    bw_b=$(bw_threads "$(bandwidth)")
+    ibound=$(python3 -c "print(f'{max(${bw_a:-0}, ${bw_b:-0})*1e9/$wbytes:.1f}')")
+    log "$name/$isa: bandwidth around decode $bw_a / $bw_b GB/s, bound $ibound t/s"
     read -r ms1 ms8 ratio <<<"$(ts_step_ratio "$isa" "$M")"
-    dec_row="$dec_row $isa: $g_tps ($(python3 -c "print(f'{$g_tps/$ll_dec:.2f}× llama.cpp, {$g_tps/$bound:.2f} of bound')" 2>/dev/null || echo nan));"
+    dec_row="$dec_row $isa: $g_tps ($(python3 -c "print(f'{$g_tps/$ll_dec:.2f}× llama.cpp, {$g_tps/$ibound:.2f} of bound {$ibound}')" 2>/dev/null || echo nan));"
     pre_row="$pre_row $isa: $p_tps for $p_n tokens ($(python3 -c "print(f'{$p_tps/$ll_pre:.2f}')" 2>/dev/null || echo nan)×);"
     step_row="$step_row $isa: $ms1 → $ms8 ms ($ratio×);"
     log "$name/$isa: decode $g_tps, prefill $p_tps, step $ratio"
