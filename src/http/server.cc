@@ -71,6 +71,23 @@ std::shared_ptr<boost::asio::io_context> Server::io_context() const {
 }
 bool Server::draining() const { return impl_->draining.load(); }
 
+std::string server_metrics_text(const ServerStats& s) {
+  std::string m;
+  auto family = [&m](const char* name, const char* type, const char* help, uint64_t v) {
+    m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+         std::to_string(v) + "\n";
+  };
+  family("tokenserve_http_connections_open", "gauge", "Open HTTP connections.", s.num_connections_open);
+  family("tokenserve_http_requests_total", "counter", "HTTP requests received.", s.num_requests);
+  family("tokenserve_http_io_rt_threads", "gauge", "HTTP io threads running SCHED_RR now (--io-rt-priority).",
+         s.io_rt_threads);
+  family("tokenserve_http_io_rt_demotions_total", "counter",
+         "HTTP io threads demoted from SCHED_RR for using more than their CPU budget.", s.io_rt_demotions);
+  family("tokenserve_http_io_rt_denied", "gauge", "1 when --io-rt-priority was refused (no permission).",
+         s.io_rt_denied ? 1 : 0);
+  return m;
+}
+
 ServerStats Server::stats() const {
   return ServerStats{.num_connections_open = impl_->num_open.load(),
                      .num_connections_accepted = impl_->num_accepted.load(),

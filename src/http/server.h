@@ -79,6 +79,11 @@ struct ServerStats {
   bool io_rt_denied = false;
 };
 
+// The HTTP server's own families in Prometheus text format, for serve's and the gateway's
+// /metrics: open connections, requests received, and the --io-rt-priority state (io threads
+// under SCHED_RR now, guard demotions, whether SCHED_RR was refused).
+std::string server_metrics_text(const ServerStats& s);
+
 class Server {
  public:
   explicit Server(ServerOptions options);

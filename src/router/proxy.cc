@@ -53,10 +53,10 @@ void Proxy::register_routes(http::Server& server) {
     if (!ok) r.set_header("Retry-After", "1");
     ex->respond(std::move(r));
   });
-  server.route(Method::kGet, "/metrics", [this](const http::ExchangePtr& ex) {
+  server.route(Method::kGet, "/metrics", [this, &server](const http::ExchangePtr& ex) {  // (the server owns its routes)
     http::Response r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_text();
+    r.body = metrics_text() + http::server_metrics_text(server.stats());
     ex->respond(std::move(r));
   });
   server.route(Method::kGet, "/router/decisions", [this](const http::ExchangePtr& ex) {

@@ -667,9 +667,7 @@ void OpenAIService::handle_metrics(const http::ExchangePtr& ex) {
   }
   gauge("tokenserve_active_responses", "Responses being produced.", static_cast<double>(pump_.num_jobs()));
   if (http_) {
-    http::ServerStats hs = http_->stats();
-    gauge("tokenserve_http_connections_open", "Open HTTP connections.", static_cast<double>(hs.num_connections_open));
-    counter("tokenserve_http_requests_total", "HTTP requests received.", "", hs.num_requests);
+    m += http::server_metrics_text(http_->stats());
   }
   if (opts_.governor) {
     gateway::GovernorStats gs = opts_.governor->stats();

@@ -90,6 +90,18 @@ TEST(IoRtPriority, OffByDefault) {
   s.stop();
 }
 
+TEST(IoRtPriority, StatsAppearInTheMetricsText) {
+  const std::string m = server_metrics_text(
+      ServerStats{.num_connections_open = 3, .num_requests = 41, .io_rt_threads = 2, .io_rt_demotions = 5, .io_rt_denied = false});
+  EXPECT_NE(m.find("# TYPE tokenserve_http_connections_open gauge\ntokenserve_http_connections_open 3\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("# TYPE tokenserve_http_requests_total counter\ntokenserve_http_requests_total 41\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("# TYPE tokenserve_http_io_rt_threads gauge\ntokenserve_http_io_rt_threads 2\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("# TYPE tokenserve_http_io_rt_demotions_total counter\ntokenserve_http_io_rt_demotions_total 5\n"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("tokenserve_http_io_rt_denied 0\n"), std::string::npos) << m;
+  EXPECT_NE(server_metrics_text(ServerStats{.io_rt_denied = true}).find("tokenserve_http_io_rt_denied 1\n"), std::string::npos);
+}
+
 TEST(IoRtPriority, IoThreadsRunRoundRobinAndTheGuardDemotesABusyOne) {
   if (!rt_allowed()) GTEST_SKIP() << "no permission for SCHED_RR here (the denied path is tested below)";
   auto s = rt_server(1, 30'000us, 50ms);

@@ -384,6 +384,13 @@ test('--io-rt-priority: io threads SCHED_RR, or a warning and normal service wit
       assert.ok(pol.length >= 1);
       if (rtAllowed) assert.ok(pol.some((x) => x === SCHED_RR), `${pol}`);  // (the guard may demote a busy one)
     }
+    // Both /metrics say so: io threads under SCHED_RR (or demoted by the guard), not denied.
+    for (const u of [r.url, g.url]) {
+      const text = await (await fetch(`${u}/metrics`)).text();
+      const val = (n) => Number((text.match(new RegExp(`^${n} (\\d+)$`, 'm')) || [])[1]);
+      if (rtAllowed) assert.ok(val('tokenserve_http_io_rt_threads') + val('tokenserve_http_io_rt_demotions_total') >= 1, u);
+      assert.equal(val('tokenserve_http_io_rt_denied'), rtAllowed ? 0 : 1, u);
+    }
   } finally {
     await g.stop();
   }
@@ -400,6 +407,7 @@ test('--io-rt-priority: io threads SCHED_RR, or a warning and normal service wit
     assert.equal((await completion(url, { prompt: 'no rt' })).status, 200);
     assert.match(h.log(), /--io-rt-priority 1: the HTTP io threads keep normal scheduling/);
     assert.ok(policies(h.proc.pid, 'ts-http-io').every((x) => x !== SCHED_RR));
+    assert.match(await (await fetch(`${url}/metrics`)).text(), /^tokenserve_http_io_rt_denied 1$/m);
   } finally {
     assert.equal((await h.stop()).code, 0);
     await r.stop();
