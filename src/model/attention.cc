@@ -206,6 +206,19 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
         }
       }
     }
+    // Queries whose key range in this tile is the same (every query of an off-diagonal tile
+    // without a window) run as one block of rows: one softmax step and one accumulate over all
+    // their heads, so the kernels' per-row chains overlap. Each row's arithmetic is unchanged.
+    auto range_of = [&](int32_t j) {
+      const int32_t ctx = s.start_pos + it.q_begin + j + 1;
+      const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
+      return std::pair{std::max(0, lo - k0), std::min(n, ctx - k0)};
+    };
+    // One block of rows for the whole tile (the ranges are monotone in the query, so the first
+    // and last agree only when all do; every decode tile): an F16 K tile is then scored straight
+    // from its page (scores_rows_f16k), never converted into kt.
+    const bool one_block = range_of(0) == range_of(nq - 1);
+    const uint16_t* k_page = nullptr;  // set: K not in kt, score from the page
     // Convert the tile once: K as [hd][16] lanes, V row-major.
     if (bs % kKeyTile == 0) {
       // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
@@ -215,7 +228,11 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
       const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, kh);
       const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, kh);
       if (c.kv.type() == KvType::kF16) {
-        c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
+        if (one_block) {
+          k_page = reinterpret_cast<const uint16_t*>(kp) + slot0;
+        } else {
+          c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
+        }
         c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
       } else if (c.kv.type() == KvType::kF32) {
         const float* kf = reinterpret_cast<const float*>(kp) + slot0;
@@ -251,21 +268,18 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
           for (int32_t i = n; i < kKeyTile; ++i) kt[d * kKeyTile + i] = 0.f;
     }
 
-    // Queries whose key range in this tile is the same (every query of an off-diagonal tile
-    // without a window) run as one block of rows: one softmax step and one accumulate over all
-    // their heads, so the kernels' per-row chains overlap. Each row's arithmetic is unchanged.
-    auto range_of = [&](int32_t j) {
-      const int32_t ctx = s.start_pos + it.q_begin + j + 1;
-      const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
-      return std::pair{std::max(0, lo - k0), std::min(n, ctx - k0)};
-    };
     for (int32_t j = 0; j < nq;) {
       const auto [i0, i1] = range_of(j);
       int32_t j1 = j + 1;
       while (j1 < nq && range_of(j1) == std::pair{i0, i1}) ++j1;
       if (i0 < i1) {
         const int32_t r0 = j * group, nr = (j1 - j) * group;
-        c.k.scores_rows(qs + static_cast<size_t>(r0) * hd, nr, kt, hd, c.p.scale, sc + static_cast<size_t>(r0) * kKeyTile);
+        if (k_page != nullptr) {
+          c.k.scores_rows_f16k(qs + static_cast<size_t>(r0) * hd, nr, k_page, bs, hd, c.p.scale,
+                               sc + static_cast<size_t>(r0) * kKeyTile);
+        } else {
+          c.k.scores_rows(qs + static_cast<size_t>(r0) * hd, nr, kt, hd, c.p.scale, sc + static_cast<size_t>(r0) * kKeyTile);
+        }
         float* a = acc + static_cast<size_t>(r0) * hd;
         float* w = wt + static_cast<size_t>(r0) * kKeyTile;
         float* scr = sc + static_cast<size_t>(r0) * kKeyTile;

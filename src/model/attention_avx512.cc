@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "model/attention_kernels.h"
 #include "tensor/fp16.h"

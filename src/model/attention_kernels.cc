@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "model/attention_kernels.h"
 #include "tensor/fp16.h"
@@ -155,6 +156,14 @@ TS_CLONES void scores_rows(const float* q, int32_t nrows, const float* kt, int32
   for (int32_t r = 0; r < nrows; ++r) scores_ggml(q + static_cast<size_t>(r) * hd, kt, hd, scale, out + static_cast<size_t>(r) * kKeyTile);
 }
 
+TS_CLONES void scores_rows_f16k(const float* q, int32_t nrows, const uint16_t* k, int32_t stride, int32_t hd,
+                                float scale, float* out) {
+  thread_local std::vector<float> kt;
+  if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
+  load_kt_f16(k, stride, hd, kt.data());
+  scores_rows(q, nrows, kt.data(), hd, scale, out);
+}
+
 TS_CLONES void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0,
                        int32_t i1, int32_t hd) {
   for (int32_t r = 0; r < nrows; ++r) {
@@ -186,7 +195,8 @@ TS_CLONES void acc_f32(float* acc, int32_t nrows, const float* v, const float* p
 }  // namespace
 
 const Kernels& scalar_kernels() {
-  static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .scores_rows = scores_rows, .online_f16 = online_f16,
+  static const Kernels k{.name = "scalar", .scores_ggml = scores_ggml, .scores_rows = scores_rows,
+                         .scores_rows_f16k = scores_rows_f16k, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,

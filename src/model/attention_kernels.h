@@ -54,6 +54,12 @@ struct Kernels {
   // per row bit-identical to scores_ggml; the SIMD tables load each K vector once for several
   // rows (a GQA group) instead of once per row.
   void (*scores_rows)(const float* q, int32_t nrows, const float* kt, int32_t hd, float scale, float* out);
+  // scores_rows against an F16 K tile read straight from its transposed page (k: the tile's
+  // first slot, stride: the block size), as if load_kt_f16(k, stride, hd, kt) came first
+  // (bit-identical to that pair). The AVX-512 table converts each K vector in registers for
+  // all the rows (no [hd][kKeyTile] f32 tile written and read back); the others run the pair.
+  void (*scores_rows_f16k)(const float* q, int32_t nrows, const uint16_t* k, int32_t stride, int32_t hd, float scale,
+                           float* out);
   // Online-softmax step of `nrows` rows (sc, w, ms: [nrows][kKeyTile]; m, s: [nrows], the rows'
   // running max and sum, updated in place) over keys i0..i1-1 with ggml's one-key-a-step rule:
   //   if sc[i] > m: ms[i] = exp(m - sc[i]), w[i] = 1, m = sc[i];  else ms[i] = 1, w[i] = exp(sc[i] - m);

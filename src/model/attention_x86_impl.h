@@ -63,9 +63,26 @@ inline void sum_chains(const float* ms, const float* w, int32_t i0, int32_t i1, 
   float s[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) s[r] = s_io[r];
-  for (int32_t i = i0; i < i1; ++i) {
+  // Where no row rescales in [i0, i1) (every ms 1: the running maxima did not move, most
+  // tiles once a context is a few tiles long) fma(s, 1, w) is s + w exactly (s * 1 is exact,
+  // then the one rounding), so the chains are adds, whose latency is shorter than an fma's.
+  // online_f16 below leaves ms 1 on every lane outside [i0, i1) (its running max there is
+  // +inf), so whole rows are tested.
+  bool ones = true;
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) s[r] = std::fma(s[r], ms[r * kKeyTile + i], w[r * kKeyTile + i]);
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int off = 0; off < kKeyTile; off += W) ones = ones && !any_ne_one(TS_LOADU(ms + r * kKeyTile + off), W);
+  if (ones) {
+    for (int32_t i = i0; i < i1; ++i) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) s[r] += w[r * kKeyTile + i];
+    }
+  } else {
+    for (int32_t i = i0; i < i1; ++i) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) s[r] = std::fma(s[r], ms[r * kKeyTile + i], w[r * kKeyTile + i]);
+    }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) s_io[r] = s[r];
@@ -79,6 +96,8 @@ inline void sum_chains(const float* ms, const float* w, int32_t i0, int32_t i1, 
 void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
                 float* ms) {
   const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
+  // Every lane outside [i0, i1) gets ms = 1 (mp is +inf there, never "rescaled"): sum_chains
+  // relies on it.
   for (int32_t r = 0; r < nrows; ++r) {  // weights row by row (the max chain: a short log-step scan)
     alignas(64) float mp[kKeyTile], args[kKeyTile], e[kKeyTile];
     const float* scr = sc + r * kKeyTile;
@@ -302,6 +321,57 @@ inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float 
     }
 }
 
+// scores_tile_rows with K read straight from an F16 page tile (k: the tile's first slot, d-th
+// dimension at k + d * stride): each K vector is converted in a register once for the R rows,
+// so no f32 tile is stored and reloaded, and with K in a register the query values feed the
+// FMAs as broadcast memory operands. Per row the accumulators, their order and the final tree
+// are scores_tile_rows' on the converted tile (the conversion is exact): bit-identical.
+template <int R>
+inline void scores_tile_rows_h(const float* q, const uint16_t* k, int32_t stride, int32_t hd, float scale, float* out) {
+  constexpr int NO = kKeyTile / W;
+  alignas(64) float rr[R][8][kKeyTile];
+  for (int l = 0; l < 8; ++l) {
+    TS_V a[R][4][NO];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) a[r][j][o] = TS_SETZERO();
+    for (int32_t c = 0; c < hd; c += 32) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const uint16_t* kd = k + static_cast<int64_t>(c + 8 * j + l) * stride;
+        TS_V kv[NO];
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; ++o) kv[o] = TS_CVTPH(TS_LOADH(kd + o * W));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const TS_V qv = TS_SET1(q[r * hd + c + 8 * j + l]);
+#pragma GCC unroll 2
+          for (int o = 0; o < NO; ++o) a[r][j][o] = TS_FMADD(qv, kv[o], a[r][j][o]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+      for (int o = 0; o < NO; ++o)
+        TS_STOREU(rr[r][l] + o * W, TS_ADD(TS_ADD(a[r][0][o], a[r][2][o]), TS_ADD(a[r][1][o], a[r][3][o])));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int o = 0; o < NO; ++o) {
+      const int off = o * W;
+      const TS_V t0 = TS_ADD(TS_LOADU(rr[r][0] + off), TS_LOADU(rr[r][4] + off));
+      const TS_V t1 = TS_ADD(TS_LOADU(rr[r][1] + off), TS_LOADU(rr[r][5] + off));
+      const TS_V t2 = TS_ADD(TS_LOADU(rr[r][2] + off), TS_LOADU(rr[r][6] + off));
+      const TS_V t3 = TS_ADD(TS_LOADU(rr[r][3] + off), TS_LOADU(rr[r][7] + off));
+      TS_STOREU(out + r * kKeyTile + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
+    }
+}
+
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
   if (hd % 32 == 0) {
     scores_tile(q, kt, hd, scale, out);
@@ -326,6 +396,31 @@ void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, flo
       case 2: scores_tile_rows<2>(qr, kt, hd, scale, o); break;
       case 3: scores_tile_rows<3>(qr, kt, hd, scale, o); break;
       default: scores_tile_rows<4>(qr, kt, hd, scale, o); break;
+    }
+  }
+}
+
+// In registers on the AVX-512 table for whole-32 heads (up to 4 rows a pass, as scores_rows);
+// otherwise (AVX2 keeps one row per pass, so it would convert K once per row) the tile is
+// converted once and scored by scores_rows.
+void scores_rows_f16k(const float* q, int32_t nrows, const uint16_t* k, int32_t stride, int32_t hd, float scale,
+                      float* out) {
+  if (W != 16 || hd % 32 != 0) {
+    thread_local std::vector<float> kt;
+    if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
+    load_kt_f16(k, stride, hd, kt.data());
+    scores_rows(q, nrows, kt.data(), hd, scale, out);
+    return;
+  }
+  constexpr int kMaxRows = 4;
+  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
+    const float* qr = q + static_cast<size_t>(r0) * hd;
+    float* o = out + r0 * kKeyTile;
+    switch (std::min(kMaxRows, nrows - r0)) {
+      case 1: scores_tile_rows_h<1>(qr, k, stride, hd, scale, o); break;
+      case 2: scores_tile_rows_h<2>(qr, k, stride, hd, scale, o); break;
+      case 3: scores_tile_rows_h<3>(qr, k, stride, hd, scale, o); break;
+      default: scores_tile_rows_h<4>(qr, k, stride, hd, scale, o); break;
     }
   }
 }
@@ -568,7 +663,8 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 }  // namespace
 
 const Kernels& TS_KERNELS_FN() {
-  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .scores_rows = scores_rows, .online_f16 = online_f16,
+  static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .scores_rows = scores_rows,
+                         .scores_rows_f16k = scores_rows_f16k, .online_f16 = online_f16,
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,

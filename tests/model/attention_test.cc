@@ -298,6 +298,40 @@ TEST(AttentionKernels, ScoreRowsMatchSingleRowScalarBitForBit) {
   }
 }
 
+// Scores straight from an F16 page tile (transposed, stride = block size 16 or 32 with the
+// tile at slot 0 or 16) against load_kt_f16 + the scalar single-row scores, bit for bit, on
+// every table, whole-32 heads (AVX-512's in-register path) and others.
+TEST(AttentionKernels, ScoreRowsFromF16PageMatchScalarBitForBit) {
+  std::mt19937 rng(12);
+  const auto tables = simd_tables();
+  for (int32_t hd : {32, 64, 96, 128, 40, 8}) {
+    for (int32_t stride : {16, 32}) {
+      for (int32_t nrows = 1; nrows <= 9; ++nrows) {
+        const int32_t slot0 = stride == 32 ? 16 : 0;
+        auto q = randv(static_cast<size_t>(nrows) * hd, rng), kf = randv(static_cast<size_t>(hd) * stride, rng);
+        std::vector<uint16_t> page(kf.size());
+        for (size_t i = 0; i < kf.size(); ++i) page[i] = tensor::fp32_to_fp16(kf[i]);
+        std::vector<float> kt(static_cast<size_t>(hd) * kKeyTile);
+        for (int32_t d = 0; d < hd; ++d)
+          for (int32_t i = 0; i < kKeyTile; ++i)
+            kt[static_cast<size_t>(d) * kKeyTile + i] = tensor::fp16_to_fp32(page[static_cast<size_t>(d) * stride + slot0 + i]);
+        std::vector<float> want(static_cast<size_t>(nrows) * kKeyTile), got(want.size(), -1.f);
+        for (int32_t r = 0; r < nrows; ++r)
+          attn::scalar_kernels().scores_ggml(q.data() + r * hd, kt.data(), hd, 0.125f, want.data() + r * kKeyTile);
+        std::vector<const attn::Kernels*> all = tables;
+        all.push_back(&attn::scalar_kernels());
+        for (const auto* k : all) {
+          std::fill(got.begin(), got.end(), -1.f);
+          k->scores_rows_f16k(q.data(), nrows, page.data() + slot0, stride, hd, 0.125f, got.data());
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_TRUE(same_bits(want[i], got[i])) << k->name << " hd " << hd << " stride " << stride << " rows "
+                                                    << nrows << " at " << i << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD tier on this host";
