@@ -433,11 +433,16 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
     }
   }
   if (static_cast<int64_t>(scratch.partials.size()) < partial_end) scratch.partials.resize(partial_end);
-  // Too few items to feed the threads (decode of one or two sequences: one item per KV head):
-  // split the whole-context items by query heads. K/V tiles are then converted once per part
-  // (the parts of a head run side by side, so the second read mostly hits cache).
+  // Fewer items than threads (decode of one sequence of a model with fewer KV heads than
+  // threads): split the whole-context items by query heads. K/V tiles are then converted once
+  // per part (the parts of a head run side by side, so the second read mostly hits cache), and a
+  // part of one or two rows runs the latency-bound softmax and fp16 accumulator chains with few
+  // rows to overlap, so the parts together cost ~1.4x the whole item: splitting whenever there
+  // were under 2 items a thread (one SmolLM2 or Qwen sequence: 3 or 2 KV heads, 2 threads) left
+  // 2 threads no faster than 1 (attention_bench Decode1). As many items as threads, or more,
+  // now stay whole (and keep the prologue inside them).
   bool head_split = false;
-  if (nt > 1 && group > 1 && static_cast<int64_t>(items.size()) < 2 * nt) {
+  if (nt > 1 && group > 1 && static_cast<int64_t>(items.size()) < nt) {
     const int32_t parts = std::min<int32_t>(group, static_cast<int32_t>((2 * nt + items.size() - 1) / items.size()));
     const size_t n0 = items.size();
     for (size_t i = 0; i < n0; ++i) {
