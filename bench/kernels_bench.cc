@@ -268,7 +268,9 @@ void BM_MatmulOp(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   WeightSet& ws = weights(DType::kQ8_0, rows, cols, true);
   const double bytes = run_matmuls(state, ws, n_tok, rows, cols, threads);
+  const double macs = static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(n_tok);
   state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GMAC/s"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["frac_bw"] = benchmark::Counter(bytes / (g_bandwidth[threads] * 1e9),
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::to_string(rows) + "x" + std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()) +

@@ -229,7 +229,9 @@ TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
   const auto w = random_weights(c.type, rows, c.cols, 1234u + static_cast<uint32_t>(c.type));
   IsaGuard guard;
   ThreadPool pool(2);
-  for (int64_t n_tok : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 35}) {  // 16+: AMX tiles
+  // Every batch size 1..17 (the kernels split token tiles of 1-8 and passes of 1-4 differently by
+  // size), 16+ also reaching the AMX tiles and the AVX2 int16 panels, and 35.
+  for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 35}) {
     const auto x = activations(n_tok, c.cols, static_cast<uint32_t>(n_tok) * 7u + 1u);
     std::vector<double> ref, mag;
     reference(c.type, w, rows, c.cols, x, n_tok, &ref, &mag);
