@@ -418,7 +418,7 @@ void BM_MatmulL2(benchmark::State& state) {
                  ts::tensor::isa_name(ts::tensor::active_isa()) + (m->repacked() ? " r16" : ""));
 }
 BENCHMARK(BM_MatmulL2)
-    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 4, 8, 16, 32, 64, 128}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128}})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
 
