@@ -14,6 +14,7 @@
 // BM_MatmulOp/<op>/<n_tok>/<threads>: Q8_0 at the SmolLM2-135M / Qwen2.5-0.5B decode op shapes
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
+// BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -347,6 +348,60 @@ void prefetch_ab_args(benchmark::internal::Benchmark* b) {
         for (int n : {1, 2, 3, 4, 5, 8}) b->Args({t, op, n, th});
 }
 BENCHMARK(BM_PrefetchAB)->Apply(prefetch_ab_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
+
+// BM_ActPrepAB/<cols>/<n_tok>: the activation preparation a Q8_0 matmul makes (Matrix::prepare:
+// quantize + the ISA's interleave) on the calling thread alone against split over the 2-thread
+// pool, alternated in the same process and seconds. Before each timed preparation a pool job
+// rewrites the input, each thread its half of every token's row (as the gate/up job leaves
+// ffn_a before down), so half the input arrives from the other core's cache as in a forward.
+// Counters: serial_us, pooled_us (per preparation) and pooled/serial.
+void BM_ActPrepAB(benchmark::State& state) {
+  const int64_t cols = state.range(0), n_tok = state.range(1);
+  std::vector<uint8_t> wbytes(static_cast<size_t>(cols / 32 * 34 * 16), 0);
+  auto m = Matrix::create(DType::kQ8_0, wbytes.data(), 16, cols);
+  if (!m.ok()) {
+    state.SkipWithError("matrix");
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));
+  ThreadPool& pool = pool_for(2);
+  ts::tensor::PreparedActivations prep;
+  float salt = 0;
+  auto dirty = [&] {
+    salt += 1.0f;
+    pool.run([&](int i, int nt) {
+      const int64_t c0 = cols * i / nt, c1 = cols * (i + 1) / nt;
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t c = c0; c < c1; ++c) x[static_cast<size_t>(t * cols + c)] = static_cast<float>((c * 7 + t) % 61) - 30.0f + salt;
+    });
+  };
+  double ns[2] = {0, 0};
+  int64_t iters = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 2; ++k) {
+      const int mode = (iters + k) & 1;  // order swaps every iteration
+      dirty();
+      const auto t0 = std::chrono::steady_clock::now();
+      prep.reset(x.data(), n_tok, cols);
+      m->prepare(prep, mode == 0 ? nullptr : &pool);
+      ns[mode] += static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+    ++iters;
+  }
+  state.counters["serial_us"] = ns[0] / 1e3 / static_cast<double>(iters);
+  state.counters["pooled_us"] = ns[1] / 1e3 / static_cast<double>(iters);
+  state.counters["pooled/serial"] = ns[1] / ns[0];
+}
+BENCHMARK(BM_ActPrepAB)
+    ->Args({896, 8})
+    ->Args({576, 8})
+    ->Args({1536, 8})
+    ->Args({4864, 1})
+    ->Args({4864, 2})
+    ->Args({4864, 4})
+    ->Args({4864, 8})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
 
 // BM_MatmulL2/<type>/<n_tok>: one 1024x1024 (Q8_0: 1024x896) matrix, 1 thread, repacked, the
 // same copy every iteration, so the weights stay in L2 (about 1 MB; the 2 MB L2 of current

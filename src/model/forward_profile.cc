@@ -9,7 +9,7 @@ namespace ts::model::prof {
 namespace {
 constexpr const char* kNames[kNumOps] = {"embed+rope tables", "attn norm", "qkv matmul", "bias/norm/rope",
                                          "kv write", "attention", "o_proj", "add+ffn norm", "gate/up+act",
-                                         "down+add+norm", "final norm+logits"};
+                                         "down act prep", "down matmul", "down add+norm", "final norm+logits"};
 struct PerBatch {
   double ns[kNumOps] = {};
   int64_t forwards = 0;

@@ -11,7 +11,8 @@
 namespace ts::model::prof {
 
 enum Op : int {
-  kEmbed, kNorm, kQkv, kRopeBias, kKvWrite, kAttention, kOProj, kFfnNorm, kGateUp, kDown, kLogits, kNumOps
+  kEmbed, kNorm, kQkv, kRopeBias, kKvWrite, kAttention, kOProj, kFfnNorm, kGateUp, kDownPrep, kDown, kDownAdd, kLogits,
+  kNumOps
 };
 
 #ifdef TS_FORWARD_PROFILE

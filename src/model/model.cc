@@ -340,8 +340,12 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
         }
       }
       lap(prof::kGateUp);
-      L.w_down.matmul(S.ffn_a.data(), T, S.h.data(), pool);
+      S.h_prep.reset(S.ffn_a.data(), T, F);  // gate/up are done with h: the same buffers quantize ffn_a
+      L.w_down.prepare(S.h_prep, pool);
+      lap(prof::kDownPrep);
+      L.w_down.matmul(S.h_prep, S.h.data(), pool);
     }
+    lap(prof::kDown);
     if (!L.post_ffw_norm.empty()) {
       rms_norm_rows(S.h.data(), L.post_ffw_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     }
@@ -350,7 +354,7 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
     } else {
       add_inplace(S.x.data(), S.h.data(), T * E, pool);
     }
-    lap(prof::kDown);
+    lap(prof::kDownAdd);
   }
 
   // Final norm and output projection only for the rows that need logits.

@@ -294,8 +294,17 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-// From this many tokens on, activation preparation is split over the pool.
+// From this many tokens on, activation preparation is split over the pool by tokens; below
+// it, from kMinParallelPrepValues values (n_tok * cols) on, by chunks of kPrepColChunk columns.
+// Why: a decode step's down projection (Qwen2.5-0.5B: 8 x 4864 values) was quantized on the
+// calling thread while the other waited, half of its input still in the other core's cache
+// (the gate/up job wrote it): on Zen 5 (kernels_bench BM_ActPrepAB, same-process alternation,
+// loaded host) split/serial was x0.67 (avx512), x0.65 (avxvnni), x0.53 (avx2) at 8 x 4864
+// (~25 -> ~17 us a call on avx512), x0.58-0.77 at 4 x 4864; at 2 x 4864 within noise, and at
+// 8 x 896 / 8 x 1536 (q/k/v, gate/up inputs) the pool job cost more than it saved (x1.4-2.4).
 constexpr int64_t kMinParallelPrepTokens = 16;
+constexpr int64_t kMinParallelPrepValues = 16384;
+constexpr int64_t kPrepColChunk = 512;
 
 // Tokens per activation panel of a blocked (prefill) matmul: ~256 KB of int8 activations (L2
 // holds them beside the weights streaming through), a multiple of the AVX-512 activation tile.
@@ -509,16 +518,20 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     float* d8 = b.d8.data();
     int32_t* s8 = b.s8.data();
     uint8_t* il = p.il;
-    auto prepare = [&](int64_t t0, int64_t t1) {
+    // Tokens [t0, t1), columns [c0, c1) (multiples of 32; of 256 where Q8_K blocks are made).
+    auto prepare = [&](int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
+      const int64_t nc = c1 - c0, b0 = c0 / kQK8_0, b1 = c1 / kQK8_0;
       for (int64_t t = t0; t < t1; ++t) {
-        const float* xt = x + t * cols;
-        if (missing & kFormQ8) kt.act.q8_0(xt, cols, q8 + t * cols, d8 + t * nb32, s8 + t * nb32);
-        if (missing & kFormS1) quantize_act_q8_1_sums(xt, cols, s8 + t * nb32, b.s1.data() + t * nb32);
+        const float* xt = x + t * cols + c0;
+        const size_t o = static_cast<size_t>(t * cols + c0), o32 = static_cast<size_t>(t * nb32 + b0);
+        if (missing & kFormQ8) kt.act.q8_0(xt, nc, q8 + o, d8 + o32, s8 + o32);
+        if (missing & kFormS1) quantize_act_q8_1_sums(xt, nc, s8 + o32, b.s1.data() + o32);
         if (missing & kFormIl) {
           // Token t's slot in its tile's block records (Act::q8_il).
-          uint8_t* rec = il + static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
+          uint8_t* rec = il + (static_cast<size_t>(t / kern::kActIlTile) * static_cast<size_t>(nb32) + static_cast<size_t>(b0)) *
+                                  kern::kActIlBlockBytes;
           const int slot = static_cast<int>(t % kern::kActIlTile);
-          for (int64_t blk = 0; blk < nb32; ++blk, rec += kern::kActIlBlockBytes) {
+          for (int64_t blk = b0; blk < b1; ++blk, rec += kern::kActIlBlockBytes) {
             std::memcpy(rec + slot * 32, q8 + t * cols + blk * 32, 32);
             const int32_t bias = kern::kActIlBias0 - 128 * s8[t * nb32 + blk];
             std::memcpy(rec + kern::kActIlTile * 32 + slot * 4, &bias, 4);
@@ -526,19 +539,31 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           }
         }
         if (missing & kFormQ16) {
-          const int8_t* src = q8 + t * cols;
-          int16_t* dst = b.q16.data() + t * cols;
-          for (int64_t i = 0; i < cols; ++i) dst[i] = src[i];
+          const int8_t* src = q8 + o;
+          int16_t* dst = b.q16.data() + o;
+          for (int64_t i = 0; i < nc; ++i) dst[i] = src[i];
         }
-        if (missing & kFormQK) kt.act.q8_k(xt, cols, b.qk.data() + t * nb256);
-        if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + t * cols, cols);
-        if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + t * cols, cols);
+        if (missing & kFormQK) kt.act.q8_k(xt, nc, b.qk.data() + t * nb256 + c0 / kQK_K);
+        if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + o, nc);
+        if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + o, nc);
       }
     };
-    if (pool != nullptr && pool->num_threads() > 1 && n_tok >= kMinParallelPrepTokens) {
-      pool->parallel_chunks(n_tok, (missing & kFormIl) ? kern::kActIlTile : 4, prepare);
+    const bool multi = pool != nullptr && pool->num_threads() > 1;
+    if (multi && n_tok >= kMinParallelPrepTokens) {
+      pool->parallel_chunks(n_tok, (missing & kFormIl) ? kern::kActIlTile : 4,
+                            [&](int64_t t0, int64_t t1) { prepare(t0, t1, 0, cols); });
+    } else if (multi && n_tok * cols >= kMinParallelPrepValues) {
+      // Decode-sized batches: split by columns (all tokens of each chunk on one thread, so
+      // threads write disjoint Act::q8_il block records). Chunks of kPrepColChunk columns (a
+      // multiple of the Q8_K block); the last may be shorter (a multiple of 32, or of 256 when
+      // Q8_K blocks are made: cols is then a multiple of 256).
+      const int64_t nchunks = (cols + kPrepColChunk - 1) / kPrepColChunk;
+      pool->parallel_chunks(nchunks, (nchunks + pool->num_threads() - 1) / pool->num_threads(),
+                            [&](int64_t k0, int64_t k1) {
+                              prepare(0, n_tok, k0 * kPrepColChunk, std::min(cols, k1 * kPrepColChunk));
+                            });
     } else {
-      prepare(0, n_tok);
+      prepare(0, n_tok, 0, cols);
     }
     // fp16 and bf16 share one buffer: only the form made last is valid.
     if (missing & kFormF16) p.have &= ~kFormBF16;
@@ -558,6 +583,14 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
 }
 
 }  // namespace
+
+void Matrix::prepare(PreparedActivations& xp, ThreadPool* pool) const {
+  TS_CHECK(xp.cols() == impl_->cols, "prepare: prepared activations have the wrong number of columns");
+  if (xp.n_tok() <= 0) return;
+  const Isa isa = active_isa();
+  kern::Act act;
+  prepare_forms(*xp.impl_, forms_for(impl_->layout, xp.n_tok(), isa), kernels_for(isa), pool, &act);
+}
 
 void Matrix::matmul(const float* x, int64_t n_tok, float* y, ThreadPool* pool) const {
   matmul_rows(x, n_tok, y, 0, impl_->rows, pool);

@@ -178,6 +178,10 @@ class Matrix {
   // now, kept in x for the next matrix). x.cols() must equal cols() (a broken invariant otherwise).
   void matmul(PreparedActivations& x, float* y, ThreadPool* pool) const;
   void matmul_rows(PreparedActivations& x, float* y, int64_t row_begin, int64_t row_end, ThreadPool* pool) const;
+  // Makes the activation forms a matmul of this matrix with x.n_tok() tokens reads (what the
+  // first matmul(x, ...) would make), split over `pool` like matmul does; a later matmul with x
+  // then only reads them. For callers that time or place the preparation themselves.
+  void prepare(PreparedActivations& x, ThreadPool* pool) const;
 
   // Row r as floats (cols values): embedding lookup.
   void dequantize_row(int64_t r, float* out) const;

@@ -96,6 +96,42 @@ TEST(PreparedActivations, SharedInputEqualsPlainMatmulForEveryTypeAndIsa) {
   }
 }
 
+// Decode-sized batches with many values are prepared split over the pool by column chunks
+// (matrix.cc kMinParallelPrepValues): the forms, and so the results, equal the calling thread's
+// own preparation for every type and ISA, also where the last chunk is partial.
+TEST(PreparedActivations, PoolSplitPreparationEqualsSerialForEveryTypeAndIsa) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : host_isas()) {
+    set_isa(isa);
+    for (DType t : kAllTypes) {
+      const int64_t block = type_traits(static_cast<uint32_t>(t))->block_size;
+      // 2304 = 4.5 chunks of 512 (K-quants: 9 x 256); 2336 = 73 blocks of 32 (last chunk 288).
+      for (int64_t cols : {int64_t{2304}, int64_t{2336}}) {
+        if (cols % block != 0) continue;
+        const int64_t rows = 37;
+        const auto w = random_weights(t, rows, cols, 11u + static_cast<uint32_t>(t) + static_cast<uint32_t>(cols));
+        auto m = Matrix::create(t, w.data(), rows, cols);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        for (int64_t n_tok : {8, 15}) {
+          const auto x = random_x(n_tok * cols, 200u + static_cast<uint32_t>(n_tok));
+          std::vector<float> want(static_cast<size_t>(n_tok * rows)), got(want.size(), -1.0f);
+          m->matmul(x.data(), n_tok, want.data(), nullptr);
+          PreparedActivations prep;
+          prep.reset(x.data(), n_tok, cols);
+          m->prepare(prep, &pool);
+          const int forms = prep.num_prepared();
+          m->matmul(prep, got.data(), nullptr);
+          const std::string what = std::string(type_name(static_cast<uint32_t>(t))) + " " + isa_name(isa) +
+                                   " cols " + std::to_string(cols) + " n_tok " + std::to_string(n_tok);
+          EXPECT_EQ(prep.num_prepared(), forms) << what;  // matmul made nothing new
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(PreparedActivations, MixedTypesAndResetFollowTheInput) {
   IsaGuard guard;
   const int64_t cols = 256, rows = 19, n_tok = 6;
