@@ -219,6 +219,7 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
     // from its page (scores_rows_f16k), never converted into kt.
     const bool one_block = range_of(0) == range_of(nq - 1);
     const uint16_t* k_page = nullptr;  // set: K not in kt, score from the page
+    const uint16_t* v_page = nullptr;  // set: V not in vt, accumulated from the page (fp16 accumulator)
     // Convert the tile once: K as [hd][16] lanes, V row-major.
     if (bs % kKeyTile == 0) {
       // The tile lies in one block: each K dimension is 16 consecutive page elements (lanes
@@ -233,7 +234,11 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
         } else {
           c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
         }
-        c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+        if (golden) {
+          v_page = reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd;
+        } else {
+          c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+        }
       } else if (c.kv.type() == KvType::kF32) {
         const float* kf = reinterpret_cast<const float*>(kp) + slot0;
         for (int32_t d = 0; d < hd; ++d)
@@ -286,7 +291,11 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
         if (golden) {
           float* m = ms + static_cast<size_t>(r0) * kKeyTile;
           c.k.online_f16(scr, nr, i0, i1, mrun + r0, srun + r0, w, m);
-          c.k.acc_f16(a, nr, vt, w, m, i0, i1, hd);
+          if (v_page != nullptr) {
+            c.k.acc_f16_h(a, nr, v_page, w, m, i0, i1, hd);
+          } else {
+            c.k.acc_f16(a, nr, vt, w, m, i0, i1, hd);
+          }
         } else {
           c.k.online_f32(scr, nr, i0, i1, mrun + r0, srun + r0, w, rescale);
           c.k.acc_f32(a, nr, vt, w, rescale, i0, i1, hd);

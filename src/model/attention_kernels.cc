@@ -179,6 +179,14 @@ TS_CLONES void acc_f16(float* acc, int32_t nrows, const float* v, const float* w
   }
 }
 
+TS_CLONES void acc_f16_h(float* acc, int32_t nrows, const uint16_t* v, const float* w, const float* ms, int32_t i0,
+                         int32_t i1, int32_t hd) {
+  thread_local std::vector<float> vt;
+  if (vt.size() < static_cast<size_t>(hd) * kKeyTile) vt.resize(static_cast<size_t>(hd) * kKeyTile);
+  cvt_f16(v + static_cast<size_t>(i0) * hd, vt.data() + static_cast<size_t>(i0) * hd, (i1 - i0) * hd);
+  acc_f16(acc, nrows, vt.data(), w, ms, i0, i1, hd);
+}
+
 TS_CLONES void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0,
                        int32_t i1, int32_t hd) {
   for (int32_t r = 0; r < nrows; ++r) {
@@ -200,7 +208,7 @@ const Kernels& scalar_kernels() {
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
-                         .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h};
   return k;
 }
 

@@ -102,6 +102,13 @@ struct Kernels {
   // acc[r][d] = acc[r][d] * rescale[r] + sum over i in [i0, i1) of p[r][i] * v[i][d] (fma, keys in order).
   void (*acc_f32)(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0,
                   int32_t i1, int32_t hd);
+  // acc_f16 with V as fp16 (v: [kKeyTile][hd] row-major, an F16 page's V rows from the tile's
+  // first slot; only keys i0..i1-1 are read), as if cvt_f16 into a V tile came first
+  // (bit-identical to that pair). The AVX-512 table (and AVX2 where head_dim is a multiple of
+  // 32) converts each V vector in registers once per key for a block of rows: no f32 V tile
+  // written and read back.
+  void (*acc_f16_h)(float* acc, int32_t nrows, const uint16_t* v, const float* w, const float* ms, int32_t i0,
+                    int32_t i1, int32_t hd);
 };
 
 const Kernels& scalar_kernels();

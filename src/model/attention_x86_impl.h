@@ -97,30 +97,41 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
                 float* ms) {
   const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
   // Every lane outside [i0, i1) gets ms = 1 (mp is +inf there, never "rescaled"): sum_chains
-  // relies on it.
-  for (int32_t r = 0; r < nrows; ++r) {  // weights row by row (the max chain: a short log-step scan)
-    alignas(64) float mp[kKeyTile], args[kKeyTile], e[kKeyTile];
-    const float* scr = sc + r * kKeyTile;
-    float* wr = w + r * kKeyTile;
-    float* mr = ms + r * kKeyTile;
-    float m = m_io[r];
-    if (!prefix_max_tile(scr, i0, i1, m, mp, &m)) {  // a NaN score: the serial chain
-      for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp + off, inf);  // lanes past the range: never "rescaled"
-      for (int32_t i = i0; i < i1; ++i) {
-        mp[i] = m;
-        m = std::max(m, scr[i]);
+  // relies on it. AVX2 takes rows in groups of up to 8, each step for all of them before the
+  // next (the max scans, then the exps, then the selects), so the rows' independent chains sit
+  // side by side in the instruction stream (its exp runs 4 lanes at a time: 4 chains per row):
+  // attention_bench Decode8 x0.91-0.92 on Zen 5. AVX-512 keeps one row per pass (grouped it was
+  // x0.96 on the Qwen shape but x1.05 on SmolLM2's 3-row groups).
+  constexpr int32_t kRowsPerPass = W == 8 ? 8 : 1;
+  alignas(64) float mp[kRowsPerPass][kKeyTile], args[kRowsPerPass][kKeyTile], e[kRowsPerPass][kKeyTile];
+  for (int32_t rb = 0; rb < nrows; rb += kRowsPerPass) {
+    const int32_t nb = std::min(kRowsPerPass, nrows - rb);
+    for (int32_t q = 0; q < nb; ++q) {  // the max chain: a short log-step scan
+      const int32_t r = rb + q;
+      const float* scr = sc + r * kKeyTile;
+      float m = m_io[r];
+      if (!prefix_max_tile(scr, i0, i1, m, mp[q], &m)) {  // a NaN score: the serial chain
+        for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp[q] + off, inf);  // lanes past the range: never "rescaled"
+        for (int32_t i = i0; i < i1; ++i) {
+          mp[q][i] = m;
+          m = std::max(m, scr[i]);
+        }
+      }
+      m_io[r] = m;
+      for (int off = 0; off < kKeyTile; off += W) {
+        const TS_V x = TS_LOADU(scr + off), pm = TS_LOADU(mp[q] + off);
+        TS_STOREU(args[q] + off, vsel_gt(x, pm, TS_SUB(pm, x), TS_SUB(x, pm)));
       }
     }
-    m_io[r] = m;
-    for (int off = 0; off < kKeyTile; off += W) {
-      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off);
-      TS_STOREU(args + off, vsel_gt(x, p, TS_SUB(p, x), TS_SUB(x, p)));
-    }
-    exp_tile(args, e);
-    for (int off = 0; off < kKeyTile; off += W) {
-      const TS_V x = TS_LOADU(scr + off), p = TS_LOADU(mp + off), ex = TS_LOADU(e + off);
-      TS_STOREU(mr + off, vsel_gt(x, p, ex, one));
-      TS_STOREU(wr + off, vsel_gt(x, p, one, ex));
+    for (int32_t q = 0; q < nb; ++q) exp_tile(args[q], e[q]);
+    for (int32_t q = 0; q < nb; ++q) {
+      const int32_t r = rb + q;
+      const float* scr = sc + r * kKeyTile;
+      for (int off = 0; off < kKeyTile; off += W) {
+        const TS_V x = TS_LOADU(scr + off), pm = TS_LOADU(mp[q] + off), ex = TS_LOADU(e[q] + off);
+        TS_STOREU(ms + r * kKeyTile + off, vsel_gt(x, pm, ex, one));
+        TS_STOREU(w + r * kKeyTile + off, vsel_gt(x, pm, one, ex));
+      }
     }
   }
   for (int32_t r0 = 0; r0 < nrows; r0 += 8) {
@@ -448,8 +459,13 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
 // or a row left over from the pairs as 1 x 8 when the head is that wide, so that it too keeps
 // 8 rounding chains in flight instead of 4; with 32 registers also 3 rows x 4 vectors = 12 for
 // odd groups; per element the operations are the same).
-template <bool kF16, int R, int NV = 4>
-void acc_block4(float* acc, const float* v, const float* w, const float* ms, const float* rescale, int32_t i0,
+// V as f32 (a converted tile) or straight from an F16 page (uint16_t: each vector converted in
+// registers, once per key for the R rows; exact, so the same bits).
+inline TS_V load_v(const float* p) { return TS_LOADU(p); }
+inline TS_V load_v(const uint16_t* p) { return TS_CVTPH(TS_LOADH(p)); }
+
+template <bool kF16, int R, int NV = 4, typename VT = float>
+void acc_block4(float* acc, const VT* v, const float* w, const float* ms, const float* rescale, int32_t i0,
                 int32_t i1, int32_t hd, int32_t d) {
   // The NV * R accumulators must stay in registers (an array GCC leaves on the stack puts a
   // store-to-load forward in every chain step): fixed-trip loops, unrolled.
@@ -465,10 +481,10 @@ void acc_block4(float* acc, const float* v, const float* w, const float* ms, con
     }
   }
   for (int32_t i = i0; i < i1; ++i) {
-    const float* vi = v + static_cast<int64_t>(i) * hd + d;
+    const VT* vi = v + static_cast<int64_t>(i) * hd + d;
     TS_V vv[NV];
 #pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) vv[c] = TS_LOADU(vi + c * W);
+    for (int c = 0; c < NV; ++c) vv[c] = load_v(vi + c * W);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       if (kF16) {
@@ -612,8 +628,9 @@ void acc_packed_tail(float* acc, int32_t nrows, const float* v, const float* w, 
   }
 }
 
-template <bool kF16>
-void acc_rows(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, const float* rescale,
+// VT = uint16_t (V from an F16 page) only where head_dim is a multiple of 4 * W (part 1 alone).
+template <bool kF16, typename VT = float>
+void acc_rows(float* acc, int32_t nrows, const VT* v, const float* w, const float* ms, const float* rescale,
               int32_t i0, int32_t i1, int32_t hd) {
   const int32_t hd4 = hd / (4 * W) * (4 * W), hdw = hd / W * W;
   if (hd4 > 0) {
@@ -625,34 +642,57 @@ void acc_rows(float* acc, int32_t nrows, const float* v, const float* w, const f
         // A lone row (odd row counts: GQA groups of 3 or 7 heads, split decode items) in 8-vector
         // blocks where the head allows: 4 chains alone would wait on the rounding latency.
         for (; d + 8 * W <= hd4; d += 8 * W)
-          acc_block4<kF16, 1, 8>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile,
+          acc_block4<kF16, 1, 8, VT>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile,
                                  kF16 ? ms + r * kKeyTile : nullptr, kF16 ? nullptr : rescale + r, i0, i1, hd, d);
       }
       for (; d < hd4; d += 4 * W)
-        acc_block4<kF16, R>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, kF16 ? ms + r * kKeyTile : nullptr,
+        acc_block4<kF16, R, 4, VT>(acc + static_cast<int64_t>(r) * hd, v, w + r * kKeyTile, kF16 ? ms + r * kKeyTile : nullptr,
                             kF16 ? nullptr : rescale + r, i0, i1, hd, d);
     };
     int32_t r = 0;
     if constexpr (W >= 16) {
-      // Odd groups (SmolLM2's 3 heads, Qwen's 7) with 32 vector registers: three rows in one
-      // pass, 12 chains, instead of a pair (8) then a lone row whose 4 chains wait on the
-      // rounding latency. Per element the operations are the same.
-      if (nrows % 2 == 1 && nrows >= 3) {
-        rows_at(std::integral_constant<int, 3>{}, 0);
-        r = 3;
+      // 32 vector registers: passes of 4 rows (16 chains) and 3 (12): each V vector is loaded
+      // (or converted from fp16) once per key for more rows, and odd groups (SmolLM2's 3 heads,
+      // Qwen's 7 = 4 + 3) need no lone row whose 4 chains wait on the rounding latency. Per
+      // element the operations are the same.
+      while (nrows - r >= 3) {
+        const int32_t rem = nrows - r;
+        if (rem == 4 || rem >= 7) {
+          rows_at(std::integral_constant<int, 4>{}, r);
+          r += 4;
+        } else {  // 3, 5 = 3 + 2, 6 = 3 + 3
+          rows_at(std::integral_constant<int, 3>{}, r);
+          r += 3;
+        }
       }
     }
     for (; r + 2 <= nrows; r += 2) rows_at(std::integral_constant<int, 2>{}, r);
     for (; r < nrows; ++r) rows_at(std::integral_constant<int, 1>{}, r);
   }
   // Each part applies the f32 rescale to the elements it owns.
-  if (hdw > hd4) acc_whole_vectors<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hd4, hdw);
-  if (hd > hdw) acc_packed_tail<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hdw);
+  if constexpr (std::is_same_v<VT, float>) {
+    if (hdw > hd4) acc_whole_vectors<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hd4, hdw);
+    if (hd > hdw) acc_packed_tail<kF16>(acc, nrows, v, w, ms, rescale, i0, i1, hd, hdw);
+  }
 }
 
 void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const float* ms, int32_t i0, int32_t i1,
              int32_t hd) {
   acc_rows<true>(acc, nrows, v, w, ms, nullptr, i0, i1, hd);
+}
+
+// acc_f16 with V read from its F16 page (no f32 V tile written and read back) where head_dim
+// is a multiple of 4 vectors; otherwise the keys' rows are converted first (the same bits).
+void acc_f16_h(float* acc, int32_t nrows, const uint16_t* v, const float* w, const float* ms, int32_t i0, int32_t i1,
+               int32_t hd) {
+  if (hd % (4 * W) == 0) {
+    acc_rows<true, uint16_t>(acc, nrows, v, w, ms, nullptr, i0, i1, hd);
+    return;
+  }
+  thread_local std::vector<float> vt;
+  if (vt.size() < static_cast<size_t>(hd) * kKeyTile) vt.resize(static_cast<size_t>(hd) * kKeyTile);
+  cvt_f16(v + static_cast<size_t>(i0) * hd, vt.data() + static_cast<size_t>(i0) * hd, (i1 - i0) * hd);
+  acc_f16(acc, nrows, vt.data(), w, ms, i0, i1, hd);
 }
 
 void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const float* rescale, int32_t i0, int32_t i1,
@@ -668,7 +708,7 @@ const Kernels& TS_KERNELS_FN() {
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
-                         .acc_f16 = acc_f16, .acc_f32 = acc_f32};
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h};
   return k;
 }
 

@@ -355,6 +355,16 @@ TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
         std::vector<float> want = acc0, want32 = acc0;
         attn::scalar_kernels().acc_f16(want.data(), nrows, v.data(), w.data(), ms.data(), i0, i1, hd);
         attn::scalar_kernels().acc_f32(want32.data(), nrows, v.data(), w.data(), rescale.data(), i0, i1, hd);
+        // V as an F16 page's rows (acc_f16_h): the keys outside [i0, i1) hold NaN, never read.
+        std::vector<uint16_t> vh(v.size());
+        for (size_t i = 0; i < v.size(); ++i)
+          vh[i] = static_cast<int32_t>(i / hd) >= i0 && static_cast<int32_t>(i / hd) < i1 ? tensor::fp32_to_fp16(v[i]) : 0x7E00;
+        for (const auto* k : std::vector<const attn::Kernels*>{&attn::scalar_kernels(), tables[0], tables.back()}) {
+          std::vector<float> goth = acc0;
+          k->acc_f16_h(goth.data(), nrows, vh.data(), w.data(), ms.data(), i0, i1, hd);
+          for (size_t d = 0; d < goth.size(); ++d)
+            ASSERT_TRUE(same_bits(want[d], goth[d])) << k->name << " f16 page hd " << hd << " rows " << nrows << " at " << d;
+        }
         for (const auto* k : tables) {
           std::vector<float> got = acc0, got32 = acc0;
           k->acc_f16(got.data(), nrows, v.data(), w.data(), ms.data(), i0, i1, hd);
