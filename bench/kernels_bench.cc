@@ -400,6 +400,8 @@ BENCHMARK(BM_ActPrepAB)
     ->Args({4864, 2})
     ->Args({4864, 4})
     ->Args({4864, 8})
+    ->Args({896, 512})
+    ->Args({4864, 512})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.3);
 

@@ -18,7 +18,7 @@ struct Table {
   std::map<int64_t, PerBatch> by_tokens;  // batch size (tokens) -> sums
   ~Table() {
     for (const auto& [tokens, b] : by_tokens) {
-      if (b.forwards < 10) continue;
+      if (b.forwards < 10 && tokens < 64) continue;  // prefill chunks: even one is worth a table
       double total = 0;
       for (double v : b.ns) total += v;
       const double f = static_cast<double>(b.forwards);

@@ -451,12 +451,16 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   }
   EXPECT_EQ(r->isa, Isa::kAvxVnni);
   EXPECT_TRUE(r->warning.empty());
-  const int64_t rows = 45, cols = 96;  // 3 blocks: an odd block count per pair record
+  const int64_t rows = 45;
+  // 96: 3 blocks, an odd block count per pair record. 1600 (50 blocks) and 2080 (65): Q8_0 runs
+  // in K-chunks of 32 blocks (gemm_q8_0_r16_il_vnni, kVnniKChunk), the last one partial.
+  for (int64_t cols : {int64_t{96}, int64_t{1600}, int64_t{2080}})
   for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
     const auto w = random_weights(type, rows, cols, 5u);
     // 16+ tokens: Q8_0 runs the interleaved-activation kernel (gemm_q8_0_r16_il_vnni) against
-    // the AVX2 int16 panel kernel; 23, 31, 45 end in partial 8-token tiles of 7, 7 and 5 tokens.
-    for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 23, 24, 31, 45}) {
+    // the AVX2 int16 panel kernel; 23, 31, 45 end in partial 8-token tiles of 7, 7 and 5 tokens;
+    // 130 spans two token panels at 2080 columns (matrix.cc token_panel).
+    for (int64_t n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 23, 24, 31, 45, 130}) {
       const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 11u);
       std::vector<float> y[2];
       const Isa isas[2] = {Isa::kAvx2, Isa::kAvxVnni};
@@ -469,7 +473,8 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
         y[k].resize(static_cast<size_t>(n_tok * rows));
         m->matmul(x.data(), n_tok, y[k].data(), nullptr);
       }
-      const std::string what = std::string(type_name(static_cast<uint32_t>(type))) + " n_tok " + std::to_string(n_tok);
+      const std::string what = std::string(type_name(static_cast<uint32_t>(type))) + " cols " + std::to_string(cols) +
+                               " n_tok " + std::to_string(n_tok);
       ASSERT_EQ(0, std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4)) << what;
       // And the values are real: the reference agrees within the summation-order tolerance.
       std::vector<double> ref, mag;
