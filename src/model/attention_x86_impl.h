@@ -93,16 +93,13 @@ inline void sum_chains(const float* ms, const float* w, int32_t i0, int32_t i1, 
 // at vector width, rescaled = sc > mp, the exp argument, and w / ms by selects. Then the rows'
 // sum chains in passes of up to 8 rows (sum_chains). Lanes outside [i0, i1) of w and ms are
 // written with values nobody reads.
-void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
-                float* ms) {
+template <int32_t kRowsPerPass>
+void online_f16_weights(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* w, float* ms) {
   const TS_V one = TS_SET1(1.f), inf = TS_SET1(INFINITY);
   // Every lane outside [i0, i1) gets ms = 1 (mp is +inf there, never "rescaled"): sum_chains
-  // relies on it. AVX2 takes rows in groups of up to 8, each step for all of them before the
+  // relies on it. Rows in groups of up to kRowsPerPass, each step for all of them before the
   // next (the max scans, then the exps, then the selects), so the rows' independent chains sit
-  // side by side in the instruction stream (its exp runs 4 lanes at a time: 4 chains per row):
-  // attention_bench Decode8 x0.91-0.92 on Zen 5. AVX-512 keeps one row per pass (grouped it was
-  // x0.96 on the Qwen shape but x1.05 on SmolLM2's 3-row groups).
-  constexpr int32_t kRowsPerPass = W == 8 ? 8 : 1;
+  // side by side in the instruction stream.
   alignas(64) float mp[kRowsPerPass][kKeyTile], args[kRowsPerPass][kKeyTile], e[kRowsPerPass][kKeyTile];
   for (int32_t rb = 0; rb < nrows; rb += kRowsPerPass) {
     const int32_t nb = std::min(kRowsPerPass, nrows - rb);
@@ -133,6 +130,18 @@ void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m
         TS_STOREU(w + r * kKeyTile + off, vsel_gt(x, pm, one, ex));
       }
     }
+  }
+}
+
+void online_f16(const float* sc, int32_t nrows, int32_t i0, int32_t i1, float* m_io, float* s_io, float* w,
+                float* ms) {
+  // AVX2 (exp 4 lanes at a time: 4 chains per row) groups up to 8 rows: attention_bench Decode8
+  // x0.91-0.97 on Zen 5. AVX-512 groups only from 5 rows (Qwen's 7: x0.96); SmolLM2's 3-row
+  // groups ran x1.05 grouped, so up to 4 rows it keeps one row per pass.
+  if (W == 8 || nrows >= 5) {
+    online_f16_weights<8>(sc, nrows, i0, i1, m_io, w, ms);
+  } else {
+    online_f16_weights<1>(sc, nrows, i0, i1, m_io, w, ms);
   }
   for (int32_t r0 = 0; r0 < nrows; r0 += 8) {
     const float* mr = ms + r0 * kKeyTile;
