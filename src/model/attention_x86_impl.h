@@ -293,10 +293,11 @@ inline void scores_tile(const float* q, const float* kt, int32_t hd, float scale
   }
 }
 
-// scores_tile for R rows at once (hd % 32 == 0): each K vector is loaded once for the R rows'
-// FMAs; per row the accumulators, their order and the final tree are scores_tile's (bit-identical).
-template <int R>
-inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+// scores_tile for R rows at once (hd % 32 == 0), K vector o of dimension d from kload(d, o): each
+// K vector is loaded once for the R rows' FMAs; per row the accumulators, their order and the
+// final tree are scores_tile's (bit-identical, whichever exact load).
+template <int R, typename KLoad>
+inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd, float scale, float* out) {
   constexpr int NO = kKeyTile / W;
   alignas(64) float rr[R][8][kKeyTile];
   for (int l = 0; l < 8; ++l) {
@@ -310,10 +311,9 @@ inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float 
     for (int32_t c = 0; c < hd; c += 32) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const float* k = kt + (c + 8 * j + l) * kKeyTile;
         TS_V kv[NO];
 #pragma GCC unroll 2
-        for (int o = 0; o < NO; ++o) kv[o] = TS_LOADU(k + o * W);
+        for (int o = 0; o < NO; ++o) kv[o] = kload(c + 8 * j + l, o);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const TS_V qv = TS_SET1(q[r * hd + c + 8 * j + l]);
@@ -341,55 +341,21 @@ inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float 
     }
 }
 
-// scores_tile_rows with K read straight from an F16 page tile (k: the tile's first slot, d-th
-// dimension at k + d * stride): each K vector is converted in a register once for the R rows,
-// so no f32 tile is stored and reloaded, and with K in a register the query values feed the
-// FMAs as broadcast memory operands. Per row the accumulators, their order and the final tree
-// are scores_tile_rows' on the converted tile (the conversion is exact): bit-identical.
+// From a transposed f32 tile kt ([hd][kKeyTile]).
+template <int R>
+inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float scale, float* out) {
+  scores_tile_rows_by<R>(
+      q, [kt](int32_t d, int o) { return TS_LOADU(kt + d * kKeyTile + o * W); }, hd, scale, out);
+}
+
+// Straight from an F16 page tile (k: the tile's first slot, d-th dimension at k + d * stride):
+// each K vector is converted in a register once for the R rows, so no f32 tile is stored and
+// reloaded; the conversion is exact, so the scores are scores_tile_rows' on the converted tile.
 template <int R>
 inline void scores_tile_rows_h(const float* q, const uint16_t* k, int32_t stride, int32_t hd, float scale, float* out) {
-  constexpr int NO = kKeyTile / W;
-  alignas(64) float rr[R][8][kKeyTile];
-  for (int l = 0; l < 8; ++l) {
-    TS_V a[R][4][NO];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; ++o) a[r][j][o] = TS_SETZERO();
-    for (int32_t c = 0; c < hd; c += 32) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const uint16_t* kd = k + static_cast<int64_t>(c + 8 * j + l) * stride;
-        TS_V kv[NO];
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; ++o) kv[o] = TS_CVTPH(TS_LOADH(kd + o * W));
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          const TS_V qv = TS_SET1(q[r * hd + c + 8 * j + l]);
-#pragma GCC unroll 2
-          for (int o = 0; o < NO; ++o) a[r][j][o] = TS_FMADD(qv, kv[o], a[r][j][o]);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-      for (int o = 0; o < NO; ++o)
-        TS_STOREU(rr[r][l] + o * W, TS_ADD(TS_ADD(a[r][0][o], a[r][2][o]), TS_ADD(a[r][1][o], a[r][3][o])));
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int o = 0; o < NO; ++o) {
-      const int off = o * W;
-      const TS_V t0 = TS_ADD(TS_LOADU(rr[r][0] + off), TS_LOADU(rr[r][4] + off));
-      const TS_V t1 = TS_ADD(TS_LOADU(rr[r][1] + off), TS_LOADU(rr[r][5] + off));
-      const TS_V t2 = TS_ADD(TS_LOADU(rr[r][2] + off), TS_LOADU(rr[r][6] + off));
-      const TS_V t3 = TS_ADD(TS_LOADU(rr[r][3] + off), TS_LOADU(rr[r][7] + off));
-      TS_STOREU(out + r * kKeyTile + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
-    }
+  scores_tile_rows_by<R>(
+      q, [k, stride](int32_t d, int o) { return TS_CVTPH(TS_LOADH(k + static_cast<int64_t>(d) * stride + o * W)); },
+      hd, scale, out);
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
