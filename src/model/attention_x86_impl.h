@@ -341,21 +341,19 @@ inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd, float s
     }
 }
 
-// From a transposed f32 tile kt ([hd][kKeyTile]).
-template <int R>
-inline void scores_tile_rows(const float* q, const float* kt, int32_t hd, float scale, float* out) {
-  scores_tile_rows_by<R>(
-      q, [kt](int32_t d, int o) { return TS_LOADU(kt + d * kKeyTile + o * W); }, hd, scale, out);
-}
-
-// Straight from an F16 page tile (k: the tile's first slot, d-th dimension at k + d * stride):
-// each K vector is converted in a register once for the R rows, so no f32 tile is stored and
-// reloaded; the conversion is exact, so the scores are scores_tile_rows' on the converted tile.
-template <int R>
-inline void scores_tile_rows_h(const float* q, const uint16_t* k, int32_t stride, int32_t hd, float scale, float* out) {
-  scores_tile_rows_by<R>(
-      q, [k, stride](int32_t d, int o) { return TS_CVTPH(TS_LOADH(k + static_cast<int64_t>(d) * stride + o * W)); },
-      hd, scale, out);
+// nrows query rows in passes of up to kMaxRows (scores_tile_rows_by for each pass).
+template <int kMaxRows, typename KLoad>
+void scores_row_passes(const float* q, int32_t nrows, KLoad kload, int32_t hd, float scale, float* out) {
+  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
+    const float* qr = q + static_cast<size_t>(r0) * hd;
+    float* o = out + r0 * kKeyTile;
+    switch (std::min(kMaxRows, nrows - r0)) {
+      case 1: scores_tile_rows_by<1>(qr, kload, hd, scale, o); break;
+      case 2: scores_tile_rows_by<2>(qr, kload, hd, scale, o); break;
+      case 3: scores_tile_rows_by<3>(qr, kload, hd, scale, o); break;
+      default: scores_tile_rows_by<4>(qr, kload, hd, scale, o); break;
+    }
+  }
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
@@ -374,16 +372,9 @@ void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, flo
     for (int32_t r = 0; r < nrows; ++r) scores_ggml(q + static_cast<size_t>(r) * hd, kt, hd, scale, out + r * kKeyTile);
     return;
   }
-  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
-    const float* qr = q + static_cast<size_t>(r0) * hd;
-    float* o = out + r0 * kKeyTile;
-    switch (std::min(kMaxRows, nrows - r0)) {
-      case 1: scores_tile_rows<1>(qr, kt, hd, scale, o); break;
-      case 2: scores_tile_rows<2>(qr, kt, hd, scale, o); break;
-      case 3: scores_tile_rows<3>(qr, kt, hd, scale, o); break;
-      default: scores_tile_rows<4>(qr, kt, hd, scale, o); break;
-    }
-  }
+  // From the transposed f32 tile kt ([hd][kKeyTile]).
+  scores_row_passes<kMaxRows>(
+      q, nrows, [kt](int32_t d, int o) { return TS_LOADU(kt + d * kKeyTile + o * W); }, hd, scale, out);
 }
 
 // In registers on the AVX-512 table for whole-32 heads (up to 4 rows a pass, as scores_rows);
@@ -398,17 +389,12 @@ void scores_rows_f16k(const float* q, int32_t nrows, const uint16_t* k, int32_t 
     scores_rows(q, nrows, kt.data(), hd, scale, out);
     return;
   }
-  constexpr int kMaxRows = 4;
-  for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
-    const float* qr = q + static_cast<size_t>(r0) * hd;
-    float* o = out + r0 * kKeyTile;
-    switch (std::min(kMaxRows, nrows - r0)) {
-      case 1: scores_tile_rows_h<1>(qr, k, stride, hd, scale, o); break;
-      case 2: scores_tile_rows_h<2>(qr, k, stride, hd, scale, o); break;
-      case 3: scores_tile_rows_h<3>(qr, k, stride, hd, scale, o); break;
-      default: scores_tile_rows_h<4>(qr, k, stride, hd, scale, o); break;
-    }
-  }
+  // Straight from the page: each K vector is converted in a register once for the pass's rows,
+  // so no f32 tile is stored and reloaded (the conversion is exact: the f32 tile's scores).
+  scores_row_passes<4>(
+      q, nrows,
+      [k, stride](int32_t d, int o) { return TS_CVTPH(TS_LOADH(k + static_cast<int64_t>(d) * stride + o * W)); }, hd,
+      scale, out);
 }
 
 // The accumulators, acc [nrows][hd], split three ways so that every loop over keys carries
