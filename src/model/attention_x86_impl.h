@@ -256,49 +256,17 @@ void cvt_to_f16(const float* src, uint16_t* dst, int32_t n) {
   for (; i < n; ++i) dst[i] = float_to_half(src[i]);
 }
 
-// All kKeyTile lanes in one pass when the head is a multiple of 32 (no double tail): each
-// broadcast query value feeds the FMAs of every lane group of the tile (AVX2: two vectors of 8
-// keys) instead of being broadcast again per group, so the loop does one broadcast and NO loads
-// per NO FMAs rather than one and one per FMA. Per lane the accumulators, their order and the
-// final tree are scores_lanes' exactly (bit-identical).
-inline void scores_tile(const float* q, const float* kt, int32_t hd, float scale, float* out) {
-  constexpr int NO = kKeyTile / W;  // lane groups per tile
-  alignas(64) float rr[8][kKeyTile];
-  for (int l = 0; l < 8; ++l) {
-    TS_V a[4][NO];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j)
-#pragma GCC unroll 2
-      for (int o = 0; o < NO; ++o) a[j][o] = TS_SETZERO();
-    for (int32_t c = 0; c < hd; c += 32) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const TS_V qv = TS_SET1(q[c + 8 * j + l]);
-        const float* k = kt + (c + 8 * j + l) * kKeyTile;
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; ++o) a[j][o] = TS_FMADD(qv, TS_LOADU(k + o * W), a[j][o]);
-      }
-    }
-#pragma GCC unroll 2
-    for (int o = 0; o < NO; ++o) TS_STOREU(rr[l] + o * W, TS_ADD(TS_ADD(a[0][o], a[2][o]), TS_ADD(a[1][o], a[3][o])));
-  }
-#pragma GCC unroll 2
-  for (int o = 0; o < NO; ++o) {
-    const int off = o * W;
-    const TS_V t0 = TS_ADD(TS_LOADU(rr[0] + off), TS_LOADU(rr[4] + off));
-    const TS_V t1 = TS_ADD(TS_LOADU(rr[1] + off), TS_LOADU(rr[5] + off));
-    const TS_V t2 = TS_ADD(TS_LOADU(rr[2] + off), TS_LOADU(rr[6] + off));
-    const TS_V t3 = TS_ADD(TS_LOADU(rr[3] + off), TS_LOADU(rr[7] + off));
-    TS_STOREU(out + off, TS_MUL(TS_ADD(TS_ADD(t0, t1), TS_ADD(t2, t3)), TS_SET1(scale)));
-  }
-}
-
-// scores_tile for R rows at once (hd % 32 == 0), K vector o of dimension d from kload(d, o): each
-// K vector is loaded once for the R rows' FMAs; per row the accumulators, their order and the
-// final tree are scores_tile's (bit-identical, whichever exact load).
-template <int R, typename KLoad>
-inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd, float scale, float* out) {
+// All kKeyTile lanes of R query rows in one pass when the head is a multiple of 32 (no double
+// tail), K vector o of dimension d from kload(d, o): each K vector is loaded once for the R
+// rows' FMAs, and each broadcast query value feeds the FMAs of every lane group of the tile
+// (AVX2: two vectors of 8 keys). Per lane the accumulators, their order and the final tree are
+// scores_lanes' exactly (bit-identical, whichever exact load). NC = hd / 32 when it is a
+// compile-time count (1, 2, 4: head_dim 32, 64, 128), so the chunk loop unrolls (hd 64 runs
+// it twice: a loop of two iterations per l and row cost ~2x its FMAs, AVX2 perf); 0: runtime.
+template <int R, int NC, typename KLoad>
+inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd_rt, float scale, float* out) {
   constexpr int NO = kKeyTile / W;
+  const int32_t hd = NC > 0 ? NC * 32 : hd_rt;
   alignas(64) float rr[R][8][kKeyTile];
   for (int l = 0; l < 8; ++l) {
     TS_V a[R][4][NO];
@@ -308,6 +276,7 @@ inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd, float s
       for (int j = 0; j < 4; ++j)
 #pragma GCC unroll 2
         for (int o = 0; o < NO; ++o) a[r][j][o] = TS_SETZERO();
+#pragma GCC unroll 4
     for (int32_t c = 0; c < hd; c += 32) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
@@ -342,23 +311,34 @@ inline void scores_tile_rows_by(const float* q, KLoad kload, int32_t hd, float s
 }
 
 // nrows query rows in passes of up to kMaxRows (scores_tile_rows_by for each pass).
-template <int kMaxRows, typename KLoad>
-void scores_row_passes(const float* q, int32_t nrows, KLoad kload, int32_t hd, float scale, float* out) {
+template <int kMaxRows, int NC, typename KLoad>
+void scores_row_passes_nc(const float* q, int32_t nrows, KLoad kload, int32_t hd, float scale, float* out) {
   for (int32_t r0 = 0; r0 < nrows; r0 += kMaxRows) {
     const float* qr = q + static_cast<size_t>(r0) * hd;
     float* o = out + r0 * kKeyTile;
     switch (std::min(kMaxRows, nrows - r0)) {
-      case 1: scores_tile_rows_by<1>(qr, kload, hd, scale, o); break;
-      case 2: scores_tile_rows_by<2>(qr, kload, hd, scale, o); break;
-      case 3: scores_tile_rows_by<3>(qr, kload, hd, scale, o); break;
-      default: scores_tile_rows_by<4>(qr, kload, hd, scale, o); break;
+      case 1: scores_tile_rows_by<1, NC>(qr, kload, hd, scale, o); break;
+      case 2: if constexpr (kMaxRows >= 2) scores_tile_rows_by<2, NC>(qr, kload, hd, scale, o); break;
+      case 3: if constexpr (kMaxRows >= 3) scores_tile_rows_by<3, NC>(qr, kload, hd, scale, o); break;
+      default: if constexpr (kMaxRows >= 4) scores_tile_rows_by<4, NC>(qr, kload, hd, scale, o); break;
     }
+  }
+}
+
+// hd % 32 == 0: the common head sizes with a compile-time chunk count.
+template <int kMaxRows, typename KLoad>
+void scores_row_passes(const float* q, int32_t nrows, KLoad kload, int32_t hd, float scale, float* out) {
+  switch (hd) {
+    case 32: scores_row_passes_nc<kMaxRows, 1>(q, nrows, kload, hd, scale, out); break;
+    case 64: scores_row_passes_nc<kMaxRows, 2>(q, nrows, kload, hd, scale, out); break;
+    case 128: scores_row_passes_nc<kMaxRows, 4>(q, nrows, kload, hd, scale, out); break;
+    default: scores_row_passes_nc<kMaxRows, 0>(q, nrows, kload, hd, scale, out); break;
   }
 }
 
 void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float* out) {
   if (hd % 32 == 0) {
-    scores_tile(q, kt, hd, scale, out);
+    scores_row_passes<1>(q, 1, [kt](int32_t d, int o) { return TS_LOADU(kt + d * kKeyTile + o * W); }, hd, scale, out);
     return;
   }
   for (int off = 0; off < kKeyTile; off += W) scores_lanes(q, kt, hd, scale, out, off);
@@ -368,7 +348,7 @@ void scores_ggml(const float* q, const float* kt, int32_t hd, float scale, float
 // registers hold one row's 4 x 2 only, so it keeps one row per pass.
 void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, float scale, float* out) {
   constexpr int kMaxRows = W == 16 ? 4 : 1;
-  if (hd % 32 != 0 || kMaxRows == 1) {
+  if (hd % 32 != 0) {
     for (int32_t r = 0; r < nrows; ++r) scores_ggml(q + static_cast<size_t>(r) * hd, kt, hd, scale, out + r * kKeyTile);
     return;
   }
@@ -383,6 +363,16 @@ void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, flo
 void scores_rows_f16k(const float* q, int32_t nrows, const uint16_t* k, int32_t stride, int32_t hd, float scale,
                       float* out) {
   if (W != 16 || hd % 32 != 0) {
+    thread_local std::vector<float> kt;
+    if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
+    load_kt_f16(k, stride, hd, kt.data());
+    scores_rows(q, nrows, kt.data(), hd, scale, out);
+    return;
+  }
+  if (nrows > 8) {
+    // Many passes (prefill blocks of 48 rows): converting K once into an f32 tile, loaded by
+    // every pass, is cheaper than converting it once per pass (attention_bench x0.95). Not for
+    // a decode group (Qwen's 7 rows: the tile's store and reload cost more, x1.2).
     thread_local std::vector<float> kt;
     if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
     load_kt_f16(k, stride, hd, kt.data());
@@ -416,6 +406,19 @@ inline TS_V acc_step(TS_V a, TS_V vv, TS_V wv) {
   return kF16 ? r16(TS_FMADD(vv, wv, a)) : TS_FMADD(wv, vv, a);
 }
 
+// acc_step with V read by the FMA itself from memory (an f32 tile): GCC otherwise hoists the
+// row-invariant V loads out of the row loop and, short of registers, spills accumulators.
+// Inline asm keeps the load a memory operand (vfmadd231ps: a = w * v + a, the same fma).
+template <bool kF16>
+inline TS_V acc_step_mem(TS_V a, const float* v, TS_V wv) {
+#if defined(__GNUC__)
+  asm("vfmadd231ps %[v], %[w], %[a]" : [a] "+x"(a) : [w] "x"(wv), [v] "m"(*reinterpret_cast<const TS_V*>(v)));
+  return kF16 ? r16(a) : a;
+#else
+  return acc_step<kF16>(a, TS_LOADU(v), wv);
+#endif
+}
+
 // Part 1: R rows x NV vectors starting at dimension d (R * NV = 8 chains: 2 rows x 4 vectors,
 // or a row left over from the pairs as 1 x 8 when the head is that wide, so that it too keeps
 // 8 rounding chains in flight instead of 4; with 32 registers also 3 rows x 4 vectors = 12 for
@@ -441,13 +444,20 @@ void acc_block4(float* acc, const VT* v, const float* w, const float* ms, const 
       for (int c = 0; c < NV; ++c) a[r][c] = TS_MUL(a[r][c], rs);
     }
   }
+  // AVX2 (16 registers) with 3 rows x 4 vectors = 12 chains: V (f32) is read by each FMA from
+  // memory (loads are cheap; 4 more registers for V would spill the accumulators).
+  constexpr bool kVFromMemory = W == 8 && R * NV > 8;
+  static_assert(!kVFromMemory || std::is_same_v<VT, float>);
   for (int32_t i = i0; i < i1; ++i) {
     const VT* vi = v + static_cast<int64_t>(i) * hd + d;
     TS_V vv[NV];
+    if constexpr (!kVFromMemory) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) vv[c] = load_v(vi + c * W);
+      for (int c = 0; c < NV; ++c) vv[c] = load_v(vi + c * W);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
@@ -457,8 +467,13 @@ void acc_block4(float* acc, const VT* v, const float* w, const float* ms, const 
         }
       }
       const TS_V wv = TS_SET1(w[r * kKeyTile + i]);
+      if constexpr (kVFromMemory) {
 #pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) a[r][c] = acc_step<kF16>(a[r][c], vv[c], wv);
+        for (int c = 0; c < NV; ++c) a[r][c] = acc_step_mem<kF16>(a[r][c], vi + c * W, wv);
+      } else {
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) a[r][c] = acc_step<kF16>(a[r][c], vv[c], wv);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -611,6 +626,11 @@ void acc_rows(float* acc, int32_t nrows, const VT* v, const float* w, const floa
                             kF16 ? nullptr : rescale + r, i0, i1, hd, d);
     };
     int32_t r = 0;
+    if constexpr (W == 8 && std::is_same_v<VT, float>) {
+      // AVX2, V from an f32 tile: passes of 3 rows (12 fp16 rounding chains; 8 leave the
+      // converts latency-bound: ~0.64 vs ~0.50 ns a vector step on Zen 5), then 2 and 1.
+      for (; nrows - r >= 3; r += 3) rows_at(std::integral_constant<int, 3>{}, r);
+    }
     if constexpr (W >= 16) {
       // 32 vector registers: passes of 4 rows (16 chains) and 3 (12): each V vector is loaded
       // (or converted from fp16) once per key for more rows, and odd groups (SmolLM2's 3 heads,
@@ -646,7 +666,13 @@ void acc_f16(float* acc, int32_t nrows, const float* v, const float* w, const fl
 // is a multiple of 4 vectors; otherwise the keys' rows are converted first (the same bits).
 void acc_f16_h(float* acc, int32_t nrows, const uint16_t* v, const float* w, const float* ms, int32_t i0, int32_t i1,
                int32_t hd) {
-  if (hd % (4 * W) == 0) {
+  // In registers for a decode group on AVX-512 (up to 8 rows, 2 passes; Qwen's 7 ran x1.2
+  // slower through the tile) and up to 2 rows (one pass) on AVX2: each V vector converted once
+  // per key and pass. Prefill blocks (48 rows) convert it once per tile into f32 instead
+  // (attention_bench prefill smollm2/512 avx512 x0.9), and AVX2 then runs 3-row passes with V
+  // as an FMA memory operand (12 rounding chains instead of 8).
+  constexpr int32_t kRegisterRows = W == 16 ? 8 : 2;
+  if (hd % (4 * W) == 0 && nrows <= kRegisterRows) {
     acc_rows<true, uint16_t>(acc, nrows, v, w, ms, nullptr, i0, i1, hd);
     return;
   }

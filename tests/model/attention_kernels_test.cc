@@ -315,7 +315,7 @@ TEST(AttentionKernels, AccumulatorsMatchScalarBitForBit) {
   // Narrow heads (4, 8, 12: packed across rows), whole-vector and odd tails (16..80), rows
   // past the packed tail's 16-row pass (17).
   for (int32_t hd : {4, 8, 12, 16, 24, 40, 64, 72, 80, 128}) {
-    for (int32_t nrows : {1, 2, 3, 7, 17}) {
+    for (int32_t nrows : {1, 2, 3, 4, 5, 7, 17, 48}) {
       auto v = randv(static_cast<size_t>(hd) * kKeyTile, rng);
       for (float& x : v) x = tensor::round_fp16(x);
       std::vector<float> w(static_cast<size_t>(nrows) * kKeyTile), ms(w.size()), rescale(nrows);
