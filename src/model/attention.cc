@@ -2,6 +2,7 @@
 // the per-ISA kernels of attention_kernels.h; this file walks items, tiles and the softmax
 // state. attention_reference.cc keeps the untiled original for tests.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -15,6 +16,12 @@ namespace ts::model {
 namespace {
 
 using attn::kKeyTile;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // Element offset of (token slot, dimension d) in a page (kv_storage.h: K pages transposed).
 inline size_t page_offset(const KvStorage& kv, bool is_v, int32_t slot, int32_t d) {
@@ -483,30 +490,54 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
   // nothing else reads it (a decode step without query-head parts); otherwise first, for whole
   // sequences.
   const bool fused = prologue && decode && !head_split;
-  if (prologue && !fused) {
-    if (pool && nt > 1 && seqs.size() > 1) {
-      pool->parallel_chunks(static_cast<int64_t>(seqs.size()), 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) (*prologue)(static_cast<int32_t>(i), 0, p.n_head_kv);
-      });
-    } else {
-      for (int32_t i = 0; i < nseq; ++i) (*prologue)(i, 0, p.n_head_kv);
-    }
+  const bool parallel = pool && nt > 1;
+  if (prologue && !fused && !parallel) {
+    for (int32_t i = 0; i < nseq; ++i) (*prologue)(i, 0, p.n_head_kv);
   }
   const TileCtx ctx{kv, layer, p, seqs, first, q, out, attn::active_kernels(), scratch.partials.data(),
                     fused ? prologue : nullptr};
   const int64_t n = static_cast<int64_t>(items.size()), nm = static_cast<int64_t>(merges.size());
-  auto work = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) run_item(ctx, items[static_cast<size_t>(i)]);
-  };
   auto merge = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) run_merge(ctx, merges[static_cast<size_t>(i)]);
   };
-  if (!pool || pool->num_threads() == 1) {
-    work(0, n);
+  if (!parallel) {
+    for (int64_t i = 0; i < n; ++i) run_item(ctx, items[static_cast<size_t>(i)]);
     merge(0, nm);
     return;
   }
-  pool->parallel_chunks(n, 1, work);
+  // Units [0, np): the prologue of (sequence u / n_head_kv, KV head u % n_head_kv); then the
+  // items. The pool hands units out in order, so every prologue unit has been taken (and runs
+  // without waiting) before any item is: an item's wait always ends.
+  const int64_t np = prologue && !fused ? int64_t{nseq} * p.n_head_kv : 0;
+  if (np > 0) {
+    if (static_cast<int64_t>(scratch.ready.size()) < np) scratch.ready.resize(np, 0);
+    if (++scratch.epoch == 0) {  // wrapped: stamps from 2^32 calls ago must not read as ready
+      std::fill(scratch.ready.begin(), scratch.ready.end(), 0u);
+      scratch.epoch = 1;
+    }
+  }
+  const uint32_t epoch = scratch.epoch;
+  uint32_t* ready = scratch.ready.data();
+  auto work = [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      if (u < np) {
+        const int32_t si = static_cast<int32_t>(u / p.n_head_kv), h = static_cast<int32_t>(u % p.n_head_kv);
+        (*prologue)(si, h, h + 1);
+        std::atomic_ref<uint32_t>(ready[u]).store(epoch, std::memory_order_release);
+        continue;
+      }
+      const AttentionItem& it = items[static_cast<size_t>(u - np)];
+      if (np > 0) {
+        const int32_t kh_end = it.kv_head_end > 0 ? it.kv_head_end : it.kv_head + 1;
+        for (int32_t h = it.kv_head; h < kh_end; ++h) {
+          std::atomic_ref<uint32_t> r(ready[static_cast<int64_t>(it.seq) * p.n_head_kv + h]);
+          while (r.load(std::memory_order_acquire) != epoch) cpu_relax();
+        }
+      }
+      run_item(ctx, it);
+    }
+  };
+  pool->parallel_chunks(np + n, 1, work);
   if (nm > 0) pool->parallel_chunks(nm, 1, merge);
 }
 

@@ -56,6 +56,10 @@ struct AttentionScratch {
   std::vector<AttentionItem> items;
   std::vector<AttentionMerge> merges;
   std::vector<float> partials;  // per partial slot: m [rows], s [rows], acc [rows][head_dim]
+  // Per (sequence, KV head): the call's epoch once its prologue has run (paged_attention runs
+  // the prologue units and the items in one pool job; an item waits for its heads' stamps).
+  std::vector<uint32_t> ready;
+  uint32_t epoch = 0;
 };
 
 // Work a layer does on the new tokens of one sequence before attention may read them: bias,
@@ -115,7 +119,10 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 // (sequence, KV head) always before anything reads its queries or its new K/V. A decode step
 // (every sequence one token with one key chunk) whose items need no query-head split runs it
 // inside the items, each thread on the heads it is about to attend (no separate pool job and
-// barrier); otherwise it runs first for whole sequences, on the pool when there are several.
+// barrier); otherwise (prefill) it runs per (sequence, KV head) at the head of the items' pool
+// job: the threads take those units first, then the items, and an item whose heads' prologue
+// is still running on another thread waits for it (one long prompt's RoPE and KV store, which
+// ran on one thread, now split over its KV heads and overlapped with the other heads' items).
 // `kv` is written only through the prologue.
 void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& p,
                      std::span<const SeqSlice> seqs, const float* q, float* out,

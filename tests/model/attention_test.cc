@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "model/attention.h"
@@ -327,6 +329,14 @@ TEST_P(TiledAttention, PrologueRunsOnceBeforeItsHeadsAttend) {
                         .seqs = {{30, 1}, {0, 21}, {5, 1}}}, "mixed"});
   scenarios.push_back({{.n_head = 4, .n_head_kv = 2, .head_dim = 32, .block_size = 16, .window = 0,
                         .seqs = {{kKvChunk + 40, 1}, {9, 1}, {12, 1}}}, "long"});
+  // Prompts only: the prologue units run per (sequence, KV head) in the items' pool job; KV
+  // head 0's is slowed down ("prefill slow0"), so items of that head taken meanwhile must wait.
+  scenarios.push_back({{.n_head = 9, .n_head_kv = 3, .head_dim = 64, .block_size = 16, .window = 0,
+                        .seqs = {{0, 40}}}, "prefill"});
+  scenarios.push_back({{.n_head = 9, .n_head_kv = 3, .head_dim = 64, .block_size = 16, .window = 0,
+                        .seqs = {{0, 40}}}, "prefill slow0"});
+  scenarios.push_back({{.n_head = 14, .n_head_kv = 2, .head_dim = 64, .block_size = 16, .window = 0,
+                        .seqs = {{0, 33}, {10, 17}}}, "prefill slow0 2 seqs"});
   uint32_t seed = 700;
   for (const Scenario& sc : scenarios) {
     for (KvType type : {KvType::kF16, KvType::kF32, KvType::kQ8_0}) {
@@ -347,6 +357,8 @@ TEST_P(TiledAttention, PrologueRunsOnceBeforeItsHeadsAttend) {
         t += s.num_tokens;
       }
       const int32_t g = c.n_head / c.n_head_kv;
+      const bool slow0 = std::string(sc.what).find("slow0") != std::string::npos;
+      AttentionScratch s;  // reused: each call's readiness stamps must not leak into the next
       for (int rep = 0; rep < 6; ++rep) {
         for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3, &pool4}) {
           const std::vector<float> garbage(static_cast<size_t>(got_b.T * KD), 1000.f);
@@ -362,10 +374,12 @@ TEST_P(TiledAttention, PrologueRunsOnceBeforeItsHeadsAttend) {
             std::vector<std::atomic<int>>* calls;
             int64_t KD, QD;
             int32_t g, hd, nkv;
-          } ctx{&got_b, &got_b.q, &q, &knew, &vnew, &first, &calls, KD, QD, g, c.head_dim, c.n_head_kv};
+            bool slow0;
+          } ctx{&got_b, &got_b.q, &q, &knew, &vnew, &first, &calls, KD, QD, g, c.head_dim, c.n_head_kv, slow0};
           const AttentionPrologue pro{
               .fn = [](void* p, int32_t si, int32_t kb, int32_t ke) {
                 Ctx& x = *static_cast<Ctx*>(p);
+                if (x.slow0 && kb == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
                 const SeqSlice& s = x.b->slices[static_cast<size_t>(si)];
                 const int64_t t0 = (*x.first)[static_cast<size_t>(si)];
                 for (int64_t t = t0; t < t0 + s.num_tokens; ++t) {
@@ -377,7 +391,6 @@ TEST_P(TiledAttention, PrologueRunsOnceBeforeItsHeadsAttend) {
               },
               .ctx = &ctx};
           std::vector<float> got(q.size(), -1.f);
-          AttentionScratch s;
           paged_attention(got_b.kv, 1, got_b.p, got_b.slices, q.data(), got.data(), s, pool, &pro);
           const std::string what = std::string(sc.what) + " seqs " + std::to_string(c.seqs.size()) + " " +
                                    kv_type_name(type) + " threads " + std::to_string(pool ? pool->num_threads() : 1);
