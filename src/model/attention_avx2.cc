@@ -95,6 +95,21 @@ inline bool prefix_max_tile(const float* x, int32_t i0, int32_t i1, float m0, fl
   *m_out = inc[i1 - 1];
   return true;
 }
+// Lanes off..off+7: a where the lane index is in [i0, i1), else b.
+inline __m256 vsel_in(int off, int32_t i0, int32_t i1, __m256 a, __m256 b) {
+  const __m256i l = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(off));
+  const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(i1), l),
+                                      _mm256_cmpgt_epi32(l, _mm256_set1_epi32(i0 - 1)));
+  return _mm256_blendv_ps(b, a, _mm256_castsi256_ps(in));
+}
+// True when a lane of x in [i0, i1) is > m or NaN (a score that would move the running max, or
+// take the serial path).
+inline bool any_gt_or_nan(const float* x, int32_t i0, int32_t i1, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  const int gt = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), mv, _CMP_NLE_UQ)) |
+                 _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8), mv, _CMP_NLE_UQ)) << 8;
+  return (gt & ((1 << i1) - 1) & ~((1 << i0) - 1)) != 0;
+}
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m256i
 inline __m256i vloadi(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

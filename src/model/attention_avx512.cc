@@ -79,6 +79,17 @@ inline bool prefix_max_tile(const float* x, int32_t i0, int32_t i1, float m0, fl
   *m_out = inc[i1 - 1];
   return true;
 }
+// True when a lane of x in [i0, i1) is > m or NaN (a score that would move the running max, or
+// take the serial path).
+inline bool any_gt_or_nan(const float* x, int32_t i0, int32_t i1, float m) {
+  const __mmask16 in = static_cast<__mmask16>(((1u << i1) - 1) & ~((1u << i0) - 1));
+  return _mm512_mask_cmp_ps_mask(in, _mm512_loadu_ps(x), _mm512_set1_ps(m), _CMP_NLE_UQ) != 0;
+}
+// Lanes off..off+W-1: a where the lane index is in [i0, i1), else b.
+inline __m512 vsel_in(int off, int32_t i0, int32_t i1, __m512 a, __m512 b) {
+  const __mmask16 in = static_cast<__mmask16>((((1u << i1) - 1) & ~((1u << i0) - 1)) >> off);
+  return _mm512_mask_blend_ps(in, b, a);
+}
 // Narrow-head helpers (attention_x86_impl.h, acc_packed_tail).
 #define TS_VI __m512i
 inline __m512i vloadi(const int32_t* p) { return _mm512_loadu_si512(p); }

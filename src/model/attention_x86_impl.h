@@ -107,6 +107,18 @@ void online_f16_weights(const float* sc, int32_t nrows, int32_t i0, int32_t i1, 
       const int32_t r = rb + q;
       const float* scr = sc + r * kKeyTile;
       float m = m_io[r];
+      if (!any_gt_or_nan(scr, i0, i1, m)) {
+        // No key of the tile raises the running max (most tiles once a context is a few tiles
+        // long): the max before every key is m, so args = sc - m on [i0, i1) and -inf outside,
+        // the same bits as the scan's; mp = +inf makes every lane "not rescaled" (ms = 1,
+        // w = exp) in the select below.
+        const TS_V mv = TS_SET1(m);
+        for (int off = 0; off < kKeyTile; off += W) {
+          TS_STOREU(mp[q] + off, inf);
+          TS_STOREU(args[q] + off, vsel_in(off, i0, i1, TS_SUB(TS_LOADU(scr + off), mv), TS_SET1(-INFINITY)));
+        }
+        continue;
+      }
       if (!prefix_max_tile(scr, i0, i1, m, mp[q], &m)) {  // a NaN score: the serial chain
         for (int off = 0; off < kKeyTile; off += W) TS_STOREU(mp[q] + off, inf);  // lanes past the range: never "rescaled"
         for (int32_t i = i0; i < i1; ++i) {

@@ -3,6 +3,7 @@
 // GQA group, from an F16 page), the accumulators, and a group split into parts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,7 +64,13 @@ TEST(AttentionKernels, OnlineSoftmaxMatchesScalarBitForBit) {
       const int32_t i0 = rep % 5, i1 = kKeyTile - rep % 3;
       std::vector<float> m0(nrows), s0(nrows);
       for (int32_t r = 0; r < nrows; ++r) {
-        m0[r] = (rep + r) % 4 == 0 ? -INFINITY : 1.f;
+        // Running maxima below the tile's scores, none (the first tile), and at or above every
+        // score in range (the SIMD tables' no-rescale shortcut; equal to one: a tie, not a
+        // new max).
+        const float* scr = sc.data() + static_cast<size_t>(r) * kKeyTile;
+        const float top = *std::max_element(scr + i0, scr + i1);
+        const float choices[4] = {-INFINITY, 1.f, top + 20.f, top};
+        m0[r] = choices[(rep + r) % 4];
         s0[r] = m0[r] == -INFINITY ? 0.f : 2.5f;
       }
       std::vector<float> w1(sc.size()), ms1(sc.size()), w2(sc.size()), ms2(sc.size());
