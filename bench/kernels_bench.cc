@@ -15,6 +15,8 @@
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 // BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
+// BM_AddRmsNorm/<n>/<T>: the residual add + RMSNorm of T rows of n (model::add_rms_norm_rows) on
+// the calling thread, under the active tier (--isa scalar runs the scalar reference).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -34,6 +36,7 @@
 
 #include "bench_isa.h"
 #include "core/thread_pool.h"
+#include "model/ops.h"
 #include "tensor/matrix.h"
 
 namespace {
@@ -570,6 +573,23 @@ BENCHMARK(BM_Avx2Int16Cap<4>)->MinTime(0.2);
 BENCHMARK(BM_Avx2Int16Cap<6>)->MinTime(0.2);
 
 }  // namespace
+
+void BM_AddRmsNorm(benchmark::State& state) {
+  const int64_t n = state.range(0), T = state.range(1);
+  std::vector<float> x(static_cast<size_t>(T * n)), h(x.size()), w(static_cast<size_t>(n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  for (float& v : w) v = nd(rng);
+  for (auto _ : state) {
+    for (size_t i = 0; i < h.size(); ++i) h[i] = 1e-3f * static_cast<float>(i & 63);  // x grows slowly
+    ts::model::add_rms_norm_rows(x.data(), h.data(), w.data(), h.data(), T, n, 1e-6f, nullptr);
+    benchmark::DoNotOptimize(h.data());
+  }
+  state.counters["ns_per_row"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate |
+                                                                               benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_AddRmsNorm)->Args({576, 8})->Args({896, 8})->Args({576, 512})->Args({896, 512})->MinTime(0.2);
 
 int main(int argc, char** argv) {
   if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;

@@ -2,9 +2,11 @@
 // vector SwiGLU: bit-identical to the single-row scalar forms on every ISA tier of this host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/attention_kernels.h"
@@ -73,6 +75,75 @@ TEST(OpsBatched, RowFormsMatchSingleRowWhateverTheSplit) {
   geglu_ggml(g2.data(), h0.data(), T * n, &pool);
   EXPECT_TRUE(same(g1, g2));
   EXPECT_FALSE(same(s1, x0));
+}
+
+// The reference RMSNorm: squares summed in double in four interleaved lanes (lane j takes the
+// elements i = j mod 4 below n & ~3, the tail goes to lane 0), combined (l0 + l1) + (l2 + l3);
+// then out = x * scale * w in float. Every tier must give exactly these bits (greedy ids must
+// not depend on the tier), for lengths with and without a tail and values across magnitudes.
+std::vector<float> ref_rms_norm(const std::vector<float>& x, const std::vector<float>& w, float eps) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  double l[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) l[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+  for (; i < n; ++i) l[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  const double sum = (l[0] + l[1]) + (l[2] + l[3]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  std::vector<float> out(x.size());
+  for (int64_t k = 0; k < n; ++k) out[k] = x[k] * scale * w[k];
+  return out;
+}
+
+TEST(OpsBatched, RmsNormEveryTierMatchesTheReferenceOrder) {
+  ThreadPool pool(2);
+  const tensor::Isa saved = tensor::active_isa();
+  for (int ti = 0; ti <= static_cast<int>(tensor::Isa::kAmx); ++ti) {
+    const auto isa = static_cast<tensor::Isa>(ti);
+    if (!tensor::isa_available(isa)) continue;
+    tensor::set_isa(isa);
+    for (int64_t n : {1, 3, 4, 5, 7, 8, 33, 576, 897}) {
+      // Magnitudes from 1e-3 to 1e3 in one row: rounding of the double sum and of the float
+      // scale both matter.
+      auto x = randv(n, 40 + static_cast<uint32_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[i] *= std::pow(10.0f, static_cast<float>(i % 7) - 3.0f);
+      const auto w = randv(n, 50 + static_cast<uint32_t>(n));
+      const auto h = randv(n, 60 + static_cast<uint32_t>(n), 3.f);
+      const std::string what = std::string(tensor::isa_name(isa)) + " n " + std::to_string(n);
+      std::vector<float> got(n, -1.f);
+      rms_norm(x.data(), w.data(), got.data(), n, 1e-5f);
+      EXPECT_TRUE(same(got, ref_rms_norm(x, w, 1e-5f))) << what;
+      // Rows (enough of them to be split over the pool) and the fused residual add.
+      const int64_t T = std::max<int64_t>(3, 40000 / n);
+      std::vector<float> xs(T * n), hs(T * n), want(T * n), sum(T * n);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < n; ++i) {
+          xs[t * n + i] = x[i] * static_cast<float>(t % 5 + 1);
+          hs[t * n + i] = h[i] - static_cast<float>(t % 3);
+        }
+      }
+      // want: rms_norm of each row; sum / added: x + h and the norm of that, per row.
+      std::vector<float> added(T * n);
+      for (int64_t t = 0; t < T; ++t) {
+        const std::vector<float> xt(xs.begin() + t * n, xs.begin() + (t + 1) * n);
+        const auto r = ref_rms_norm(xt, w, 1e-5f);
+        std::copy(r.begin(), r.end(), want.begin() + t * n);
+        std::vector<float> st(n);
+        for (int64_t i = 0; i < n; ++i) st[i] = xt[i] + hs[t * n + i];
+        const auto rs = ref_rms_norm(st, w, 1e-5f);
+        std::copy(st.begin(), st.end(), sum.begin() + t * n);
+        std::copy(rs.begin(), rs.end(), added.begin() + t * n);
+      }
+      std::vector<float> rows_out(T * n, -1.f);
+      rms_norm_rows(xs.data(), w.data(), rows_out.data(), T, n, 1e-5f, &pool);
+      EXPECT_TRUE(same(rows_out, want)) << what << " rows";
+      std::vector<float> xa = xs, ha = hs;
+      add_rms_norm_rows(xa.data(), ha.data(), w.data(), ha.data(), T, n, 1e-5f, &pool);  // out aliases h
+      EXPECT_TRUE(same(xa, sum)) << what << " residual";
+      EXPECT_TRUE(same(ha, added)) << what << " add + norm";
+    }
+  }
+  tensor::set_isa(saved);
 }
 
 }  // namespace
