@@ -15,6 +15,8 @@
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 // BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
+// BM_PrepQ8/<cols>/<n_tok>: quantizing activations to Q8_0 blocks alone (Matrix::prepare for a
+// plain-layout Q8_0 matrix: no interleave), calling thread, input hot in cache.
 // BM_AddRmsNorm/<n>/<T>: the residual add + RMSNorm of T rows of n (model::add_rms_norm_rows) on
 // the calling thread, under the active tier (--isa scalar runs the scalar reference).
 #include <benchmark/benchmark.h>
@@ -573,6 +575,29 @@ BENCHMARK(BM_Avx2Int16Cap<4>)->MinTime(0.2);
 BENCHMARK(BM_Avx2Int16Cap<6>)->MinTime(0.2);
 
 }  // namespace
+
+void BM_PrepQ8(benchmark::State& state) {
+  const int64_t cols = state.range(0), n_tok = state.range(1);
+  std::vector<uint8_t> wbytes(static_cast<size_t>(cols / 32 * 34 * 16), 0);
+  auto m = Matrix::create(DType::kQ8_0, wbytes.data(), 16, cols, ts::tensor::MatrixOptions{.allow_repack = false});
+  if (!m.ok()) {
+    state.SkipWithError("matrix");
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  ts::tensor::PreparedActivations prep;
+  for (auto _ : state) {
+    prep.reset(x.data(), n_tok, cols);
+    m->prepare(prep, nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns_per_value"] = benchmark::Counter(static_cast<double>(n_tok * cols),
+                                                      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PrepQ8)->Args({896, 8})->Args({4864, 8})->Args({896, 512})->Args({4864, 64})->MinTime(0.2);
 
 void BM_AddRmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0), T = state.range(1);
