@@ -15,8 +15,10 @@
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 // BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
-// BM_PrepQ8/<cols>/<n_tok>: quantizing activations to Q8_0 blocks alone (Matrix::prepare for a
-// plain-layout Q8_0 matrix: no interleave), calling thread, input hot in cache.
+// BM_PrepQ8/<cols>/<n_tok>/<repack>: quantizing activations for a Q8_0 matmul (Matrix::prepare),
+// calling thread, input hot in cache; repack 0: the plain layout's Q8_0 blocks alone, 1: the
+// repacked (R16) layout's forms (plus the tile interleave on avx512/avxvnni, the int16 copy on
+// avx2 from 16 tokens).
 // BM_AddRmsNorm/<n>/<T>: the residual add + RMSNorm of T rows of n (model::add_rms_norm_rows) on
 // the calling thread, under the active tier (--isa scalar runs the scalar reference).
 #include <benchmark/benchmark.h>
@@ -579,7 +581,8 @@ BENCHMARK(BM_Avx2Int16Cap<6>)->MinTime(0.2);
 void BM_PrepQ8(benchmark::State& state) {
   const int64_t cols = state.range(0), n_tok = state.range(1);
   std::vector<uint8_t> wbytes(static_cast<size_t>(cols / 32 * 34 * 16), 0);
-  auto m = Matrix::create(DType::kQ8_0, wbytes.data(), 16, cols, ts::tensor::MatrixOptions{.allow_repack = false});
+  auto m = Matrix::create(DType::kQ8_0, wbytes.data(), 16, cols,
+                          ts::tensor::MatrixOptions{.allow_repack = state.range(2) != 0});
   if (!m.ok()) {
     state.SkipWithError("matrix");
     return;
@@ -597,7 +600,7 @@ void BM_PrepQ8(benchmark::State& state) {
   state.counters["ns_per_value"] = benchmark::Counter(static_cast<double>(n_tok * cols),
                                                       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_PrepQ8)->Args({896, 8})->Args({4864, 8})->Args({896, 512})->Args({4864, 64})->MinTime(0.2);
+BENCHMARK(BM_PrepQ8)->ArgsProduct({{896, 4864}, {8, 64, 512}, {0, 1}})->MinTime(0.2);
 
 void BM_AddRmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0), T = state.range(1);
