@@ -19,8 +19,9 @@
 // calling thread, input hot in cache; repack 0: the plain layout's Q8_0 blocks alone, 1: the
 // repacked (R16) layout's forms (plus the tile interleave on avx512/avxvnni, the int16 copy on
 // avx2 from 16 tokens).
-// BM_AddRmsNorm/<n>/<T>: the residual add + RMSNorm of T rows of n (model::add_rms_norm_rows) on
-// the calling thread, under the active tier (--isa scalar runs the scalar reference).
+// BM_AddRmsNorm/<n>/<T>/<threads>: the residual add + RMSNorm of T rows of n
+// (model::add_rms_norm_rows) on the calling thread or split over the 2-thread pool, under the
+// active tier (--isa scalar runs the scalar reference).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -604,6 +605,7 @@ BENCHMARK(BM_PrepQ8)->ArgsProduct({{896, 4864}, {8, 64, 512}, {0, 1}})->MinTime(
 
 void BM_AddRmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0), T = state.range(1);
+  ThreadPool* pool = state.range(2) > 1 ? &pool_for(2) : nullptr;
   std::vector<float> x(static_cast<size_t>(T * n)), h(x.size()), w(static_cast<size_t>(n));
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -611,13 +613,13 @@ void BM_AddRmsNorm(benchmark::State& state) {
   for (float& v : w) v = nd(rng);
   for (auto _ : state) {
     for (size_t i = 0; i < h.size(); ++i) h[i] = 1e-3f * static_cast<float>(i & 63);  // x grows slowly
-    ts::model::add_rms_norm_rows(x.data(), h.data(), w.data(), h.data(), T, n, 1e-6f, nullptr);
+    ts::model::add_rms_norm_rows(x.data(), h.data(), w.data(), h.data(), T, n, 1e-6f, pool);
     benchmark::DoNotOptimize(h.data());
   }
   state.counters["ns_per_row"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate |
                                                                                benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_AddRmsNorm)->Args({576, 8})->Args({896, 8})->Args({576, 512})->Args({896, 512})->MinTime(0.2);
+BENCHMARK(BM_AddRmsNorm)->ArgsProduct({{576, 896}, {8, 512}, {1, 2}})->UseRealTime()->MinTime(0.2);
 
 int main(int argc, char** argv) {
   if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;
