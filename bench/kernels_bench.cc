@@ -15,8 +15,13 @@
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 // BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
-// BM_AddRmsNorm/<n>/<T>: the residual add + RMSNorm of T rows of n (model::add_rms_norm_rows) on
-// the calling thread, under the active tier (--isa scalar runs the scalar reference).
+// BM_PrepQ8/<cols>/<n_tok>/<repack>: quantizing activations for a Q8_0 matmul (Matrix::prepare),
+// calling thread, input hot in cache; repack 0: the plain layout's Q8_0 blocks alone, 1: the
+// repacked (R16) layout's forms (plus the tile interleave on avx512/avxvnni, the int16 copy on
+// avx2 from 16 tokens).
+// BM_AddRmsNorm/<n>/<T>/<threads>: the residual add + RMSNorm of T rows of n
+// (model::add_rms_norm_rows) on the calling thread or split over the 2-thread pool, under the
+// active tier (--isa scalar runs the scalar reference).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -574,8 +579,33 @@ BENCHMARK(BM_Avx2Int16Cap<6>)->MinTime(0.2);
 
 }  // namespace
 
+void BM_PrepQ8(benchmark::State& state) {
+  const int64_t cols = state.range(0), n_tok = state.range(1);
+  std::vector<uint8_t> wbytes(static_cast<size_t>(cols / 32 * 34 * 16), 0);
+  auto m = Matrix::create(DType::kQ8_0, wbytes.data(), 16, cols,
+                          ts::tensor::MatrixOptions{.allow_repack = state.range(2) != 0});
+  if (!m.ok()) {
+    state.SkipWithError("matrix");
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n_tok * cols));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (float& v : x) v = nd(rng);
+  ts::tensor::PreparedActivations prep;
+  for (auto _ : state) {
+    prep.reset(x.data(), n_tok, cols);
+    m->prepare(prep, nullptr);
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns_per_value"] = benchmark::Counter(static_cast<double>(n_tok * cols),
+                                                      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PrepQ8)->ArgsProduct({{896, 4864}, {8, 64, 512}, {0, 1}})->MinTime(0.2);
+
 void BM_AddRmsNorm(benchmark::State& state) {
   const int64_t n = state.range(0), T = state.range(1);
+  ThreadPool* pool = state.range(2) > 1 ? &pool_for(2) : nullptr;
   std::vector<float> x(static_cast<size_t>(T * n)), h(x.size()), w(static_cast<size_t>(n));
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -583,13 +613,13 @@ void BM_AddRmsNorm(benchmark::State& state) {
   for (float& v : w) v = nd(rng);
   for (auto _ : state) {
     for (size_t i = 0; i < h.size(); ++i) h[i] = 1e-3f * static_cast<float>(i & 63);  // x grows slowly
-    ts::model::add_rms_norm_rows(x.data(), h.data(), w.data(), h.data(), T, n, 1e-6f, nullptr);
+    ts::model::add_rms_norm_rows(x.data(), h.data(), w.data(), h.data(), T, n, 1e-6f, pool);
     benchmark::DoNotOptimize(h.data());
   }
   state.counters["ns_per_row"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate |
                                                                                benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_AddRmsNorm)->Args({576, 8})->Args({896, 8})->Args({576, 512})->Args({896, 512})->MinTime(0.2);
+BENCHMARK(BM_AddRmsNorm)->ArgsProduct({{576, 896}, {8, 512}, {1, 2}})->UseRealTime()->MinTime(0.2);
 
 int main(int argc, char** argv) {
   if (!ts::bench::apply_isa_arg(&argc, argv)) return 2;

@@ -197,17 +197,18 @@ namespace {
 
 // Elements per chunk handed to a thread: big enough that a dispatch (~1-5 us) is a small part.
 constexpr int64_t kGrainElems = 16384;
-// From this many elements a batch of rows is split over the pool at all: a pool job costs ~0.7 us
-// (kernels_bench BM_PoolChunks/2) and a vectorized add + RMSNorm row of 896 ~0.7 us, so a decode
-// step's 8 rows (Qwen2.5-0.5B: 5.4 us on one thread) are worth two chunks of 4.
-constexpr int64_t kMinSplitElems = 4096;
+// Below this many elements a batch runs on the calling thread: a decode step's rows (8 x 896,
+// ~0.7 us a row vectorized) split in two measured slower than on one thread (kernels_bench
+// BM_AddRmsNorm/896/8/2 vs /1, loaded host: 0.89-2.06 vs 0.68-1.03 us a row) -- the job, and
+// half the rows moving to the other core's cache.
+constexpr int64_t kMinSplitElems = kGrainElems + 1;
 
-// Runs fn(b, e) over [0, rows) in chunks of whole rows, on the pool from min_split elements on:
-// chunks of ~kGrainElems, and no more rows per chunk than an equal share per thread.
+// Runs fn(b, e) over [0, rows) in chunks of whole rows, on the pool from kMinSplitElems elements
+// on: chunks of ~kGrainElems, and no more rows per chunk than an equal share per thread.
 template <typename F>
-void for_rows(int64_t rows, int64_t row_elems, int64_t min_split, ThreadPool* pool, F&& fn) {
+void for_rows(int64_t rows, int64_t row_elems, ThreadPool* pool, F&& fn) {
   if (rows <= 0) return;
-  if (!pool || pool->num_threads() == 1 || rows < 2 || rows * row_elems < min_split) {
+  if (!pool || pool->num_threads() == 1 || rows < 2 || rows * row_elems < kMinSplitElems) {
     fn(int64_t{0}, rows);
     return;
   }
@@ -220,7 +221,7 @@ void for_rows(int64_t rows, int64_t row_elems, int64_t min_split, ThreadPool* po
 
 void rms_norm_rows(const float* x, const float* w, float* out, int64_t T, int64_t n, float eps, ThreadPool* pool) {
   const bool avx2 = use_avx2();
-  for_rows(T, n, kMinSplitElems, pool, [&](int64_t b, int64_t e) {
+  for_rows(T, n, pool, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) add_rms_norm_row(const_cast<float*>(x + t * n), nullptr, w, out + t * n, n, eps, avx2);
   });
 }
@@ -228,23 +229,23 @@ void rms_norm_rows(const float* x, const float* w, float* out, int64_t T, int64_
 void add_rms_norm_rows(float* x, const float* h, const float* w, float* out, int64_t T, int64_t n, float eps,
                        ThreadPool* pool) {
   const bool avx2 = use_avx2();
-  for_rows(T, n, kMinSplitElems, pool, [&](int64_t b, int64_t e) {
+  for_rows(T, n, pool, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) add_rms_norm_row(x + t * n, h + t * n, w, out + t * n, n, eps, avx2);
   });
 }
 
 void add_inplace(float* x, const float* h, int64_t n, ThreadPool* pool) {
-  for_rows(n, 1, kGrainElems + 1, pool, [&](int64_t b, int64_t e) {
+  for_rows(n, 1, pool, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) x[i] += h[i];
   });
 }
 
 void swiglu(float* a, const float* b, int64_t n, ThreadPool* pool) {
-  for_rows(n, 1, kGrainElems + 1, pool, [&](int64_t lo, int64_t hi) { swiglu(a + lo, b + lo, hi - lo); });
+  for_rows(n, 1, pool, [&](int64_t lo, int64_t hi) { swiglu(a + lo, b + lo, hi - lo); });
 }
 
 void geglu_ggml(float* a, const float* b, int64_t n, ThreadPool* pool) {
-  for_rows(n, 1, kGrainElems + 1, pool, [&](int64_t lo, int64_t hi) { geglu_ggml(a + lo, b + lo, hi - lo); });
+  for_rows(n, 1, pool, [&](int64_t lo, int64_t hi) { geglu_ggml(a + lo, b + lo, hi - lo); });
 }
 
 }  // namespace ts::model

@@ -368,9 +368,64 @@ inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// 8 vectors of 8 lanes -> one vector of their 8 maxima (lane b = max of v[b]); exact.
+inline __m256 hmax8_ps(const __m256* v) {
+  __m256 p[4];
+  for (int k = 0; k < 4; ++k) {
+    // [max over lanes {0,2} / {1,3} of v[2k], v[2k+1] interleaved | the same for 4..7]
+    p[k] = _mm256_max_ps(_mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]), _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+  }
+  // [v0, v1, v2, v3 over lanes 0..3 | the same over 4..7], then v4..v7.
+  const __m256 e = _mm256_max_ps(_mm256_shuffle_ps(p[0], p[1], 0x44), _mm256_shuffle_ps(p[0], p[1], 0xEE));
+  const __m256 f = _mm256_max_ps(_mm256_shuffle_ps(p[2], p[3], 0x44), _mm256_shuffle_ps(p[2], p[3], 0xEE));
+  return _mm256_max_ps(_mm256_permute2f128_ps(e, f, 0x20), _mm256_permute2f128_ps(e, f, 0x31));
+}
+
+// 8 vectors of 8 int32 -> one vector of their 8 sums (lane b = sum of v[b]); exact.
+inline __m256i hsum8_epi32(const __m256i* v) {
+  const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
+  const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
+  const __m256i e = _mm256_hadd_epi32(a, b), f = _mm256_hadd_epi32(c, d);  // [v0..v3 low halves | high halves]
+  return _mm256_add_epi32(_mm256_permute2x128_si256(e, f, 0x20), _mm256_permute2x128_si256(e, f, 0x31));
+}
+
+// Per-block scales of 8 blocks from their maxima: d = fp16-rounded amax / 127 into dout[0..8),
+// and the multipliers id = 127 / amax (0 where amax == 0), as quantize_act_q8_0 computes them
+// (IEEE division is exact-rounded in every lane, as in scalar code).
+inline __m256 q8_0_scales8(__m256 amax, float* dout) {
+  const __m256 d = _mm256_div_ps(amax, _mm256_set1_ps(127.f));
+  _mm256_storeu_ps(dout, _mm256_cvtph_ps(_mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT)));
+  const __m256 id = _mm256_div_ps(_mm256_set1_ps(127.f), amax);
+  return _mm256_and_ps(id, _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+}
+
 inline void quantize_q8_0_256(const float* x, int64_t n, int8_t* qs, float* dout, int32_t* sum) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (int64_t b = 0; b < n / 32; ++b) {
+  int64_t b = 0;
+  // Eight blocks at a time: their maxima, scales and sums reduced together (the horizontal
+  // reductions were most of the per-block work). The float -> int conversion rounds to nearest
+  // even under the default MXCSR, like nearest() (std::nearbyint) in the scalar reference.
+  for (; b + 8 <= n / 32; b += 8) {
+    const float* xb = x + 32 * b;
+    __m256 mx[8];
+    for (int k = 0; k < 8; ++k) {
+      __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 32 * k));
+      for (int j = 1; j < 4; ++j) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 32 * k + 8 * j)));
+      mx[k] = m;
+    }
+    alignas(32) float id[8];
+    _mm256_store_ps(id, q8_0_scales8(hmax8_ps(mx), dout + b));
+    __m256i s[8];
+    for (int k = 0; k < 8; ++k) {
+      const __m256 vid = _mm256_broadcast_ss(id + k);
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * k + 8 * j), vid));
+      s[k] = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * (b + k)), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sum + b), hsum8_epi32(s));
+  }
+  for (; b < n / 32; ++b) {
     const float* xb = x + 32 * b;
     __m256 v[4];
     __m256 mx = _mm256_setzero_ps();

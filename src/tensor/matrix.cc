@@ -21,6 +21,10 @@
 #include "tensor/repack.h"
 #include "tensor/weight_arena.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace ts::tensor {
 
 // ---------------------------------------------------------------------------------------------
@@ -489,6 +493,23 @@ int PreparedActivations::num_prepared() const { return __builtin_popcount(impl_-
 
 namespace {
 
+// dst[i] = src[i] (int8 -> int16). The Q16 form is made on the avx2 tier only (forms_for), so
+// AVX2 is there; this file is built for the x86-64 baseline, where the loop ran ~1 cycle a value.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void widen_i8(const int8_t* src, int16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+#else
+void widen_i8(const int8_t* src, int16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+#endif
+
 // Makes the forms in `want` that `p` lacks (split over the pool for large batches: it is
 // O(n_tok * cols) and would otherwise run on one thread), and points `act` at all of them.
 void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::KernelTable& kt, ThreadPool* pool,
@@ -538,11 +559,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
             std::memcpy(rec + kern::kActIlTile * 36 + slot * 4, &d8[t * nb32 + blk], 4);
           }
         }
-        if (missing & kFormQ16) {
-          const int8_t* src = q8 + o;
-          int16_t* dst = b.q16.data() + o;
-          for (int64_t i = 0; i < nc; ++i) dst[i] = src[i];
-        }
+        if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
         if (missing & kFormQK) kt.act.q8_k(xt, nc, b.qk.data() + t * nb256 + c0 / kQK_K);
         if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + o, nc);
         if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + o, nc);

@@ -67,6 +67,24 @@ TEST(KernelsTest, ActivationPrepIsBitIdenticalToScalar) {
       EXPECT_EQ(qa, qb);
       EXPECT_EQ(da, db);
       EXPECT_EQ(sa, sb);
+      // Q8_0 at lengths whose block count is not a multiple of the 8-block groups (tails of
+      // 1..7 blocks), with all-zero and single-value blocks, from an odd offset.
+      for (int64_t len : {int64_t{32}, int64_t{96}, int64_t{288}, int64_t{480}, n + 224}) {
+        std::vector<float> xs(static_cast<size_t>(len) + 1);
+        for (int64_t i = 0; i < len; ++i) xs[static_cast<size_t>(i) + 1] = x[static_cast<size_t>(i % n)] * (1.0f + static_cast<float>(i / n));
+        if (len >= 96) {
+          for (int i = 0; i < 32; ++i) xs[1 + 32 + static_cast<size_t>(i)] = 0.0f;                  // block 1: zeros
+          for (int i = 0; i < 32; ++i) xs[1 + 64 + static_cast<size_t>(i)] = i == 7 ? -3.5f : 0.0f;  // block 2: one value
+        }
+        std::vector<int8_t> q1(len), q2(len);
+        std::vector<float> d1(len / 32), d2(len / 32, -1.f);
+        std::vector<int32_t> s1(len / 32), s2(len / 32, -1);
+        ref.act.q8_0(xs.data() + 1, len, q1.data(), d1.data(), s1.data());
+        kt->act.q8_0(xs.data() + 1, len, q2.data(), d2.data(), s2.data());
+        EXPECT_EQ(q1, q2) << "q8_0 n=" << len;
+        EXPECT_EQ(d1, d2) << "q8_0 n=" << len;
+        EXPECT_EQ(s1, s2) << "q8_0 n=" << len;
+      }
       std::vector<BlockQ8_K> ka(n / 256), kb(n / 256);
       ref.act.q8_k(x.data(), n, ka.data());
       kt->act.q8_k(x.data(), n, kb.data());
