@@ -166,16 +166,28 @@ void Connection::start_watch() {
     self->watch_pending_ = false;
     if (self->phase_ == Phase::kClosed) return;
     if (!ec) self->buffer_.commit(n);
+    if (ec && ec != net::error::operation_aborted) {
+      // EOF or a reset: the client went away, or sent all it will. It must end here even when the
+      // response just finished and the next read was asked for (read_after_watch_): the reactor
+      // reports a peer's EOF once, so a read started after this one would wait for an event that
+      // never comes and hold the connection open until the idle timeout (a client that closed
+      // right after reading its response raced the cancel in response_done). Requests already
+      // received (pipelined before the EOF) are still answered, then the connection closes.
+      if (self->read_after_watch_ && self->buffer_.size() > 0) {
+        self->read_after_watch_ = false;
+        self->keep_alive_ = false;
+        self->do_read();
+        return;
+      }
+      self->close();  // cancels the exchange if its response is still pending
+      return;
+    }
     if (self->read_after_watch_) {
       self->read_after_watch_ = false;
       self->do_read();
       return;
     }
     if (ec == net::error::operation_aborted) return;
-    if (ec) {
-      self->close();  // the client went away: cancels the exchange
-      return;
-    }
     self->start_watch();
   });
 }

@@ -176,18 +176,24 @@ TEST_F(ServerTest, KeptAliveConnectionWaitsOnItsWatchReadAfterAResponse) {
     EXPECT_EQ(r->body, "p" + std::to_string(i));
     std::this_thread::sleep_for(30ms);  // the next request comes well after the response
   }
-  Client gone = connect();
-  ASSERT_TRUE(gone.request("GET", "/hello").ok());
-  ASSERT_TRUE(eventually([&] { return server_->stats().num_connections_open == 2; }));
-  gone.close();
-  EXPECT_TRUE(eventually([&] { return server_->stats().num_connections_open == 1; }));
+  // A client that closes right after reading its answer: its EOF can complete the watch read
+  // just before the response's end cancels it, and must still close the connection. That race
+  // hit ~2 % of single tries, so several clients each run it.
+  constexpr int kGone = 40;
+  for (int i = 0; i < kGone; ++i) {
+    Client gone = connect();
+    ASSERT_TRUE(gone.request("GET", "/hello").ok());
+    ASSERT_TRUE(eventually([&] { return server_->stats().num_connections_open == 2; }));
+    gone.close();
+    ASSERT_TRUE(eventually([&] { return server_->stats().num_connections_open == 1; })) << "client " << i;
+  }
   Client idle = connect();
   ASSERT_TRUE(idle.request("GET", "/hello").ok());
   auto drained = std::async(std::launch::async, [&] { server_->drain(5000ms); });
   EXPECT_TRUE(idle.wait_closed(2000ms));  // idle after a response: closed at once by the drain
   EXPECT_TRUE(c.wait_closed(2000ms));
   ASSERT_EQ(drained.wait_for(3000ms), std::future_status::ready);
-  EXPECT_EQ(server_->stats().num_requests, 5u);
+  EXPECT_EQ(server_->stats().num_requests, 4u + kGone);
 }
 
 TEST_F(ServerTest, PipelinedRequestsAnsweredInOrderWhileFirstIsPending) {
