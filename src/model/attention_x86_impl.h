@@ -374,17 +374,11 @@ void scores_rows(const float* q, int32_t nrows, const float* kt, int32_t hd, flo
 // converted once and scored by scores_rows.
 void scores_rows_f16k(const float* q, int32_t nrows, const uint16_t* k, int32_t stride, int32_t hd, float scale,
                       float* out) {
-  if (W != 16 || hd % 32 != 0) {
-    thread_local std::vector<float> kt;
-    if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
-    load_kt_f16(k, stride, hd, kt.data());
-    scores_rows(q, nrows, kt.data(), hd, scale, out);
-    return;
-  }
-  if (nrows > 8) {
-    // Many passes (prefill blocks of 48 rows): converting K once into an f32 tile, loaded by
-    // every pass, is cheaper than converting it once per pass (attention_bench x0.95). Not for
-    // a decode group (Qwen's 7 rows: the tile's store and reload cost more, x1.2).
+  // Through an f32 tile of K, converted once: off the AVX-512 whole-32 path, and for many passes
+  // (prefill blocks of 48 rows), where one conversion loaded by every pass is cheaper than one
+  // per pass (attention_bench x0.95). Not for a decode group (Qwen's 7 rows: the tile's store and
+  // reload cost more, x1.2).
+  if (W != 16 || hd % 32 != 0 || nrows > 8) {
     thread_local std::vector<float> kt;
     if (kt.size() < static_cast<size_t>(hd) * kKeyTile) kt.resize(static_cast<size_t>(hd) * kKeyTile);
     load_kt_f16(k, stride, hd, kt.data());
@@ -469,7 +463,6 @@ void acc_block4(float* acc, const VT* v, const float* w, const float* ms, const 
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-
       if (kF16) {
         const float msr = ms[r * kKeyTile + i];
         if (msr != 1.f) {
