@@ -47,11 +47,15 @@ if (!H.haveShared) { console.error('scaleout_scrape: shared models not found (se
 const ROUNDS = Number(process.env.ROUNDS || 3), RUNS = Number(process.env.RUNS || 4), TOKENS = Number(process.env.TOKENS || 400);
 const REQUESTS = Number(process.env.REQUESTS || 8), HZ = Number(process.env.HZ || 20);
 const THREADS = process.env.THREADS ? ['--threads', process.env.THREADS] : [];
+// MODEL: a GGUF to serve instead of the harness's 2-layer synth model (whose ~0.3 ms decode
+// steps make every SSE write a wake-up per third of a millisecond: the extreme case).
+const MODEL = process.env.MODEL || H.modelPath;
+const MODEL_NAME = process.env.MODEL ? path.basename(MODEL, '.gguf') : H.modelName;
 
 async function replica(extra) {
   const port = await H.freePort();
   const url = `http://127.0.0.1:${port}`;
-  const h = H.launch(['serve', '-m', H.modelPath, '--host', '127.0.0.1', '--port', String(port), '--no-auth', '--replica-id', 'scrape',
+  const h = H.launch(['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', String(port), '--no-auth', '--replica-id', 'scrape',
     '--max-seqs', '2', '--ledger', path.join(H.tmp, `scrape-${port}.db`), ...THREADS, ...extra], `${url}/ready`);
   await h.ready;
   return Object.assign(h, { url });
@@ -85,7 +89,7 @@ async function replica(extra) {
 // tail, what is left is the loopback and the client side; decode tok/s with scraping off 3973 vs
 // 3246 (-18 %), on 5106 vs 3076 (noisy, but lower every time): why the option is off by default.
 const allSetups = { hints: [], 'no-hints': ['--no-sched-hints'], 'idle-compute': [], 'short-compute': [], 'io-nice': [],
-  'io-rt': ['--io-rt-priority', '1'] };
+  'io-rt': ['--io-rt-priority', '1'], fair: ['--io-rt-priority', '0'], 'rt-nolimit': ['--io-rt-max-wakeups', '0'] };
 function ioNice(pid) {
   const dir = `/proc/${pid}/task`;
   const tids = fs.readdirSync(dir).filter((t) => fs.readFileSync(`${dir}/${t}/comm`, 'utf8').trim() === 'ts-http-io');
@@ -120,7 +124,7 @@ try {
         if (base === 'idle-compute') idleCompute(rep.proc.pid);
         if (base === 'short-compute') shortCompute(rep.proc.pid);
         if (base === 'io-nice') ioNice(rep.proc.pid);
-        const m = await S.measure({ url: rep.url, model: H.modelName, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ,
+        const m = await S.measure({ url: rep.url, model: MODEL_NAME, runs: RUNS, tokens: TOKENS, requests: REQUESTS, hz: HZ,
                                     pid: rep.proc.pid, client });
         for (const k of Object.keys(m)) acc[name][k].push(...m[k]);
       } finally {

@@ -245,9 +245,15 @@ int cmd_gateway(int argc, char** argv) {
   int io_rt_priority = 0;
   app.add_option("--io-rt-priority", io_rt_priority,
                  "run the HTTP io threads SCHED_RR at this priority (1-99), each demoted to normal scheduling while "
-                 "it uses over 50 ms of CPU in 250 ms; needs CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); "
-                 "0 = off (default: a real-time io thread preempts compute at every wake-up)")
+                 "it uses over 50 ms of CPU or wakes over 250 times in 250 ms; needs CAP_SYS_NICE or RLIMIT_RTPRIO "
+                 "(else logged, not fatal); 0 = off (the default: the io threads are all of the gateway's work, and "
+                 "on a host shared with replicas they would preempt the replicas' compute at every proxied event)")
       ->check(CLI::Range(0, 99));
+  int64_t io_rt_max_wakeups = 250;
+  app.add_option("--io-rt-max-wakeups", io_rt_max_wakeups,
+                 "with --io-rt-priority: wake-ups per 250 ms over which an io thread is demoted to normal scheduling "
+                 "(default 250; 0 = no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")
@@ -374,6 +380,7 @@ int cmd_gateway(int argc, char** argv) {
   ho.num_io_threads = io_threads;
   if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
   ho.io_rt_priority = io_rt_priority;
+  ho.io_rt_max_wakeups = io_rt_max_wakeups;
   ho.error_renderer = server::OpenAIService::error_renderer();
   http::Server http(ho);
   proxy.register_routes(http);

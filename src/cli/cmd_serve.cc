@@ -75,12 +75,18 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--no-sched-hints", no_sched_hints,
                "keep the kernel's default scheduling (otherwise compute threads run SCHED_BATCH and HTTP io threads "
                "ask for a short slice, so scrapes and streams are answered at once while every core computes)");
-  int io_rt_priority = 0;
-  app.add_option("--io-rt-priority", io_rt_priority,
-                 "run the HTTP io threads SCHED_RR at this priority (1-99), each demoted to normal scheduling while "
-                 "it uses over 50 ms of CPU in 250 ms; needs CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); "
-                 "0 = off (default: a real-time io thread preempts compute at every wake-up)")
+  int io_rt_priority = 1;
+  auto* io_rt_opt = app.add_option("--io-rt-priority", io_rt_priority,
+                 "run the HTTP io threads SCHED_RR at this priority (1-99; default 1), so scrapes and new requests are "
+                 "answered at once while every core computes; each is demoted to normal scheduling while it uses over "
+                 "50 ms of CPU or wakes over 250 times in 250 ms (each real-time wake-up preempts compute); needs "
+                 "CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); 0 = off")
       ->check(CLI::Range(0, 99));
+  int64_t io_rt_max_wakeups = 250;
+  app.add_option("--io-rt-max-wakeups", io_rt_max_wakeups,
+                 "with --io-rt-priority: wake-ups per 250 ms over which an io thread is demoted to normal scheduling "
+                 "(default 250; 0 = no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
                  "capped at max-seqs full-context sequences and 8GiB)");
@@ -377,6 +383,8 @@ int cmd_serve(int argc, char** argv) {
   ho.num_io_threads = io_threads;
   if (!no_sched_hints) ho.io_thread_slice = std::chrono::microseconds(100);
   ho.io_rt_priority = io_rt_priority;
+  ho.io_rt_max_wakeups = io_rt_max_wakeups;
+  ho.io_rt_explicit = io_rt_opt->count() > 0;
   ho.max_body_bytes = static_cast<size_t>(*body_bytes);
   ho.max_connections = max_connections;
   ho.max_connections_per_client = max_connections_per_client;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -27,6 +29,26 @@ int64_t clock_ns(clockid_t c) {
   timespec ts{};
   if (clock_gettime(c, &ts) != 0) return -1;
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A thread's voluntary context switches so far (each one a sleep, so each the start of a
+// wake-up); -1 when /proc does not say (the thread ended).
+int64_t voluntary_switches(int tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t v = -1;
+  constexpr char kKey[] = "voluntary_ctxt_switches:";
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, kKey, sizeof(kKey) - 1) == 0) {
+      v = std::strtoll(line + sizeof(kKey) - 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return v;
 }
 
 }  // namespace
@@ -65,16 +87,23 @@ bool IoRtGuard::enter() {
   if (!set_rt(tid, true)) {
     const int err = errno;
     denied_.store(true);
-    if (!g_denied_logged.exchange(true))
-      log::warn("--io-rt-priority " + std::to_string(opts_.priority) + ": the HTTP io threads keep normal scheduling (" +
-                std::strerror(err) + "; SCHED_RR needs CAP_SYS_NICE or RLIMIT_RTPRIO >= " + std::to_string(opts_.priority) +
-                ")");
+    if (!g_denied_logged.exchange(true)) {
+      const std::string msg = "--io-rt-priority " + std::to_string(opts_.priority) +
+                              ": the HTTP io threads keep normal scheduling (" + std::strerror(err) +
+                              "; SCHED_RR needs CAP_SYS_NICE or RLIMIT_RTPRIO >= " + std::to_string(opts_.priority) + ")";
+      if (opts_.explicit_request) {
+        log::warn(msg);
+      } else {
+        log::info(msg + "; --io-rt-priority 0 turns the attempt off");
+      }
+    }
     return false;
   }
   Watched w;
   w.tid = tid;
   if (pthread_getcpuclockid(pthread_self(), &w.clock) != 0) w.clock = CLOCK_THREAD_CPUTIME_ID;  // (never: own thread)
   w.last_ns = clock_ns(w.clock);
+  w.last_wakes = voluntary_switches(tid);
   {
     std::lock_guard lock(mu_);
     threads_.push_back(w);
@@ -100,20 +129,31 @@ void IoRtGuard::run() {
       if (now < 0) continue;  // the thread ended
       const int64_t used = w.last_ns < 0 ? 0 : now - w.last_ns;
       w.last_ns = now;
-      if (w.rt && used > budget_ns) {
+      const int64_t sw = opts_.max_wakeups > 0 ? voluntary_switches(w.tid) : -1;
+      const int64_t wakes = sw >= 0 && w.last_wakes >= 0 ? sw - w.last_wakes : 0;
+      w.last_wakes = sw;
+      const bool over_cpu = used > budget_ns;
+      const bool over_wakes = opts_.max_wakeups > 0 && wakes > opts_.max_wakeups;
+      if (w.rt && (over_cpu || over_wakes)) {
         if (set_rt(w.tid, false)) {
           w.rt = false;
           w.quiet = 0;
           rt_threads_.fetch_sub(1);
           const uint64_t n = demotions_.fetch_add(1) + 1;
-          if ((n & (n - 1)) == 0)  // 1st, 2nd, 4th, 8th ... time: logged, not flooded
-            log::warn("http io thread " + std::to_string(w.tid) + " used " + std::to_string(used / 1000) +
-                      " us of CPU in " + std::to_string(opts_.window.count()) + " ms (budget " +
-                      std::to_string(opts_.budget.count()) + " us): demoted from SCHED_RR (" + std::to_string(n) +
-                      " demotions)");
+          if ((n & (n - 1)) == 0) {  // 1st, 2nd, 4th, 8th ... time: logged, not flooded
+            const std::string why =
+                over_cpu ? "used " + std::to_string(used / 1000) + " us of CPU in " + std::to_string(opts_.window.count()) +
+                               " ms (budget " + std::to_string(opts_.budget.count()) + " us)"
+                         : "woke " + std::to_string(wakes) + " times in " + std::to_string(opts_.window.count()) +
+                               " ms (at most " + std::to_string(opts_.max_wakeups) +
+                               ": each real-time wake-up preempts compute)";
+            log::info("http io thread " + std::to_string(w.tid) + " " + why + ": demoted from SCHED_RR (" +
+                      std::to_string(n) + " demotions)");
+          }
         }
       } else if (!w.rt) {
-        w.quiet = used * 2 < budget_ns ? w.quiet + 1 : 0;
+        const bool quiet = used * 2 < budget_ns && (opts_.max_wakeups <= 0 || wakes * 2 < opts_.max_wakeups);
+        w.quiet = quiet ? w.quiet + 1 : 0;
         if (w.quiet >= kQuietWindows && set_rt(w.tid, true)) {
           w.rt = true;
           rt_threads_.fetch_add(1);

@@ -82,7 +82,7 @@ std::string server_metrics_text(const ServerStats& s) {
   family("tokenserve_http_io_rt_threads", "gauge", "HTTP io threads running SCHED_RR now (--io-rt-priority).",
          s.io_rt_threads);
   family("tokenserve_http_io_rt_demotions_total", "counter",
-         "HTTP io threads demoted from SCHED_RR for using more than their CPU budget.", s.io_rt_demotions);
+         "HTTP io threads demoted from SCHED_RR for using more than their CPU budget or waking too often.", s.io_rt_demotions);
   family("tokenserve_http_io_rt_denied", "gauge", "1 when --io-rt-priority was refused (no permission).",
          s.io_rt_denied ? 1 : 0);
   return m;
@@ -164,7 +164,9 @@ Status Server::start() {
     s.rt_guard = std::make_unique<IoRtGuard>(IoRtOptions{.priority = s.opts.io_rt_priority,
                                                          .budget = s.opts.io_rt_budget,
                                                          .window = s.opts.io_rt_window,
-                                                         .fair_slice = s.opts.io_thread_slice});
+                                                         .fair_slice = s.opts.io_thread_slice,
+                                                         .max_wakeups = s.opts.io_rt_max_wakeups,
+                                                         .explicit_request = s.opts.io_rt_explicit});
   for (int i = 0; i < n; ++i)
     s.threads.emplace_back([&s] {
       ts::set_current_thread_name("ts-http-io");

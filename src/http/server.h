@@ -54,12 +54,20 @@ struct ServerOptions {
   // kernel default. serve and gateway set 100 us unless --no-sched-hints.
   std::chrono::microseconds io_thread_slice{0};
   // > 0: io threads run SCHED_RR at this priority, guarded (http/io_rt.h): one that uses more
-  // than io_rt_budget of CPU in an io_rt_window is demoted to normal scheduling (counted in
-  // ServerStats), promoted again after quiet windows. Without permission: logged, never fatal.
-  // 0 (default) = off (serve/gateway --io-rt-priority).
+  // than io_rt_budget of CPU, or wakes more than io_rt_max_wakeups times, in an io_rt_window is
+  // demoted to normal scheduling (counted in ServerStats), promoted again after quiet windows.
+  // Without permission: logged, never fatal. 0 (the library default) = off; `serve` asks for 1
+  // unless told otherwise, `gateway` for 0 (--io-rt-priority).
   int io_rt_priority = 0;
   std::chrono::microseconds io_rt_budget{50'000};
   std::chrono::milliseconds io_rt_window{250};
+  // Wake-ups one io thread may have per io_rt_window before it is demoted too (0 = any): 250
+  // per 250 ms, 1000 a second, bounds what real-time wake-ups cost the compute threads (~15 us
+  // each on a 2-core host) at ~1.5 % of a core per io thread. A streamed token wakes an io
+  // thread ~2.4 times (SmolLM2 shape at --max-seqs 2: 950 wake-ups a second for 400 tokens).
+  int64_t io_rt_max_wakeups = 250;
+  // io_rt_priority came from the user (a refusal is logged as a warning) or is a default (info).
+  bool io_rt_explicit = true;
   // >= 0: adopt this already bound and listening TCP socket (from another Server's
   // release_listener()) instead of binding host:port; start() owns it from then on.
   int listen_fd = -1;

@@ -51,10 +51,11 @@ bool rt_allowed() {
   return ok;
 }
 
-std::unique_ptr<Server> rt_server(int priority, std::chrono::microseconds budget, std::chrono::milliseconds window) {
+std::unique_ptr<Server> rt_server(int priority, std::chrono::microseconds budget, std::chrono::milliseconds window,
+                                  int64_t max_wakeups = 0) {
   auto s = std::make_unique<Server>(ServerOptions{.host = "127.0.0.1", .port = 0, .num_io_threads = 2,
                                                   .io_rt_priority = priority, .io_rt_budget = budget,
-                                                  .io_rt_window = window});
+                                                  .io_rt_window = window, .io_rt_max_wakeups = max_wakeups});
   s->route(Method::kGet, "/hello", [](const ExchangePtr& ex) {
     Response r;
     r.body = "hello";
@@ -130,6 +131,46 @@ TEST(IoRtPriority, IoThreadsRunRoundRobinAndTheGuardDemotesABusyOne) {
   for (int p : pol) EXPECT_EQ(p, SCHED_RR);
   r = c.request("GET", "/hello");
   ASSERT_TRUE(r.ok());
+  s->stop();
+}
+
+// Requests one after another on one keep-alive connection for `d`, each after `gap`: every
+// request wakes the io thread that owns the connection once. Returns how many were answered.
+int requests_for(Client& c, std::chrono::milliseconds d, std::chrono::microseconds gap) {
+  int n = 0;
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = c.request("GET", "/hello");
+    if (!r.ok() || r->body != "hello") return -1;
+    ++n;
+    if (gap.count() > 0) std::this_thread::sleep_for(gap);
+  }
+  return n;
+}
+
+TEST(IoRtPriority, TheGuardDemotesIoThreadsThatWakeTooOften) {
+  if (!rt_allowed()) GTEST_SKIP() << "no permission for SCHED_RR here (the denied path is tested below)";
+  // A CPU budget above the window (never exceeded): any demotion here is for wake-ups.
+  auto s = rt_server(1, 1'000'000us, 50ms, /*max_wakeups=*/40);
+  ASSERT_TRUE(s->start().ok());
+  ASSERT_TRUE(eventually([&] { return s->stats().io_rt_threads == 2; }));
+  Client c;
+  ASSERT_TRUE(c.connect("127.0.0.1", s->port()).ok());
+  // ~4 requests per 50 ms window (a 10 ms gap): under the limit for 400 ms, no demotion.
+  ASSERT_GT(requests_for(c, 400ms, 10'000us), 20);
+  EXPECT_EQ(s->stats().io_rt_demotions, 0u);
+  EXPECT_EQ(s->stats().io_rt_threads, 2u);
+  // Back to back (thousands a second): the io threads running the connection's handlers (the
+  // strand's work goes to either) wake far over 40 times a window and are demoted.
+  ASSERT_GT(requests_for(c, 400ms, 0us), 200);
+  ASSERT_TRUE(eventually([&] { return s->stats().io_rt_demotions >= 1; }));
+  EXPECT_LT(s->stats().io_rt_threads, 2u);
+  std::vector<int> pol = policies_of("ts-http-io");
+  EXPECT_EQ(std::count(pol.begin(), pol.end(), SCHED_RR), static_cast<long>(s->stats().io_rt_threads));
+  // Quiet again: promoted back after IoRtGuard::kQuietWindows windows.
+  EXPECT_TRUE(eventually([&] { return s->stats().io_rt_threads == 2; }));
+  pol = policies_of("ts-http-io");
+  for (int p : pol) EXPECT_EQ(p, SCHED_RR);
   s->stop();
 }
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import {
-  haveShared, modelName, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics, ledgerTotals, launch, bin, freePort, storiesModel,
+  haveShared, modelName, modelPath, tmp, sleep, startReplica, writeEndpoints, startGateway, stopAll, pool, completion, metricSum, metrics, ledgerTotals, launch, bin, freePort, storiesModel,
 } from './harness.mjs';
 
 const skip = !haveShared && 'shared models not found (set TOKENSERVE_SHARED)';
@@ -357,6 +357,60 @@ test('gateway drain: SIGTERM exits 0, one ledger row per request with replica us
   // The ledger's attempts add up to the attempts the gateway counted (failovers included).
   assert.equal(routed.reduce((a, r) => a + r.ledger.attempts, 0), attempts);
   for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
+});
+
+// serve's default is --io-rt-priority 1 (the gateway's 0): a replica started without the flag
+// has SCHED_RR io threads where the process may, and without the right to it (setpriv) logs it
+// at info level (not a warning: nobody asked) and serves normally; --io-rt-priority 0 turns it off.
+test('serve: real-time io threads by default, --io-rt-priority 0 off, info only when not permitted', { skip, timeout: 60000 }, async () => {
+  const fs = await import('node:fs');
+  const policies = (pid, name) => fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+    const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+    if (st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')) !== name) return [];
+    return [Number(st.slice(st.lastIndexOf(') ') + 2).split(' ')[38])];
+  });
+  const SCHED_RR = 2;
+  const metric = async (u, n) => Number(((await (await fetch(`${u}/metrics`)).text()).match(new RegExp(`^${n} (\\d+)$`, 'm')) || [])[1]);
+  let rtAllowed = true;
+  try { execFileSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' }); } catch { rtAllowed = false; }
+  const def = await startReplica('rt-default');
+  const off = await startReplica('rt-off', { args: ['--io-rt-priority', '0'] });
+  try {
+    for (const r of [def, off]) assert.equal((await completion(r.url, { prompt: 'default' })).status, 200);
+    const pd = policies(def.proc.pid, 'ts-http-io');
+    assert.equal(pd.length, 2);
+    if (rtAllowed) {
+      assert.ok(pd.some((x) => x === SCHED_RR), `${pd}`);
+      assert.ok(await metric(def.url, 'tokenserve_http_io_rt_threads') + await metric(def.url, 'tokenserve_http_io_rt_demotions_total') >= 1);
+    }
+    assert.equal(await metric(def.url, 'tokenserve_http_io_rt_denied'), rtAllowed ? 0 : 1);
+    assert.doesNotMatch(def.log(), /warn.*--io-rt-priority/);
+    const po = policies(off.proc.pid, 'ts-http-io');
+    assert.ok(po.length === 2 && po.every((x) => x !== SCHED_RR), `${po}`);
+    assert.equal(await metric(off.url, 'tokenserve_http_io_rt_threads'), 0);
+    assert.equal(await metric(off.url, 'tokenserve_http_io_rt_denied'), 0);
+  } finally {
+    await def.stop();
+    await off.stop();
+  }
+  let setpriv = true;
+  try { execFileSync('setpriv', ['--inh-caps=-sys_nice', '--bounding-set=-sys_nice', 'true'], { stdio: 'ignore' }); } catch { setpriv = false; }
+  if (!setpriv) return;  // (the unit test covers the refused path)
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const h = launch(['--inh-caps=-sys_nice', '--bounding-set=-sys_nice', bin, 'serve', '-m', modelPath, '--threads', '1',
+    '--host', '127.0.0.1', '--port', String(port), '--no-auth', '--ledger', path.join(tmp, `serve-nort-${port}.db`)],
+  `${url}/ready`, 30000, {}, 'setpriv');
+  try {
+    await h.ready;
+    assert.equal((await completion(url, { prompt: 'no rt' })).status, 200);
+    assert.match(h.log(), /info.*--io-rt-priority 1: the HTTP io threads keep normal scheduling/);
+    assert.doesNotMatch(h.log(), /warn.*--io-rt-priority/);
+    assert.ok(policies(h.proc.pid, 'ts-http-io').every((x) => x !== SCHED_RR));
+    assert.equal(await metric(url, 'tokenserve_http_io_rt_denied'), 1);
+  } finally {
+    assert.equal((await h.stop()).code, 0);
+  }
 });
 
 // --io-rt-priority (serve and gateway): the HTTP io threads run SCHED_RR; without the right to
