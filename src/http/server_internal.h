@@ -112,6 +112,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
     socket_.set_option(tcp::no_delay(true), ec);
+    // Synchronous writes never block (do_write tries one before starting an async write).
+    socket_.non_blocking(true, ec);
   }
 
   const Strand& strand() const { return strand_; }
