@@ -6,8 +6,19 @@
 // (tests/scaleout/scrape_load.mjs). Reports, per setup, the scrape latency p50/p99 (target p99
 // < 5 ms) and the decode tokens/s with scraping on vs off (target: drop <= 5 %). Two setups, A/B
 // in the same run, alternating ROUNDS times so host noise hits both alike:
-//   hints     the default: compute threads SCHED_BATCH, HTTP io threads a short slice
+//   hints     the default: compute threads SCHED_BATCH, HTTP io threads a short slice and,
+//             since session 30, SCHED_RR (serve's --io-rt-priority 1 default, under the CPU and
+//             wake-up guard of http/io_rt.h)
 //   no-hints  --no-sched-hints (the kernel's defaults)
+//   fair      --io-rt-priority 0: the default before session 30 (io threads on the fair scheduler)
+//   rt-nolimit  --io-rt-max-wakeups 0: real-time io threads without the wake-up limit
+// MODEL=path.gguf serves that model instead of the harness's 2-layer synth model. Session 30
+// (quiet 2-core Zen 5, CLIENTS=rt): SmolLM2-135M shape (TOKENS=100, ROUNDS=2 RUNS=3) scrape p99
+// 6.51 (fair) vs 2.96 ms (real-time), decode tok/s with scraping off 378 vs 406; Qwen2.5-0.5B
+// shape (TOKENS=50, ROUNDS=4 RUNS=2) p99 6.21 vs 3.61 ms, decode off 141 vs 143. The synth model
+// (ROUNDS=3 RUNS=4): default 3.73 ms / 6333 tok/s off, fair 4.04 / 6753, rt-nolimit 5.19 / 5862:
+// its ~2600 io wake-ups a second per thread get the io threads demoted (the wake-up limit),
+// which keeps most of the decode rate real-time io threads cost it (-13 % without the limit).
 //
 // Each setup is measured with each scrape client in CLIENTS (scrape_load.mjs measure()):
 //   plain     the scraper thread at the default priority: on a 2-core host it waits for a CPU
