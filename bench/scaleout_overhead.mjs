@@ -15,7 +15,7 @@
 //
 // Usage: TOKENSERVE_SHARED=/work/shared node bench/scaleout_overhead.mjs
 // Env: TOKENSERVE_BIN (default build/tokenserve), CONCURRENCY (8), REQUESTS (400 per path and
-//      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica").
+//      upstream), BLOCK (50), SSE_GAP_MS (30), UPSTREAMS ("static replica"). REPLICA_ARGS (extra serve flags for the replica).
 // Reading the c=8 figure (measured on the 2-core Zen 4 host, session 7): client, gateway and
 // upstream form a closed loop on two shared cores that is CPU-bound at c=8, so by Little's law
 // the added p50 is about C x (gateway CPU per request) / 2 cores: 8 x 338/375/400 us / 2 =
@@ -221,6 +221,8 @@ console.log(`gateway overhead: c=${C}, ${REQ} requests per path, blocks of ${BLO
 // row, no hints: this build with last session's settings); "bin:/path" (another tokenserve
 // build, e.g. a copy of main's, with its defaults); or comma-separated gateway flags.
 const GATEWAYS = (process.env.GATEWAYS || 'default').split(/\s+/).filter(Boolean);
+// REPLICA_ARGS: extra `serve` flags for the replica upstream (e.g. "--io-rt-priority 0").
+const REPLICA_ARGS = (process.env.REPLICA_ARGS || '').split(/\s+/).filter(Boolean);
 const gwArgs = { default: [], 'no-hints': ['--no-sched-hints'],
   'old-knobs': ['--io-threads', '2', '--ledger-sync-ms', '0', '--no-sched-hints'] };
 const splits = [], owns = [], splitsOwn = [];
@@ -235,7 +237,7 @@ if (SLICE) H.requestSlice(H.threadsOf(process.pid), SLICE);
 console.log('| upstream | request | gateway | direct p50 | via gw p50 | added p50 | direct p99 | via gw p99 | added p99 | gw CPU/request | n |');
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const u of UPSTREAMS) {
-  const up = u === 'static' ? await startStatic(H, kids, GAP) : await H.startReplica('ovh');
+  const up = u === 'static' ? await startStatic(H, kids, GAP) : await H.startReplica('ovh', { args: REPLICA_ARGS });
   if (SLICE && u === 'static') H.requestSlice(H.threadsOf(up.proc.pid), SLICE);
   const ef = path.join(H.tmp, `ovh-endpoints-${u}.yaml`);
   H.writeEndpoints(ef, [up]);
