@@ -4,6 +4,7 @@
 // every process started is killed in `after`.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import {
@@ -359,20 +360,26 @@ test('gateway drain: SIGTERM exits 0, one ledger row per request with replica us
   for (const rep of replicas) assert.equal((await rep.stop('SIGTERM')).code, 0);
 });
 
-// serve's default is --io-rt-priority 1 (the gateway's 0): a replica started without the flag
-// has SCHED_RR io threads where the process may, and without the right to it (setpriv) logs it
-// at info level (not a warning: nobody asked) and serves normally; --io-rt-priority 0 turns it off.
-test('serve: real-time io threads by default, --io-rt-priority 0 off, info only when not permitted', { skip, timeout: 60000 }, async () => {
-  const fs = await import('node:fs');
-  const policies = (pid, name) => fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+// Scheduling policy (field 41 of /proc/<pid>/task/<tid>/stat) of each thread of `pid` named `name`.
+function policies(pid, name) {
+  return fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
     const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
     if (st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')) !== name) return [];
     return [Number(st.slice(st.lastIndexOf(') ') + 2).split(' ')[38])];
   });
-  const SCHED_RR = 2;
+}
+const SCHED_RR = 2;
+// Whether this process may run a thread SCHED_RR (root, CAP_SYS_NICE or RLIMIT_RTPRIO).
+function mayUseRt() {
+  try { execFileSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' }); return true; } catch { return false; }
+}
+
+// serve's default is --io-rt-priority 1 (the gateway's 0): a replica started without the flag
+// has SCHED_RR io threads where the process may, and without the right to it (setpriv) logs it
+// at info level (not a warning: nobody asked) and serves normally; --io-rt-priority 0 turns it off.
+test('serve: real-time io threads by default, --io-rt-priority 0 off, info only when not permitted', { skip, timeout: 60000 }, async () => {
   const metric = async (u, n) => Number(((await (await fetch(`${u}/metrics`)).text()).match(new RegExp(`^${n} (\\d+)$`, 'm')) || [])[1]);
-  let rtAllowed = true;
-  try { execFileSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' }); } catch { rtAllowed = false; }
+  const rtAllowed = mayUseRt();
   const def = await startReplica('rt-default');
   const off = await startReplica('rt-off', { args: ['--io-rt-priority', '0'] });
   try {
@@ -416,16 +423,7 @@ test('serve: real-time io threads by default, --io-rt-priority 0 off, info only 
 // --io-rt-priority (serve and gateway): the HTTP io threads run SCHED_RR; without the right to
 // (CAP_SYS_NICE dropped with setpriv, RLIMIT_RTPRIO 0) the process logs it and serves normally.
 test('--io-rt-priority: io threads SCHED_RR, or a warning and normal service without permission', { skip, timeout: 60000 }, async () => {
-  const fs = await import('node:fs');
-  // Scheduling policy (field 41 of /proc/<pid>/task/<tid>/stat) of each thread named `name`.
-  const policies = (pid, name) => fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
-    const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-    if (st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')) !== name) return [];
-    return [Number(st.slice(st.lastIndexOf(') ') + 2).split(' ')[38])];
-  });
-  const SCHED_RR = 2;
-  let rtAllowed = true;
-  try { execFileSync('chrt', ['-r', '1', 'true'], { stdio: 'ignore' }); } catch { rtAllowed = false; }
+  const rtAllowed = mayUseRt();
   const r = await startReplica('rt', { args: ['--io-rt-priority', '1'] });
   const ef = path.join(tmp, 'endpoints-rt.yaml');  // its own replica: the tests above stop theirs
   writeEndpoints(ef, [r]);
