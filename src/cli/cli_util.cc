@@ -68,4 +68,12 @@ int fail(const char* cmd, const std::string& message, int code) {
   return code;
 }
 
+void add_io_rt_max_wakeups(CLI::App& app, int64_t* max_wakeups) {
+  *max_wakeups = 250;
+  app.add_option("--io-rt-max-wakeups", *max_wakeups,
+                 "with --io-rt-priority: wake-ups per 250 ms over which an io thread is demoted to normal scheduling "
+                 "(default 250; 0 = no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+}
+
 }  // namespace ts::cli

@@ -250,10 +250,7 @@ int cmd_gateway(int argc, char** argv) {
                  "on a host shared with replicas they would preempt the replicas' compute at every proxied event)")
       ->check(CLI::Range(0, 99));
   int64_t io_rt_max_wakeups = 250;
-  app.add_option("--io-rt-max-wakeups", io_rt_max_wakeups,
-                 "with --io-rt-priority: wake-ups per 250 ms over which an io thread is demoted to normal scheduling "
-                 "(default 250; 0 = no limit)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  add_io_rt_max_wakeups(app, &io_rt_max_wakeups);
   app.add_option("--max-attempts", max_attempts, "endpoints tried per request before the first byte (default 3)")
       ->check(CLI::Range(1, 16));
   app.add_option("--imbalance-abs", guard_abs, "guard: max - min load (waiting + running) must exceed this (default 8)")

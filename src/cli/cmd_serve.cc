@@ -83,10 +83,7 @@ int cmd_serve(int argc, char** argv) {
                  "CAP_SYS_NICE or RLIMIT_RTPRIO (else logged, not fatal); 0 = off")
       ->check(CLI::Range(0, 99));
   int64_t io_rt_max_wakeups = 250;
-  app.add_option("--io-rt-max-wakeups", io_rt_max_wakeups,
-                 "with --io-rt-priority: wake-ups per 250 ms over which an io thread is demoted to normal scheduling "
-                 "(default 250; 0 = no limit)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  add_io_rt_max_wakeups(app, &io_rt_max_wakeups);
   app.add_option("--kv-cache-memory", kv_memory,
                  "KV cache budget, e.g. 2GiB (default: 0.9 x the memory available after the weights, "
                  "capped at max-seqs full-context sequences and 8GiB)");

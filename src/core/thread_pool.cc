@@ -5,12 +5,6 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TS_CPU_RELAX() _mm_pause()
-#else
-#define TS_CPU_RELAX() std::this_thread::yield()
-#endif
 
 namespace ts {
 
@@ -68,7 +62,7 @@ struct ThreadPool::Impl {
     for (int i = 1;; ++i) {
       uint32_t g = generation.load(std::memory_order_acquire);
       if (g != seen) return g;
-      TS_CPU_RELAX();
+      cpu_relax();
       if (i % kSpinCheckEvery == 0 && std::chrono::steady_clock::now() - start > kSpinTime) break;
     }
     for (;;) {
@@ -86,7 +80,7 @@ template <typename Pred>
 void wait_until(Pred done) {
   for (int i = 0; !done(); ++i) {
     if (i < 4000) {
-      TS_CPU_RELAX();
+      cpu_relax();
     } else {
       std::this_thread::yield();
     }

@@ -14,10 +14,22 @@
 
 #include <atomic>
 #include <cstdint>
+#include <thread>
 #include <memory>
 #include <utility>
 
 namespace ts {
+
+// One step of a spin wait: x86's pause (frees the core's resources for its sibling thread and
+// saves power), elsewhere a yield.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 
 class ThreadPool {
  public:

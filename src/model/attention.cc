@@ -17,12 +17,6 @@ namespace {
 
 using attn::kKeyTile;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 // Element offset of (token slot, dimension d) in a page (kv_storage.h: K pages transposed).
 inline size_t page_offset(const KvStorage& kv, bool is_v, int32_t slot, int32_t d) {
   return is_v ? static_cast<size_t>(slot) * kv.head_dim() + d : static_cast<size_t>(d) * kv.block_size() + slot;
