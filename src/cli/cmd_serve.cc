@@ -96,6 +96,11 @@ int cmd_serve(int argc, char** argv) {
                  "while interactive requests wait or run, batch prefill per step is cut to this share of the "
                  "interactive latency target, from the step cost measured online (default 0.25; 0 = off)")
       ->check(CLI::Range(0.0f, 1.0f));
+  bool no_first_token_pacing = false;
+  app.add_flag("--no-first-token-pacing", no_first_token_pacing,
+               "fill each step with every prompt the token budget allows (default: prompts that queue up together "
+               "get their first tokens one after another where the measured step cost says that lowers their "
+               "summed wait)");
   app.add_option("--max-model-len", max_model_len, "prompt + completion limit (default: the model's context)");
   app.add_option("--model-name", model_name, "model id clients use (default: the file name without .gguf)");
   app.add_option("--drain-timeout", drain_timeout_s, "seconds running requests get on shutdown (default 30)");
@@ -311,6 +316,7 @@ int cmd_serve(int argc, char** argv) {
   eo.max_seqs = max_seqs;
   eo.max_batch_tokens = max_batch_tokens;
   eo.step_latency_fraction = step_latency_fraction;
+  eo.first_token_pacing = !no_first_token_pacing;
   eo.max_model_len = max_model_len;
   eo.num_threads = threads;
   // Tier scheduling limits from the config file ([tiers.interactive] / [tiers.batch]).

@@ -148,6 +148,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   so.tiers[static_cast<int>(Tier::kBatch)] = opts.batch;
   so.step_latency_fraction = std::max(0.0f, opts.step_latency_fraction);
   so.idle_step_latency_fraction = so.step_latency_fraction;
+  so.first_token_pacing = opts.first_token_pacing;
   e->impl_ = std::make_unique<Impl>(opts.num_threads, std::move(storage), num_blocks, opts, so, cfg.n_vocab);
   auto& im = *e->impl_;
   im.model = &model;

@@ -54,6 +54,10 @@ struct EngineOptions {
   // (also while interactive is idle: a request arriving mid-step waits for that step); 0 = no
   // cut (--step-latency-fraction).
   float step_latency_fraction = 0.25f;
+  // Prompts queued together get their first tokens one after another where the step cost model
+  // says that lowers their summed wait (scheduler.h, "First-token pacing"); false: a step
+  // takes every prompt the budget allows (--no-first-token-pacing).
+  bool first_token_pacing = true;
   int32_t num_threads = 0;           // compute threads; <= 0 = all hardware threads
   bool start_thread = true;          // false: no loop thread; the owner calls step() (tests, bench)
   // The loop thread and its compute workers run as SCHED_BATCH (core/thread_sched.h: same CPU

@@ -131,7 +131,21 @@ int32_t Scheduler::prefill_allowance(const SchedulerOutput& out, double cap_seco
   return static_cast<int32_t>(std::clamp<int64_t>(n, 0, INT32_MAX));
 }
 
-bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, SchedulerOutput& out) {
+bool Scheduler::paced(const Pacing& pc, const SchedulerOutput& out, Tier t, int32_t n, int32_t remaining,
+                       int32_t behind) const {
+  const int32_t k = pc.completing[static_cast<int>(t)];
+  if (!opts_.first_token_pacing || k == 0) return false;
+  if (n < remaining) return true;  // a partial chunk: only delays the k first tokens
+  if (!cost_.ready()) return false;
+  int32_t decodes_next = 0;  // every sequence sampling in this step decodes in the next
+  for (const ScheduledSeq& s : out.scheduled) decodes_next += s.wants_logits ? 1 : 0;
+  const double join = static_cast<double>(k) * n * cost_.per_prefill_token();
+  const double wait = static_cast<double>(1 + behind) * std::max(1, decodes_next) * cost_.per_decode();
+  return join > wait;
+}
+
+bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, SchedulerOutput& out, Pacing& pc,
+                          int32_t behind) {
   const Tier t = seq->tier;
   const TierOptions& to = opts_.tiers[static_cast<int>(t)];
   if (max_tokens <= 0) return false;
@@ -142,8 +156,14 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, Sc
     preempt(victim, out);
   }
   const int32_t cached = kv_.acquire_cached_prefix(*seq);
-  const int32_t n = std::min({seq->num_tokens() - seq->num_computed_tokens, budget, max_tokens});
+  const int32_t remaining = seq->num_tokens() - seq->num_computed_tokens;
+  const int32_t n = std::min({remaining, budget, max_tokens});
   TS_CHECK(n > 0, "admitting a sequence with nothing to compute");
+  if (paced(pc, out, t, n, remaining, behind)) {
+    kv_.free(*seq);
+    seq->num_cached_tokens = 0;
+    return false;
+  }
   const int32_t total = kv_.pool().num_blocks();
   const int32_t limit = std::max<int32_t>(1, static_cast<int32_t>(std::floor(to.kv_share * total)));
   const int32_t held = tier_blocks(t);
@@ -175,6 +195,7 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, Sc
   out.scheduled.push_back({seq, n, seq->num_computed_tokens + n == seq->num_tokens()});
   out.num_tokens += n;
   budget -= n;
+  if (n == remaining) ++pc.completing[static_cast<int>(t)];
   return true;
 }
 
@@ -203,6 +224,7 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
   int32_t lower_prefill = 0;         // prefill tokens given to cut tiers this step
   bool protect_waiting = false;      // the protecting tier still has requests waiting
   bool protect_admitted = false;     // it admitted a request this step (a first-token step)
+  Pacing pacing;
   for (int ti : order) {
     const Tier tier = static_cast<Tier>(ti);
     const TierOptions& to = opts_.tiers[ti];
@@ -219,14 +241,22 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
                           [](const Sequence* s) {
                             return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens == 1;
                           });
+    auto& q = waiting_[ti];
+    auto is_prompt = [](const Sequence* s) { return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens > 1; };
+    // Running prompts not yet considered this step (first-token pacing's "behind").
+    int32_t prompts_left = static_cast<int32_t>(std::count_if(cands.begin(), cands.end(), is_prompt));
     for (Sequence* s : cands) {
+      const bool prompt = is_prompt(s);
+      if (prompt) --prompts_left;
       if (budget == 0) break;
       if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this step
-      int32_t n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+      const int32_t remaining = s->num_tokens() - s->num_computed_tokens;
+      int32_t n = std::min(remaining, budget);
       const bool prefill_chunk = n > 1;
       if (cut && prefill_chunk) n = std::min(n, prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted));
       if (cut && !prefill_chunk && protect_admitted && decode_over_cap(out, cap)) continue;
       if (n <= 0) continue;
+      if (prompt && paced(pacing, out, tier, n, remaining, prompts_left + static_cast<int32_t>(q.size()))) continue;
       bool ok = true;
       while (!kv_.allocate_slots(*s, n)) {
         Sequence* victim = pick_victim(s->priority);
@@ -243,6 +273,7 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
       out.num_tokens += n;
       budget -= n;
       if (cut && prefill_chunk) lower_prefill += n;
+      if (prompt && n == remaining) ++pacing.completing[ti];
     }
 
     // 2. Admission, unless this tier (or a higher one) just lost sequences to preemption or a
@@ -251,12 +282,11 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     for (const Sequence* p : out.preempted) {
       if (p->priority >= to.priority) skip = true;
     }
-    auto& q = waiting_[ti];
     if (!skip) {
       while (!q.empty() && budget > 0) {
         const int32_t before = out.num_tokens;
         const int32_t cap_tokens = cut ? prefill_allowance(out, cap, lower_prefill, protect_waiting || protect_admitted) : INT32_MAX;
-        if (!try_admit(q.front(), budget, cap_tokens, out)) break;
+        if (!try_admit(q.front(), budget, cap_tokens, out, pacing, static_cast<int32_t>(q.size()) - 1)) break;
         if (cut) lower_prefill += out.num_tokens - before;
       }
     }

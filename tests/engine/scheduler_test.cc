@@ -333,7 +333,9 @@ TEST(Scheduler, LowerTierKeepsAMinimumPrefillOnATooSlowHost) {
 }
 
 TEST(Scheduler, AnInteractiveFirstTokenStepDefersBatchWorkThatDoesNotFit) {
-  Sim sim(512, 16, tiered());
+  SchedulerOptions o = tiered();
+  o.first_token_pacing = false;  // the setup starts six batch prompts in one step
+  Sim sim(512, 16, o);
   teach(sim.sched, 0.010, 0.002);
   std::vector<Sequence*> decoding;
   for (int k = 0; k < 6; ++k) decoding.push_back(sim.add(8, Tier::kBatch, 1 + 10 * k));
@@ -356,6 +358,101 @@ TEST(Scheduler, AnInteractiveFirstTokenStepDefersBatchWorkThatDoesNotFit) {
   EXPECT_EQ(decodes, 6);
   EXPECT_EQ(tokens_of(out, i), 1);
   EXPECT_EQ(tokens_of(out, chunked), (125 - 70) / 2);
+}
+
+// First-token pacing (scheduler.h): with 10 ms a decode and 2 ms a prompt token taught.
+int32_t first_token_step(const std::vector<SchedulerOutput>& steps, const Sequence* s) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (const auto& sc : steps[i].scheduled) {
+      if (sc.seq == s && sc.wants_logits) return static_cast<int32_t>(i);
+    }
+  }
+  return -1;
+}
+
+TEST(Scheduler, PacingGivesABurstOfLongPromptsTheirFirstTokensOneAfterAnother) {
+  for (bool pacing : {true, false}) {
+    SCOPED_TRACE(pacing ? "pacing" : "no pacing");
+    SchedulerOptions o = tiered();
+    o.first_token_pacing = pacing;
+    Sim sim(512, 16, o);
+    teach(sim.sched, 0.010, 0.002);
+    std::vector<Sequence*> burst;
+    for (int k = 0; k < 4; ++k) burst.push_back(sim.add(128, Tier::kInteractive, 1 + 200 * k));
+    std::vector<SchedulerOutput> steps;
+    for (int i = 0; i < 4; ++i) steps.push_back(sim.step());
+    if (!pacing) {
+      // One 512-token step: every first token after ~1 s.
+      for (Sequence* s : burst) EXPECT_EQ(first_token_step(steps, s), 0);
+      continue;
+    }
+    // Joining the second prompt would delay the first by 256 ms to save it one 10 ms decode
+    // step (and the two behind it theirs): each prompt gets its own step, first come first.
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(first_token_step(steps, burst[static_cast<size_t>(k)]), k);
+    // The prompts already started decode in the steps between.
+    EXPECT_EQ(tokens_of(steps[3], burst[0]), 1);
+    EXPECT_EQ(tokens_of(steps[3], burst[1]), 1);
+    EXPECT_EQ(tokens_of(steps[3], burst[3]), 128);
+  }
+}
+
+TEST(Scheduler, PacingStillBatchesShortPrompts) {
+  Sim sim(512, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);
+  std::vector<Sequence*> burst;
+  for (int k = 0; k < 8; ++k) burst.push_back(sim.add(10, Tier::kInteractive, 1 + 20 * k));
+  auto out = sim.step();
+  // The k-th joining prompt costs the k already in the step k x 20 ms; waiting would cost it and
+  // the prompts behind it a decode step of k sequences each (k x 10 ms): seven join, the eighth
+  // (140 ms against 70 ms) waits one step.
+  for (int k = 0; k < 7; ++k) EXPECT_EQ(tokens_of(out, burst[static_cast<size_t>(k)]), 10) << k;
+  EXPECT_EQ(tokens_of(out, burst[7]), 0);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, burst[7]), 10);
+  EXPECT_EQ(tokens_of(out, burst[0]), 1);
+}
+
+TEST(Scheduler, PacingKeepsAPartialChunkOutOfAFirstTokenStep) {
+  Sim sim(512, 16, tiered());
+  teach(sim.sched, 0.010, 0.002);
+  Sequence* a = sim.add(100, Tier::kInteractive, 1);
+  Sequence* b = sim.add(1000, Tier::kInteractive, 300);
+  auto out = sim.step();
+  EXPECT_EQ(tokens_of(out, a), 100);
+  EXPECT_EQ(tokens_of(out, b), 0);  // 412 tokens would delay a's first token and bring b's no closer
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, a), 1);
+  EXPECT_EQ(tokens_of(out, b), 511);  // no prompt completes in this step: the whole budget
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, b), 489);
+  // A long running prompt comes first (oldest): a prompt arriving behind it is not paced out
+  // of the budget it leaves when the long one does not complete.
+  Sequence* c = sim.add(2000, Tier::kInteractive, 2000);
+  out = sim.step();
+  Sequence* d = sim.add(20, Tier::kInteractive, 5000);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, c), 510);
+  EXPECT_EQ(tokens_of(out, d), 0);  // the budget is spent
+}
+
+TEST(Scheduler, PacingWaitsForAMeasuredStepAndStaysWithinATier) {
+  // Before any step was measured, a step takes every prompt the budget allows.
+  Sim cold(512, 16, tiered());
+  Sequence* x = cold.add(128, Tier::kInteractive, 1);
+  Sequence* y = cold.add(128, Tier::kInteractive, 300);
+  auto out = cold.step();
+  EXPECT_EQ(tokens_of(out, x), 128);
+  EXPECT_EQ(tokens_of(out, y), 128);
+  // An interactive prompt completing does not pace the batch tier (the latency cut governs it).
+  SchedulerOptions o = tiered();
+  o.tiers[0].latency_target = std::chrono::milliseconds(0);
+  Sim sim(512, 16, o);
+  teach(sim.sched, 0.010, 0.002);
+  Sequence* i = sim.add(128, Tier::kInteractive, 1);
+  Sequence* b = sim.add(128, Tier::kBatch, 300);
+  out = sim.step();
+  EXPECT_EQ(tokens_of(out, i), 128);
+  EXPECT_EQ(tokens_of(out, b), 128);
 }
 
 }  // namespace
