@@ -122,7 +122,7 @@ std::vector<int32_t> run_alone(model::Model& m, const Request& r) {
   return collect(**h)[0].tokens;
 }
 
-void greedy_concurrent_equals_alone(const std::string& path, int32_t max_tokens) {
+void greedy_concurrent_equals_alone(const std::string& path, int32_t max_tokens, bool first_token_pacing = true) {
   model::Model* m = load_cached(path);
   ASSERT_NE(m, nullptr);
   auto prompts = story_prompts(*m, 16);
@@ -131,6 +131,7 @@ void greedy_concurrent_equals_alone(const std::string& path, int32_t max_tokens)
 
   EngineOptions o = base_opts();
   o.num_threads = 2;
+  o.first_token_pacing = first_token_pacing;
   auto e = Engine::create(*m, o);
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   std::vector<std::shared_ptr<RequestHandle>> hs;
@@ -174,6 +175,13 @@ TEST(Engine, GreedyMatchesReferenceIds) {
 TEST(Engine, GreedyConcurrentEqualsAloneStories) {
   TS_REQUIRE_SHARED(path, kStories);
   greedy_concurrent_equals_alone(path, 40);
+}
+
+TEST(Engine, GreedyConcurrentEqualsAloneStoriesWithoutFirstTokenPacing) {
+  // The default above paces prompts by the step cost measured online (whatever it decides, the
+  // tokens must not change); this is the other scheduling, every prompt the budget allows a step.
+  TS_REQUIRE_SHARED(path, kStories);
+  greedy_concurrent_equals_alone(path, 40, false);
 }
 
 TEST(Engine, GreedyConcurrentEqualsAloneQ8Qwen2) {
