@@ -150,6 +150,12 @@ bool Scheduler::try_admit(Sequence* seq, int32_t& budget, int32_t max_tokens, Sc
   const TierOptions& to = opts_.tiers[static_cast<int>(t)];
   if (max_tokens <= 0) return false;
   if (num_running(t) >= to.max_running) return false;
+  if (static_cast<int32_t>(running_.size()) >= opts_.max_seqs) {
+    // Pacing decided before preempting anyone for the seat, on the whole uncached prompt: a
+    // prompt it lets in here is let in below too (a cached prefix only shortens the chunk).
+    const int32_t uncached = seq->num_tokens() - seq->num_computed_tokens;
+    if (paced(pc, out, t, std::min({uncached, budget, max_tokens}), uncached, behind)) return false;
+  }
   while (static_cast<int32_t>(running_.size()) >= opts_.max_seqs) {
     Sequence* victim = pick_victim(seq->priority - 1);
     if (victim == nullptr) return false;

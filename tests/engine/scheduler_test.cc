@@ -435,6 +435,33 @@ TEST(Scheduler, PacingKeepsAPartialChunkOutOfAFirstTokenStep) {
   EXPECT_EQ(tokens_of(out, d), 0);  // the budget is spent
 }
 
+TEST(Scheduler, PacingDefersBeforePreemptingForASeat) {
+  for (bool pacing : {true, false}) {
+    SCOPED_TRACE(pacing ? "pacing" : "no pacing");
+    SchedulerOptions o = tiered();
+    o.max_seqs = 2;
+    o.first_token_pacing = pacing;
+    Sim sim(512, 16, o);
+    teach(sim.sched, 0.010, 0.002);
+    Sequence* b = sim.add(8, Tier::kBatch, 1);
+    sim.step();  // batch: decoding from here on
+    Sequence* i1 = sim.add(128, Tier::kInteractive, 100);
+    Sequence* i2 = sim.add(128, Tier::kInteractive, 300);
+    auto out = sim.step();
+    EXPECT_EQ(tokens_of(out, i1), 128);
+    if (pacing) {
+      // i2 would wait for i1's first token anyway: the batch sequence keeps its seat and KV.
+      EXPECT_EQ(tokens_of(out, i2), 0);
+      EXPECT_TRUE(out.preempted.empty());
+      EXPECT_EQ(b->num_preemptions, 0);
+    } else {
+      EXPECT_EQ(tokens_of(out, i2), 128);
+      ASSERT_EQ(out.preempted.size(), 1u);
+      EXPECT_EQ(out.preempted[0], b);
+    }
+  }
+}
+
 TEST(Scheduler, PacingWaitsForAMeasuredStepAndStaysWithinATier) {
   // Before any step was measured, a step takes every prompt the budget allows.
   Sim cold(512, 16, tiered());
