@@ -36,10 +36,11 @@ void rows_into(const Matrix& m, PreparedActivations& x, float* y, int64_t r0, in
   for (int64_t t = 0; t < T; ++t) std::memcpy(y + t * R + r0, tmp.data() + t * n, sizeof(float) * n);
 }
 
-// Runs body(part, g0, g1) over groups [1, groups) of every part in chunks claimed by the pool's
-// threads, after group 0 of every part ran on the calling thread: that makes every activation
-// form the parts need (PreparedActivations is single-user while it prepares; once all forms
-// exist, concurrent matmuls only read it).
+// Runs body(part, g0, g1) over every group of every part in chunks claimed by the pool's
+// threads. The caller prepares every activation form the parts need first (Matrix::prepare):
+// PreparedActivations is single-user while it prepares; once all forms exist, concurrent
+// matmuls only read it. (Before, group 0 of every part ran on the calling thread to make the
+// forms, the other thread idle meanwhile: ~1.5-3 us of every decode Q/K/V and gate/up job.)
 // Decode-sized batches (n_tok <= kDecodeChunkTokens) give each thread one equal contiguous
 // chunk of 7/8 of the groups first, so each thread reads one sequential weight stream (as
 // Matrix::matmul does for them), then the last 1/8 in small chunks claimed by whichever thread
@@ -74,18 +75,18 @@ template <typename Body>
 void over_groups(std::span<const int64_t> groups, int64_t n_tok, ThreadPool* pool, Body&& body) {
   const int64_t num_parts = static_cast<int64_t>(groups.size());
   int64_t total = 0;
-  for (int64_t g : groups) total += g - 1;
+  for (int64_t g : groups) total += g;
   const ChunkPlan plan = plan_chunks(total, n_tok, pool->num_threads());
   pool->parallel_chunks(plan.count(), 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      // Map chunk i of the concatenated "groups after the first" back to (part, groups).
+      // Map chunk i of the concatenated groups back to (part, groups).
       auto [c0, c1] = plan.range(i);
       int64_t base = 0;
       for (int64_t p = 0; p < num_parts && c0 < c1; ++p) {
-        const int64_t len = groups[static_cast<size_t>(p)] - 1;
+        const int64_t len = groups[static_cast<size_t>(p)];
         const int64_t lo = std::max(c0, base), hi = std::min(c1, base + len);
         if (lo < hi) {
-          body(p, 1 + lo - base, 1 + hi - base);
+          body(p, lo - base, hi - base);
           c0 = hi;
         }
         base += len;
@@ -112,7 +113,7 @@ void fused_matmuls(std::span<const MatmulPart> parts, PreparedActivations& x, Th
   int64_t groups[8];
   for (size_t i = 0; i < parts.size(); ++i) {
     const Matrix& m = *parts[i].m;
-    rows_into(m, x, parts[i].y, 0, std::min(kGroup, m.rows()));
+    m.prepare(x, pool);  // every form any part needs (cheap for forms already made)
     groups[i] = groups_of(m);
   }
   over_groups(std::span<const int64_t>(groups, parts.size()), T, pool, [&](int64_t p, int64_t g0, int64_t g1) {
@@ -154,7 +155,8 @@ void fused_gate_up(const Matrix& gate, const Matrix& up, PreparedActivations& x,
     rows_into(up, x, b, r0, r1);
     for (int64_t t = 0; t < T; ++t) act(a + t * F + r0, b + t * F + r0, r1 - r0);
   };
-  rows(0, std::min(kGroup, F));
+  gate.prepare(x, pool);
+  up.prepare(x, pool);
   const int64_t groups[1] = {groups_of(gate)};
   over_groups(std::span<const int64_t>(groups, 1), T, pool,
               [&](int64_t, int64_t g0, int64_t g1) { rows(g0 * kGroup, std::min(g1 * kGroup, F)); });
