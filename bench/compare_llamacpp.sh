@@ -228,17 +228,18 @@ import json, sys
 try:
     d = json.load(open(sys.argv[1]))
 except Exception:
-    print("nan nan nan"); sys.exit()
+    print("nan nan/nan nan"); sys.exit()
 def find(obj, *keys):
     for k in keys:
         if isinstance(obj, dict) and k in obj: obj = obj[k]
         else: return float("nan")
     return obj
 out = find(d, "throughput", "output_tokens_per_s")
+ttft50 = find(d, "ttft_ms", "p50") / 1000.0
 ttft = find(d, "ttft_ms", "p95") / 1000.0
 tpot = find(d, "tpot_ms", "p50") / 1000.0
 if find(d, "requests", "errors") not in (0, float("nan")): out = float("nan")  # errors void the figure
-print(f"{out:.1f} {ttft:.2f} {tpot*1000:.0f}")
+print(f"{out:.1f} {ttft50:.2f}/{ttft:.2f} {tpot*1000:.0f}")
 EOF
 }
 
@@ -307,11 +308,11 @@ for name in $MODELS; do
       read -r l8o l8t l8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/llama-$name-c8.json")"
       read -r l32o l32t l32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/llama-$name-c32.json")"
     else
-      l8o=nan; l8t=nan; l8p=nan; l32o=nan; l32t=nan; l32p=nan
+      l8o=nan; l8t=nan/nan; l8p=nan; l32o=nan; l32t=nan/nan; l32p=nan
     fi
     kill "$lpid" 2>/dev/null || true; wait "$lpid" 2>/dev/null || true
     {
-      echo "| server load (128 in / 64 out) | llama-server -np 8: out t/s, TTFT p95 s, TPOT p50 ms | tokenserve serve |"
+      echo "| server load (128 in / 64 out) | llama-server -np 8: out t/s, TTFT p50/p95 s, TPOT p50 ms | tokenserve serve (ratios: out t/s, TTFT p95) |"
       echo "|---|---|---|"
     } >>"$REPORT"
     row8="| 32 req @ conc 8 | $l8o, $l8t, $l8p |"
@@ -325,13 +326,15 @@ for name in $MODELS; do
         read -r t8o t8t t8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/ts-$name-$isa-c8.json")"
         read -r t32o t32t t32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/ts-$name-$isa-c32.json")"
       else
-        t8o=nan; t8t=nan; t8p=nan; t32o=nan; t32t=nan; t32p=nan
+        t8o=nan; t8t=nan/nan; t8p=nan; t32o=nan; t32t=nan/nan; t32p=nan
       fi
       kill -TERM "$tpid" 2>/dev/null || true; wait "$tpid" 2>/dev/null || true
       r8=$(python3 -c "print(f'{$t8o/$l8o:.2f}')" 2>/dev/null || echo nan)
       r32=$(python3 -c "print(f'{$t32o/$l32o:.2f}')" 2>/dev/null || echo nan)
-      row8="$row8 $isa: $t8o, $t8t, $t8p (out ×$r8);"
-      row32="$row32 $isa: $t32o, $t32t, $t32p (out ×$r32);"
+      q8=$(python3 -c "print(f'{${t8t#*/}/${l8t#*/}:.2f}')" 2>/dev/null || echo nan)
+      q32=$(python3 -c "print(f'{${t32t#*/}/${l32t#*/}:.2f}')" 2>/dev/null || echo nan)
+      row8="$row8 $isa: $t8o, $t8t, $t8p (out ×$r8, TTFT p95 ×$q8);"
+      row32="$row32 $isa: $t32o, $t32t, $t32p (out ×$r32, TTFT p95 ×$q32);"
     done
     { echo "$row8"; echo "$row32"; echo; } >>"$REPORT"
   fi
