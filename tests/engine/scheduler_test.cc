@@ -425,14 +425,6 @@ TEST(Scheduler, PacingKeepsAPartialChunkOutOfAFirstTokenStep) {
   EXPECT_EQ(tokens_of(out, b), 511);  // no prompt completes in this step: the whole budget
   out = sim.step();
   EXPECT_EQ(tokens_of(out, b), 489);
-  // A long running prompt comes first (oldest): a prompt arriving behind it is not paced out
-  // of the budget it leaves when the long one does not complete.
-  Sequence* c = sim.add(2000, Tier::kInteractive, 2000);
-  out = sim.step();
-  Sequence* d = sim.add(20, Tier::kInteractive, 5000);
-  out = sim.step();
-  EXPECT_EQ(tokens_of(out, c), 510);
-  EXPECT_EQ(tokens_of(out, d), 0);  // the budget is spent
 }
 
 TEST(Scheduler, PacingDefersBeforePreemptingForASeat) {
