@@ -24,9 +24,9 @@ int apply_isa(const char* cmd, const std::string& flag);
 inline constexpr const char* kIsaHelp = "kernel ISA: scalar, avx2, avxvnni, avx512 or amx (default: TOKENSERVE_ISA, else the best the CPU has)";
 
 // One error line "tokenserve CMD: message" on stderr; returns `code`.
+int fail(const char* cmd, const std::string& message, int code = 1);
+
 // --io-rt-max-wakeups (serve and gateway; http/io_rt.h), default 250 per 250 ms window.
 void add_io_rt_max_wakeups(CLI::App& app, int64_t* max_wakeups);
-
-int fail(const char* cmd, const std::string& message, int code = 1);
 
 }  // namespace ts::cli

@@ -5,7 +5,6 @@
 #include <thread>
 #include <vector>
 
-
 namespace ts {
 
 namespace {

@@ -14,8 +14,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <thread>
 #include <memory>
+#include <thread>
 #include <utility>
 
 namespace ts {
@@ -29,7 +29,6 @@ inline void cpu_relax() {
   std::this_thread::yield();
 #endif
 }
-
 
 class ThreadPool {
  public:

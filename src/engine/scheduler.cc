@@ -243,12 +243,11 @@ SchedulerOutput Scheduler::schedule(TimePoint now) {
     for (Sequence* s : running_) {
       if (s->tier == tier) cands.push_back(s);
     }
-    std::stable_partition(cands.begin(), cands.end(),
-                          [](const Sequence* s) {
-                            return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens == 1;
-                          });
+    // Tokens a sequence still has to compute besides its draft: 1 for a decode, more for a prompt.
+    auto to_compute = [](const Sequence* s) { return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens; };
+    auto is_prompt = [&](const Sequence* s) { return to_compute(s) > 1; };
+    std::stable_partition(cands.begin(), cands.end(), [&](const Sequence* s) { return to_compute(s) == 1; });
     auto& q = waiting_[ti];
-    auto is_prompt = [](const Sequence* s) { return s->num_tokens() - s->num_draft_tokens - s->num_computed_tokens > 1; };
     // Running prompts not yet considered this step (first-token pacing's "behind").
     int32_t prompts_left = static_cast<int32_t>(std::count_if(cands.begin(), cands.end(), is_prompt));
     for (Sequence* s : cands) {
