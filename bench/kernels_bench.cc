@@ -42,6 +42,7 @@
 #include "bench_isa.h"
 #include "core/thread_pool.h"
 #include "model/ops.h"
+#include "tensor/kernels.h"
 #include "tensor/matrix.h"
 
 namespace {
@@ -633,3 +634,48 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   return 0;
 }
+
+// BM_PairTileAB/<op>/<n_tok>/<threads>: the avx512 Q8_0_R16 kernel with its two-group decode
+// tile (kern::set_r16_pair_tile(true), "pair") against one group at a time ("tile"), alternated
+// in blocks in one process over the op's weight copies streamed from DRAM (as BM_PrefetchAB).
+// Only matrices of >= 3328 columns take the pair tile (Qwen2.5's down projection, op 8); the
+// others are a same-kernel control (pair/tile ~1). Meaningful on the avx512 tier only.
+void BM_PairTileAB(benchmark::State& state) {
+  const int64_t rows = kOpShapes[state.range(0)][0], cols = kOpShapes[state.range(0)][1];
+  const int64_t n_tok = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  WeightSet& ws = weights(DType::kQ8_0, rows, cols, true);
+  std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  ThreadPool& pool = pool_for(threads);
+  size_t next = 0;
+  double secs[2] = {0, 0};  // [0]: pair tile on, [1]: off
+  int64_t blocks = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 2; ++k) {
+      const int which = (k + static_cast<int>(blocks & 1)) & 1;
+      ts::tensor::kern::set_r16_pair_tile(which == 0);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kAbBlock; ++i) {
+        ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
+        benchmark::ClobberMemory();
+        next = (next + 1) % ws.mats.size();
+      }
+      secs[which] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ++blocks;
+  }
+  ts::tensor::kern::set_r16_pair_tile(true);
+  const double bytes = static_cast<double>(ws.mats[0].weight_bytes()) * kAbBlock * static_cast<double>(blocks);
+  state.counters["pair_GB/s"] = bytes / secs[0] / 1e9;
+  state.counters["tile_GB/s"] = bytes / secs[1] / 1e9;
+  state.counters["pair/tile"] = secs[0] / secs[1];
+  state.SetLabel(std::to_string(rows) + "x" + std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()));
+}
+BENCHMARK(BM_PairTileAB)
+    ->ArgsProduct({{2, 3, 8, 12}, {5, 8}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.3);

@@ -174,6 +174,11 @@ struct GemmArgs {
   bool sw_prefetch = true;
 };
 
+// Benchmark hook (kernels_bench BM_PairTileAB): whether the avx512 tier's Q8_0_R16 kernel may
+// run decode-sized batches of wide matrices through its two-group tile (on by default; results
+// do not depend on it). Process-wide, for matmuls started afterwards.
+void set_r16_pair_tile(bool on);
+
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);

@@ -3,6 +3,7 @@
 // with VNNI (vpdpbusd / vpdpwssd). Reached through avx512_kernels() after a CPUID check.
 #include <immintrin.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -141,6 +142,21 @@ constexpr int kR16IlPrefetchBytes = 2048;
 // streaming from DRAM (one group's lines prefetched at a time) was not re-measured, the shared
 // host gave no stable bandwidth figure that session.
 constexpr int64_t kR16IlPairMinTokens = 16;
+
+std::atomic<bool> g_r16_pair_tile{true};  // set_r16_pair_tile
+
+// Decode-sized batches (kR16IlPairTileMinTokens..kActIlTile tokens) of matrices with at least
+// kR16IlPairTileMinBlocks 32-column blocks run whole pairs of groups through r16_il_pair_tile
+// (one pass, each activation broadcast shared by 32 rows). Measured on Zen 5 (kernels_bench
+// BM_PairTileAB: both kernels alternated in one process, weights streamed from DRAM): Qwen2.5-0.5B's
+// down projection (896 x 4864) took x0.73-0.87 the r16_il_tile time at 5 and 8 tokens with 2
+// threads (x0.91-1.02 in a minute when the host's bandwidth fell to ~30 GB/s), x0.79-0.83 with 1;
+// engine_bench's 8-sequence Qwen step 17.6-18.1 -> 16.6-17.3 ms (6 runs alternated, 1-sequence
+// step unchanged). At 1536 columns (SmolLM2's down) x0.86 at 5 tokens but x1.03-1.05 at 8, at
+// 576-896 columns x1.04-1.15: there the 8-token activation tile (40 bytes per 32 columns per
+// token) stays in L1 for the next group anyway, and r16_il_tile has no accumulator stores.
+constexpr int64_t kR16IlPairTileMinBlocks = 104;  // 3328 columns: an 8-token tile of ~32 KB
+constexpr int64_t kR16IlPairTileMinTokens = 5;
 
 // Every line of the K-quant R16 block record kR16KPrefetchBytes ahead of `rec` (the record being
 // computed), at every batch size: with one line per record, or none below 2-4 tokens, 1-3 token
@@ -372,6 +388,92 @@ void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   }
 }
 
+// Two whole adjacent groups (rows out_r .. out_r + 31) x all T tokens (T <= kActIlTile, one
+// tile at t0) in one pass: each weight line and each activation broadcast is loaded once for
+// 32 rows x T tokens. The 2 x T integer block sums live in registers; the float accumulators
+// (2 x T vectors, which with the sums would not fit the 32 registers) in an L1 array, one load
+// and one store each per block. Same integer block sums and float steps as r16_il_tile, so
+// identical results.
+template <int T, bool kPf>
+inline void r16_il_pair_tile(const GemmArgs& g, const uint8_t* grp, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const uint8_t* xa = a.q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
+  const uint8_t* grp1 = grp + g.stride;
+  alignas(64) float acc[2 * T][16];
+  for (int i = 0; i < 2 * T; ++i) _mm512_store_ps(acc[i], _mm512_setzero_ps());
+  for (int64_t b = 0; b < nb; ++b, xa += kActIlBlockBytes) {
+    const size_t ro = static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals0 = grp + ro + 64 + half * 512;
+    const uint8_t* vals1 = grp1 + ro + 64 + half * 512;
+    if constexpr (kPf) {
+      // kR16IlPrefetchBytes ahead in both groups' streams; past their ends, the same offset in
+      // the next pair's two groups (each group is one stream of g.stride bytes).
+      size_t off = static_cast<size_t>(vals0 - grp) + kR16IlPrefetchBytes;
+      const uint8_t* b0 = grp;
+      if (off >= static_cast<size_t>(g.stride)) {
+        off -= static_cast<size_t>(g.stride);
+        b0 = grp + 2 * g.stride;
+      }
+      const char* pf0 = reinterpret_cast<const char*>(b0 + off);
+      const char* pf1 = pf0 + g.stride;
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        _mm_prefetch(pf0 + 64 * l, _MM_HINT_T1);
+        _mm_prefetch(pf1 + 64 * l, _MM_HINT_T1);
+      }
+      if (half == 0) {
+        _mm_prefetch(pf0 - 64, _MM_HINT_T1);
+        _mm_prefetch(pf1 - 64, _MM_HINT_T1);
+      }
+    }
+    __m512i s0[T], s1[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = bcast_dword(xa + kActIlTile * 32 + 4 * t);
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m512i w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
+      const __m512i w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m512i x = bcast_dword(xa + 32 * t + 4 * k4);
+        s0[t] = _mm512_dpbusd_epi32(s0[t], w0, x);
+        s1[t] = _mm512_dpbusd_epi32(s1[t], w1, x);
+      }
+    }
+    const __m512 dw0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + ro + half * 32)));
+    const __m512 dw1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp1 + ro + half * 32)));
+    const __m512 bias = _mm512_set1_ps(kActIlBias0F);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      float xd;
+      __builtin_memcpy(&xd, xa + kActIlTile * 36 + 4 * t, 4);
+      const __m512 vxd = _mm512_set1_ps(xd);
+      _mm512_store_ps(acc[2 * t], _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s0[t]), bias), _mm512_mul_ps(dw0, vxd),
+                                                  _mm512_load_ps(acc[2 * t])));
+      _mm512_store_ps(acc[2 * t + 1], _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(s1[t]), bias),
+                                                      _mm512_mul_ps(dw1, vxd), _mm512_load_ps(acc[2 * t + 1])));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float* y = g.y + (t0 + t) * g.ldy + out_r;
+    _mm512_storeu_ps(y, _mm512_load_ps(acc[2 * t]));
+    _mm512_storeu_ps(y + 16, _mm512_load_ps(acc[2 * t + 1]));
+  }
+}
+
+template <bool kPf>
+void r16_il_pair_small(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
+  switch (g.act->n_tok) {
+    case 8: r16_il_pair_tile<8, kPf>(g, grp, out_r, 0); break;
+    case 7: r16_il_pair_tile<7, kPf>(g, grp, out_r, 0); break;
+    case 6: r16_il_pair_tile<6, kPf>(g, grp, out_r, 0); break;
+    case 5: r16_il_pair_tile<5, kPf>(g, grp, out_r, 0); break;
+    default: break;
+  }
+}
+
 template <bool kPf>
 void r16_il_group_pf(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
@@ -433,6 +535,18 @@ void gemm_r16_groups(const GemmArgs& g) {
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    if (!kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairTileMinTokens && g.act->n_tok <= kActIlTile &&
+        g.act->cols / 32 >= kR16IlPairTileMinBlocks && lane0 == 0 && left >= 32 &&
+        g_r16_pair_tile.load(std::memory_order_relaxed)) {
+      if (g.sw_prefetch) {
+        r16_il_pair_small<true>(g, grp, done);
+      } else {
+        r16_il_pair_small<false>(g, grp, done);
+      }
+      done += 32;
+      grp += 2 * g.stride;
+      continue;
+    }
     if (!kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
       r16_il_pair(g, grp, done);  // two whole groups
       done += 32;
@@ -704,6 +818,8 @@ void gemm_q2_k(const GemmArgs& g) { gemm_q2_k_256(g); }
 #pragma GCC pop_options
 
 namespace ts::tensor::kern {
+
+void set_r16_pair_tile(bool on) { g_r16_pair_tile.store(on, std::memory_order_relaxed); }
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table = {

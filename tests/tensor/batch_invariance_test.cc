@@ -38,10 +38,11 @@ std::vector<uint8_t> weights(DType t, int64_t rows, int64_t cols, uint32_t seed)
 struct Case {
   DType type;
   int64_t cols;
+  const char* suffix = "";  // tells apart cases of one type
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return std::string(type_name(static_cast<uint32_t>(info.param.type)));
+  return std::string(type_name(static_cast<uint32_t>(info.param.type))) + info.param.suffix;
 }
 
 class BatchInvariance : public ::testing::TestWithParam<Case> {};
@@ -81,7 +82,10 @@ TEST_P(BatchInvariance, RowsDoNotDependOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Types, BatchInvariance,
                          ::testing::Values(Case{DType::kF32, 80}, Case{DType::kF16, 88}, Case{DType::kBF16, 72},
-                                           Case{DType::kQ8_0, 96}, Case{DType::kQ4_0, 96}, Case{DType::kQ4_1, 96},
+                                           Case{DType::kQ8_0, 96},
+                                           // Wide enough for the AVX-512 two-group decode tile
+                                           // (r16_il_pair_tile: 5-8 tokens, >= 3328 columns).
+                                           Case{DType::kQ8_0, 3360, "_wide"}, Case{DType::kQ4_0, 96}, Case{DType::kQ4_1, 96},
                                            Case{DType::kQ5_0, 96}, Case{DType::kQ5_1, 96}, Case{DType::kIQ4_NL, 160},
                                            Case{DType::kQ2_K, 768}, Case{DType::kQ3_K, 768}, Case{DType::kQ4_K, 768},
                                            Case{DType::kQ5_K, 768}, Case{DType::kQ6_K, 768},
