@@ -2,7 +2,8 @@
 # Side-by-side benchmark: tokenserve against llama.cpp on this host, in one run.
 #
 #   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
-#                             [--quick] [--skip-server] [--out DIR] [--llama-isa native|avx512|avx2]
+#                             [--quick] [--skip-server] [--out DIR]
+#                             [--llama-isa native|avx512|avxvnni|avx2|matched]
 #                             [--server-isa "avx2"]  (server load tiers; default: --isa without scalar)
 #
 # llama.cpp is built from the source the npm package node-llama-cpp@3.22.1 carries
@@ -24,7 +25,11 @@
 # 2026-12-03 (Sapphire Rapids class KVM guest) the native build's AMX Q8_0 kernel dies in every
 # prefill (SIGILL on tileloadd with 1 thread, SIGSEGV with 2: its tile configuration never takes
 # effect, cf. upstream PR ggml-org/llama.cpp#26954), so that build is the strongest llama.cpp
-# that runs there.
+# that runs there. --llama-isa avxvnni builds it for AVX2 + AVX-VNNI (no AVX-512): what llama.cpp
+# is on an Alder Lake-class CPU. --llama-isa matched compares every tokenserve tier with the
+# llama.cpp build for the same instruction set (avx2 with avx2, avxvnni with avxvnni, the other
+# tiers with native), as on a host whose best ISA is that tier, and reports the native build's
+# figures beside them (each llama.cpp build is measured in the same run).
 # Not part of the test command. Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,12 +60,16 @@ done
 
 CACHE=${TOKENSERVE_CACHE:-$HOME/.cache/tokenserve}
 LLAMA_SRC=$CACHE/llama.cpp-node-llama-cpp-3.22.1
-LLAMA_BUILD=$LLAMA_SRC/build
 case "$LLAMA_ISA" in
-  native) ;;
-  avx2|avx512) LLAMA_BUILD=$LLAMA_SRC/build-$LLAMA_ISA ;;
-  *) echo "compare_llamacpp: --llama-isa must be native, avx512 or avx2" >&2; exit 2 ;;
+  native|avx2|avxvnni|avx512|matched) ;;
+  *) echo "compare_llamacpp: --llama-isa must be native, avx512, avxvnni, avx2 or matched" >&2; exit 2 ;;
 esac
+llama_build_dir() { [ "$1" = native ] && echo "$LLAMA_SRC/build" || echo "$LLAMA_SRC/build-$1"; }
+# The llama.cpp build a tokenserve tier is compared with.
+llama_for() {
+  if [ "$LLAMA_ISA" != matched ]; then echo "$LLAMA_ISA"; return; fi
+  case "$1" in avx2|avxvnni) echo "$1" ;; *) echo native ;; esac
+}
 OUT=${OUT:-$(mktemp -d /tmp/compare_llamacpp.XXXXXX)}
 mkdir -p "$CACHE" "$OUT"
 VOCAB=${TOKENSERVE_SHARED:-$ROOT/../shared}/models/llama.cpp-vocab
@@ -84,22 +93,23 @@ if [ ! -d "$LLAMA_SRC/.git" ]; then
   git clone -q "$tmp/package/llama/gitRelease.bundle" "$LLAMA_SRC"
   rm -rf "$tmp"
 fi
-if [ ! -x "$LLAMA_BUILD/bin/llama-bench" ] || [ ! -x "$LLAMA_BUILD/bin/llama-server" ]; then
-  log "building llama.cpp ($LLAMA_ISA) into $LLAMA_BUILD"
-  if [ "$LLAMA_ISA" = avx2 ]; then
-    isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
-               -DGGML_AVX_VNNI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF)
-  elif [ "$LLAMA_ISA" = avx512 ]; then
-    isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
-               -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON
-               -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
-  else
-    isa_flags=(-DGGML_NATIVE=ON)
-  fi
-  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
+build_llama() {  # FLAVOR: builds llama-bench and llama-server into llama_build_dir FLAVOR once
+  local dir; dir=$(llama_build_dir "$1")
+  [ -x "$dir/bin/llama-bench" ] && [ -x "$dir/bin/llama-server" ] && return 0
+  log "building llama.cpp ($1) into $dir"
+  local common=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF
+                -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+  case "$1" in
+    avx2) isa_flags=("${common[@]}" -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF) ;;
+    avxvnni) isa_flags=("${common[@]}" -DGGML_AVX512=OFF -DGGML_AVX_VNNI=ON -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF) ;;
+    avx512) isa_flags=("${common[@]}" -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+                       -DGGML_AVX_VNNI=ON) ;;
+    *) isa_flags=(-DGGML_NATIVE=ON) ;;
+  esac
+  cmake -S "$LLAMA_SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >/dev/null
-  ninja -C "$LLAMA_BUILD" -j"$(nproc)" llama-bench llama-server >/dev/null
-fi
+  ninja -C "$dir" -j"$(nproc)" llama-bench llama-server >/dev/null
+}
 LLAMA_REV=$(git -C "$LLAMA_SRC" describe --tags --always 2>/dev/null || git -C "$LLAMA_SRC" rev-parse --short HEAD)
 
 if [ -z "$ISAS" ]; then
@@ -116,6 +126,19 @@ if [ -z "$SERVER_ISAS" ]; then
   SERVER_ISAS=$(echo "$ISAS" | tr ' ' '\n' | grep -vx scalar | tr '\n' ' ' || true)
   [ -z "${SERVER_ISAS// /}" ] && SERVER_ISAS=$ISAS
 fi
+
+# The llama.cpp builds this run needs: one per distinct llama_for tier, and native beside them
+# in matched mode (the strongest llama.cpp on this host stays in the report).
+LLAMA_FLAVORS=""
+for isa in $ISAS; do
+  f=$(llama_for "$isa")
+  case " $LLAMA_FLAVORS " in *" $f "*) ;; *) LLAMA_FLAVORS="$LLAMA_FLAVORS $f" ;; esac
+done
+if [ "$LLAMA_ISA" = matched ]; then
+  case " $LLAMA_FLAVORS " in *" native "*) ;; *) LLAMA_FLAVORS="native$LLAMA_FLAVORS" ;; esac
+fi
+LLAMA_FLAVORS=${LLAMA_FLAVORS# }
+for f in $LLAMA_FLAVORS; do build_llama "$f"; done
 
 # ---- models -------------------------------------------------------------------------------
 model_file() {
@@ -172,11 +195,11 @@ bw_threads() {  # the probe's figure for $THREADS threads (kernels_bench probes 
   echo "$x"
 }
 
-llama_bench() {  # MODEL -p P -n N -> tokens/s ("nan" and a log line when llama-bench fails)
+llama_bench() {  # FLAVOR MODEL -p P -n N -> tokens/s ("nan" and a log line when llama-bench fails)
   local out rc=0
-  out=$("$LLAMA_BUILD/bin/llama-bench" -m "$1" -t "$THREADS" "${@:2}" -r 3 -o json 2>/dev/null) || rc=$?
+  out=$("$(llama_build_dir "$1")/bin/llama-bench" -m "$2" -t "$THREADS" "${@:3}" -r 3 -o json 2>/dev/null) || rc=$?
   if [ $rc -ne 0 ]; then
-    log "llama-bench ${*:2} failed (exit $rc$([ $rc -gt 128 ] && echo ", signal $((rc - 128))")); try --llama-isa avx512 or avx2"
+    log "llama-bench ($1) ${*:3} failed (exit $rc$([ $rc -gt 128 ] && echo ", signal $((rc - 128))")); try --llama-isa avx512 or avx2"
     echo nan; return 0
   fi
   echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.1f" % d[0]["avg_ts"])' 2>/dev/null || echo nan
@@ -246,7 +269,7 @@ EOF
 # ---- run ----------------------------------------------------------------------------------
 REPORT=$OUT/report.md
 {
-  echo "# tokenserve vs llama.cpp ($LLAMA_REV, $LLAMA_ISA build), $(date -u +%FT%TZ)"
+  echo "# tokenserve vs llama.cpp ($LLAMA_REV, $LLAMA_ISA: builds $LLAMA_FLAVORS), $(date -u +%FT%TZ)"
   echo
   echo "Host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads $THREADS; ISA paths: $ISAS"
   echo
@@ -264,8 +287,17 @@ for name in $MODELS; do
   bw2=$(bw_threads "$bw")
   bound=$(python3 -c "print(f'{${bw2:-0}*1e9/$wbytes:.1f}')")
   prompt=$(make_prompt "$M" $PRE)
-  ll_dec=$(llama_bench "$M" -p 0 -n $GEN)
-  ll_pre=$(llama_bench "$M" -p $PRE -n 0)
+  declare -A LL_DEC=() LL_PRE=()
+  for f in $LLAMA_FLAVORS; do
+    LL_DEC[$f]=$(llama_bench "$f" "$M" -p 0 -n $GEN)
+    LL_PRE[$f]=$(llama_bench "$f" "$M" -p $PRE -n 0)
+  done
+  ll_cell() {  # the llama.cpp column: "X" for one build, "native X; avx2 Y" for several
+    local f out=""
+    if [ "$(echo $LLAMA_FLAVORS | wc -w)" = 1 ]; then echo "$2"; return; fi
+    for f in $LLAMA_FLAVORS; do out="$out${out:+; }$f $(eval echo "\${$1[$f]}")"; done
+    echo "$out"
+  }
   {
     echo "## $name ($(basename "$M"), $((wbytes / 1048576)) MiB file)"
     echo
@@ -277,8 +309,9 @@ for name in $MODELS; do
     echo "| measure | llama.cpp | tokenserve ($ISAS) |"
     echo "|---|---|---|"
   } >>"$REPORT"
-  dec_row="| decode batch 1, t/s | $ll_dec |"
-  pre_row="| prefill $PRE tokens, t/s | $ll_pre |"
+  first=${LLAMA_FLAVORS%% *}
+  dec_row="| decode batch 1, t/s | $(ll_cell LL_DEC "${LL_DEC[$first]}") |"
+  pre_row="| prefill $PRE tokens, t/s | $(ll_cell LL_PRE "${LL_PRE[$first]}") |"
   step_row="| 8-seq step / 1-seq step | — |"
   for isa in $ISAS; do
     bw_a=$(bw_threads "$(bandwidth)")
@@ -291,8 +324,15 @@ for name in $MODELS; do
     log "$name/$isa: bandwidth around decode $bw_a / $bw_b GB/s, bound $ibound t/s"
     read -r p_tps _ p_n <<<"$(ts_generate "$isa" "$M" "$prompt" 2)"
     read -r ms1 ms8 ratio <<<"$(ts_step_ratio "$isa" "$M")"
-    dec_row="$dec_row $isa: $g_tps ($(python3 -c "print(f'{$g_tps/$ll_dec:.2f}× llama.cpp, {$g_tps/$ibound:.2f} of bound {$ibound}')" 2>/dev/null || echo nan));"
-    pre_row="$pre_row $isa: $p_tps for $p_n tokens ($(python3 -c "print(f'{$p_tps/$ll_pre:.2f}')" 2>/dev/null || echo nan)×);"
+    lf=$(llama_for "$isa")
+    ll_dec=${LL_DEC[$lf]}; ll_pre=${LL_PRE[$lf]}; vs=""
+    [ "$(echo $LLAMA_FLAVORS | wc -w)" = 1 ] || vs=" $lf"
+    dec_row="$dec_row $isa: $g_tps ($(python3 -c "print(f'{$g_tps/$ll_dec:.2f}× llama.cpp$vs, {$g_tps/$ibound:.2f} of bound {$ibound}')" 2>/dev/null || echo nan));"
+    pre_row="$pre_row $isa: $p_tps for $p_n tokens ($(python3 -c "print(f'{$p_tps/$ll_pre:.2f}')" 2>/dev/null || echo nan)×$vs"
+    if [ "$lf" != native ] && [ -n "${LL_PRE[native]:-}" ]; then
+      pre_row="$pre_row, $(python3 -c "print(f'{$p_tps/${LL_PRE[native]}:.2f}')" 2>/dev/null || echo nan)× native"
+    fi
+    pre_row="$pre_row);"
     step_row="$step_row $isa: $ms1 → $ms8 ms ($ratio×);"
     log "$name/$isa: decode $g_tps, prefill $p_tps, step $ratio"
   done
@@ -300,23 +340,38 @@ for name in $MODELS; do
 
   if [ $SKIP_SERVER = 0 ]; then
     reqs8=32; reqs32=64; [ $QUICK = 1 ] && { reqs8=8; reqs32=16; }
-    port=$(free_port)
-    "$LLAMA_BUILD/bin/llama-server" -m "$M" -t "$THREADS" -np 8 -c $((8 * 512)) --host 127.0.0.1 --port "$port" \
-      >"$OUT/llama-server-$name.log" 2>&1 &
-    lpid=$!; PIDS+=("$lpid")
-    if wait_http "http://127.0.0.1:$port/health" "$lpid"; then
-      read -r l8o l8t l8p <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/llama-$name-c8.json")"
-      read -r l32o l32t l32p <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/llama-$name-c32.json")"
-    else
-      l8o=nan; l8t=nan/nan; l8p=nan; l32o=nan; l32t=nan/nan; l32p=nan
-    fi
-    kill "$lpid" 2>/dev/null || true; wait "$lpid" 2>/dev/null || true
+    declare -A L8O=() L8T=() L8P=() L32O=() L32T=() L32P=()
+    server_flavors=""
+    for isa in $SERVER_ISAS; do
+      f=$(llama_for "$isa")
+      case " $server_flavors " in *" $f "*) ;; *) server_flavors="$server_flavors $f" ;; esac
+    done
+    [ "$LLAMA_ISA" = matched ] && case " $server_flavors " in *" native "*) ;; *) server_flavors="native$server_flavors" ;; esac
+    for f in $server_flavors; do
+      port=$(free_port)
+      "$(llama_build_dir "$f")/bin/llama-server" -m "$M" -t "$THREADS" -np 8 -c $((8 * 512)) --host 127.0.0.1 --port "$port" \
+        >"$OUT/llama-server-$name-$f.log" 2>&1 &
+      lpid=$!; PIDS+=("$lpid")
+      if wait_http "http://127.0.0.1:$port/health" "$lpid"; then
+        read -r "L8O[$f]" "L8T[$f]" "L8P[$f]" <<<"$(server_load "http://127.0.0.1:$port" "$name" 8 $reqs8 "$OUT/llama-$name-$f-c8.json")"
+        read -r "L32O[$f]" "L32T[$f]" "L32P[$f]" <<<"$(server_load "http://127.0.0.1:$port" "$name" 32 $reqs32 "$OUT/llama-$name-$f-c32.json")"
+      else
+        L8O[$f]=nan; L8T[$f]=nan/nan; L8P[$f]=nan; L32O[$f]=nan; L32T[$f]=nan/nan; L32P[$f]=nan
+      fi
+      kill "$lpid" 2>/dev/null || true; wait "$lpid" 2>/dev/null || true
+    done
     {
       echo "| server load (128 in / 64 out) | llama-server -np 8: out t/s, TTFT p50/p95 s, TPOT p50 ms | tokenserve serve (ratios: out t/s, TTFT p95) |"
       echo "|---|---|---|"
     } >>"$REPORT"
-    row8="| 32 req @ conc 8 | $l8o, $l8t, $l8p |"
-    row32="| 64 req @ conc 32 | $l32o, $l32t, $l32p |"
+    c8=""; c32=""
+    for f in $server_flavors; do
+      p=""; [ "$(echo $server_flavors | wc -w)" = 1 ] || p="$f "
+      c8="$c8${c8:+; }$p${L8O[$f]}, ${L8T[$f]}, ${L8P[$f]}"
+      c32="$c32${c32:+; }$p${L32O[$f]}, ${L32T[$f]}, ${L32P[$f]}"
+    done
+    row8="| 32 req @ conc 8 | $c8 |"
+    row32="| 64 req @ conc 32 | $c32 |"
     for isa in $SERVER_ISAS; do
       port=$(free_port)
       TOKENSERVE_ISA=$isa "$TS" serve -m "$M" --no-auth --threads "$THREADS" --host 127.0.0.1 --port "$port" \
@@ -329,12 +384,15 @@ for name in $MODELS; do
         t8o=nan; t8t=nan/nan; t8p=nan; t32o=nan; t32t=nan/nan; t32p=nan
       fi
       kill -TERM "$tpid" 2>/dev/null || true; wait "$tpid" 2>/dev/null || true
+      lf=$(llama_for "$isa"); vs=""
+      [ "$(echo $server_flavors | wc -w)" = 1 ] || vs=" vs $lf"
+      l8o=${L8O[$lf]}; l8t=${L8T[$lf]}; l32o=${L32O[$lf]}; l32t=${L32T[$lf]}
       r8=$(python3 -c "print(f'{$t8o/$l8o:.2f}')" 2>/dev/null || echo nan)
       r32=$(python3 -c "print(f'{$t32o/$l32o:.2f}')" 2>/dev/null || echo nan)
       q8=$(python3 -c "print(f'{${t8t#*/}/${l8t#*/}:.2f}')" 2>/dev/null || echo nan)
       q32=$(python3 -c "print(f'{${t32t#*/}/${l32t#*/}:.2f}')" 2>/dev/null || echo nan)
-      row8="$row8 $isa: $t8o, $t8t, $t8p (out ×$r8, TTFT p95 ×$q8);"
-      row32="$row32 $isa: $t32o, $t32t, $t32p (out ×$r32, TTFT p95 ×$q32);"
+      row8="$row8 $isa: $t8o, $t8t, $t8p (out ×$r8, TTFT p95 ×$q8$vs);"
+      row32="$row32 $isa: $t32o, $t32t, $t32p (out ×$r32, TTFT p95 ×$q32$vs);"
     done
     { echo "$row8"; echo "$row32"; echo; } >>"$REPORT"
   fi
