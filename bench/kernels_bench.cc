@@ -307,6 +307,32 @@ BENCHMARK(BM_MatmulOp)
 const DType kAbTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
 constexpr int kAbBlock = 8;
 
+// The timed loop of the A/B benchmarks: blocks of kAbBlock matmuls over the set's matrices in
+// turn (streamed from DRAM), set(true) for one block and set(false) for the next, the order
+// swapping every iteration. Adds each mode's seconds to secs[0] (true) / secs[1] (false);
+// returns the number of iterations.
+template <typename Set>
+int64_t alternate_ab(benchmark::State& state, WeightSet& ws, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+                     double* secs, Set set) {
+  size_t next = 0;
+  int64_t blocks = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < 2; ++k) {
+      const int which = (k + static_cast<int>(blocks & 1)) & 1;
+      set(which == 0);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kAbBlock; ++i) {
+        ws.mats[next].matmul(x, n_tok, y, &pool);
+        benchmark::ClobberMemory();
+        next = (next + 1) % ws.mats.size();
+      }
+      secs[which] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ++blocks;
+  }
+  return blocks;
+}
+
 void BM_PrefetchAB(benchmark::State& state) {
   const DType type = kAbTypes[state.range(0)];
   const int64_t rows = kOpShapes[state.range(1)][0];
@@ -321,23 +347,10 @@ void BM_PrefetchAB(benchmark::State& state) {
   for (float& v : x) v = dist(rng);
   ThreadPool& pool = pool_for(threads);
   const ts::tensor::SwPrefetch saved = ts::tensor::sw_prefetch_mode();
-  size_t next = 0;
   double secs[2] = {0, 0};  // [0]: on, [1]: off
-  int64_t blocks = 0;
-  for (auto _ : state) {
-    for (int k = 0; k < 2; ++k) {
-      const int which = (k + static_cast<int>(blocks & 1)) & 1;
-      ts::tensor::set_sw_prefetch(which == 0 ? ts::tensor::SwPrefetch::kOn : ts::tensor::SwPrefetch::kOff);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kAbBlock; ++i) {
-        ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
-        benchmark::ClobberMemory();
-        next = (next + 1) % ws.mats.size();
-      }
-      secs[which] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    ++blocks;
-  }
+  const int64_t blocks = alternate_ab(state, ws, x.data(), n_tok, y.data(), pool, secs, [](bool on) {
+    ts::tensor::set_sw_prefetch(on ? ts::tensor::SwPrefetch::kOn : ts::tensor::SwPrefetch::kOff);
+  });
   ts::tensor::set_sw_prefetch(saved);
   const double bytes = static_cast<double>(ws.mats[0].weight_bytes()) * kAbBlock * static_cast<double>(blocks);
   const double bw = g_bandwidth[threads] * 1e9;
@@ -650,23 +663,9 @@ void BM_PairTileAB(benchmark::State& state) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (float& v : x) v = dist(rng);
   ThreadPool& pool = pool_for(threads);
-  size_t next = 0;
   double secs[2] = {0, 0};  // [0]: pair tile on, [1]: off
-  int64_t blocks = 0;
-  for (auto _ : state) {
-    for (int k = 0; k < 2; ++k) {
-      const int which = (k + static_cast<int>(blocks & 1)) & 1;
-      ts::tensor::kern::set_r16_pair_tile(which == 0);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kAbBlock; ++i) {
-        ws.mats[next].matmul(x.data(), n_tok, y.data(), &pool);
-        benchmark::ClobberMemory();
-        next = (next + 1) % ws.mats.size();
-      }
-      secs[which] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    ++blocks;
-  }
+  const int64_t blocks = alternate_ab(state, ws, x.data(), n_tok, y.data(), pool, secs,
+                                      [](bool on) { ts::tensor::kern::set_r16_pair_tile(on); });
   ts::tensor::kern::set_r16_pair_tile(true);
   const double bytes = static_cast<double>(ws.mats[0].weight_bytes()) * kAbBlock * static_cast<double>(blocks);
   state.counters["pair_GB/s"] = bytes / secs[0] / 1e9;
