@@ -362,12 +362,14 @@ void gemm_r16_groups(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
   int lane0 = static_cast<int>(g.row0);
+  // Decode-sized batches of wide matrices: whole pairs of groups through r16_il_pair_small.
+  const bool pair_small = !kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairTileMinTokens &&
+                          g.act->n_tok <= kActIlTile && g.act->cols / 32 >= kR16IlPairTileMinBlocks &&
+                          g_r16_pair_tile.load(std::memory_order_relaxed);
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    if (!kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairTileMinTokens && g.act->n_tok <= kActIlTile &&
-        g.act->cols / 32 >= kR16IlPairTileMinBlocks && lane0 == 0 && left >= 32 &&
-        g_r16_pair_tile.load(std::memory_order_relaxed)) {
+    if (pair_small && lane0 == 0 && left >= 32) {
       if (g.sw_prefetch) {
         r16_il_pair_small<true>(g, grp, done);
       } else {

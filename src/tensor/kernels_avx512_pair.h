@@ -101,17 +101,17 @@ void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   }
 }
 
-// Two whole adjacent groups (rows out_r .. out_r + 31) x all T tokens (T <= kActIlTile, one
-// tile at t0) in one pass: each weight line and each activation broadcast is loaded once for
+// Two whole adjacent groups (rows out_r .. out_r + 31) x all T tokens of a batch of one
+// activation tile (T <= kActIlTile) in one pass: each weight line and each activation broadcast is loaded once for
 // 32 rows x T tokens. The 2 x T integer block sums live in registers; the float accumulators
 // (2 x T vectors, which with the sums would not fit the 32 registers) in an L1 array, one load
 // and one store each per block. Same integer block sums and float steps as r16_il_tile, so
 // identical results.
 template <int T, bool kPf>
-inline void r16_il_pair_tile(const GemmArgs& g, const uint8_t* grp, int64_t out_r, int64_t t0) {
+inline void r16_il_pair_tile(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  const uint8_t* xa = a.q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
+  const uint8_t* xa = a.q8_il;
   const uint8_t* grp1 = grp + g.stride;
   alignas(64) float acc[2 * T][16];
   for (int i = 0; i < 2 * T; ++i) _mm512_store_ps(acc[i], _mm512_setzero_ps());
@@ -158,19 +158,20 @@ inline void r16_il_pair_tile(const GemmArgs& g, const uint8_t* grp, int64_t out_
     }
   }
   for (int t = 0; t < T; ++t) {
-    float* y = g.y + (t0 + t) * g.ldy + out_r;
+    float* y = g.y + t * g.ldy + out_r;
     _mm512_storeu_ps(y, _mm512_load_ps(acc[2 * t]));
     _mm512_storeu_ps(y + 16, _mm512_load_ps(acc[2 * t + 1]));
   }
 }
 
+// A decode-sized batch (5-8 tokens, one activation tile) over two whole groups.
 template <bool kPf>
 void r16_il_pair_small(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   switch (g.act->n_tok) {
-    case 8: r16_il_pair_tile<8, kPf>(g, grp, out_r, 0); break;
-    case 7: r16_il_pair_tile<7, kPf>(g, grp, out_r, 0); break;
-    case 6: r16_il_pair_tile<6, kPf>(g, grp, out_r, 0); break;
-    case 5: r16_il_pair_tile<5, kPf>(g, grp, out_r, 0); break;
+    case 8: r16_il_pair_tile<8, kPf>(g, grp, out_r); break;
+    case 7: r16_il_pair_tile<7, kPf>(g, grp, out_r); break;
+    case 6: r16_il_pair_tile<6, kPf>(g, grp, out_r); break;
+    case 5: r16_il_pair_tile<5, kPf>(g, grp, out_r); break;
     default: break;
   }
 }
