@@ -132,10 +132,150 @@ inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
   return static_cast<size_t>(nq) * group * (2 + static_cast<size_t>(hd));
 }
 
+// o[d] = a[d] * inv (d < hd): blocks of 16 with unaliased pointers, so the baseline build
+// vectorizes it (a plain loop over hd stayed scalar: ~10 % of prefill attention).
+inline void scale_row(const float* __restrict a, float inv, int32_t hd, float* __restrict o) {
+  int32_t d = 0;
+  for (; d + 16 <= hd; d += 16)
+    for (int l = 0; l < 16; ++l) o[d + l] = a[d + l] * inv;
+  for (; d < hd; ++d) o[d] = a[d] * inv;
+}
+
+// Query heads [h0, h0 + group) of the item's KV head group: the item's first query head and
+// how many it runs (all of the group unless the item is a query-head part).
+inline std::pair<int32_t, int32_t> item_heads(const TileCtx& c, const AttentionItem& it) {
+  const int32_t h0 = it.head_begin;
+  return {h0, (it.head_end > 0 ? it.head_end : c.p.n_head / c.p.n_head_kv) - h0};
+}
+
+// The end of an item's KV head: its rows' (max, sum, accumulator) kept for the merge when the
+// item is one chunk of several, else the normalized outputs written.
+void finish_rows(const TileCtx& c, const AttentionItem& it, int32_t kh, const float* mrun, const float* srun,
+                 const float* acc) {
+  const int32_t hd = c.p.head_dim;
+  const auto [h0, group] = item_heads(c, it);
+  const int32_t nq = it.q_end - it.q_begin, nh = nq * group;
+  const int64_t QD = int64_t{c.p.n_head} * hd;
+  const int32_t gsize = c.p.n_head / c.p.n_head_kv;
+  if (it.partial >= 0) {
+    // One chunk of several: keep the unnormalized state for the merge.
+    float* slot = c.partials + static_cast<size_t>(it.partial);
+    std::memcpy(slot, mrun, sizeof(float) * nh);
+    std::memcpy(slot + nh, srun, sizeof(float) * nh);
+    std::memcpy(slot + 2 * nh, acc, sizeof(float) * nh * hd);
+    return;
+  }
+  for (int32_t j = 0; j < nq; ++j) {
+    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
+    for (int32_t g = 0; g < group; ++g) {
+      const int32_t r = j * group + g;
+      const float inv = srun[r] > 0 ? 1.f / srun[r] : 0.f;
+      scale_row(acc + static_cast<size_t>(r) * hd, inv, hd, o + static_cast<size_t>(g) * hd);
+    }
+  }
+}
+
+// run_head for a sequence on the f32 tiles (uses_f32_tiles): the item's keys in tiles of
+// kFlashKeys positions starting at multiples of kFlashKeys, each converted once (as
+// kFlashKeys / kKeyTile sub-tiles) for all the item's rows, and the rows that read the same
+// keys of a tile (every row of an off-diagonal tile) run through Kernels::flash_tile together.
+void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh) {
+  using attn::kFlashKeys;
+  const int32_t hd = c.p.head_dim;
+  const auto [h0, group] = item_heads(c, it);
+  const int32_t bs = c.kv.block_size();
+  const SeqSlice& s = c.seqs[static_cast<size_t>(it.seq)];
+  const int32_t nq = it.q_end - it.q_begin, nh = nq * group;
+  const int64_t QD = int64_t{c.p.n_head} * hd;
+  const int32_t gsize = c.p.n_head / c.p.n_head_kv;
+  thread_local std::vector<float> buf;
+  const size_t need = 2 * static_cast<size_t>(nh) * hd + 2 * static_cast<size_t>(kFlashKeys) * hd + 2 * nh + hd;
+  if (buf.size() < need) buf.resize(need);
+  float* qs = buf.data();
+  float* acc = qs + static_cast<size_t>(nh) * hd;
+  float* kt = acc + static_cast<size_t>(nh) * hd;  // kFlashKeys / kKeyTile sub-tiles [hd][kKeyTile]
+  float* vt = kt + static_cast<size_t>(kFlashKeys) * hd;
+  float* mrun = vt + static_cast<size_t>(kFlashKeys) * hd;
+  float* srun = mrun + nh;
+  float* kbuf = srun + nh;
+  for (int32_t j = 0; j < nq; ++j) {
+    const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
+    std::memcpy(qs + static_cast<size_t>(j) * group * hd, qt, sizeof(float) * group * hd);  // f32, unrounded
+  }
+  std::fill(acc, acc + static_cast<size_t>(nh) * hd, 0.f);
+  std::fill(mrun, mrun + nh, -INFINITY);
+  std::fill(srun, srun + nh, 0.f);
+  const int32_t ctx_first = s.start_pos + it.q_begin + 1;
+  const int32_t lo_first = c.p.window > 0 ? std::max(0, ctx_first - c.p.window) : 0;
+  const int32_t k_end = it.k_end;
+  const int32_t k_first = std::max(it.k_begin, lo_first / kFlashKeys * kFlashKeys);  // k_begin: a chunk start
+  auto range_of = [&](int32_t j, int32_t k0, int32_t n) {
+    const int32_t ctx = s.start_pos + it.q_begin + j + 1;
+    const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
+    return std::pair{std::clamp(lo - k0, 0, n), std::clamp(ctx - k0, 0, n)};
+  };
+  for (int32_t k0 = k_first; k0 < k_end; k0 += kFlashKeys) {
+    const int32_t n = std::min(kFlashKeys, k_end - k0);
+    for (int32_t sub = 0; sub * kKeyTile < n; ++sub) {
+      const int32_t ks = k0 + sub * kKeyTile, ns = std::min(kKeyTile, n - sub * kKeyTile);
+      // Wholly before every query's window: never read (its block may be released); the lanes
+      // of keys outside a row's range are masked, so what the buffer holds there is unused.
+      if (ks + ns <= lo_first) continue;
+      float* ktd = kt + static_cast<size_t>(sub) * hd * kKeyTile;
+      float* vtd = vt + static_cast<size_t>(sub) * kKeyTile * hd;
+      if (bs % kKeyTile == 0) {
+        // The sub-tile lies in one block (16 slots from a multiple of 16).
+        const int32_t block = s.block_table[ks / bs], slot0 = ks % bs;
+        const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, kh);
+        const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, kh);
+        if (c.kv.type() == KvType::kF16) {
+          c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, ktd);
+          c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vtd, ns * hd);
+        } else if (c.kv.type() == KvType::kF32) {
+          const float* kf = reinterpret_cast<const float*>(kp) + slot0;
+          for (int32_t d = 0; d < hd; ++d)
+            std::memcpy(ktd + static_cast<size_t>(d) * kKeyTile, kf + static_cast<size_t>(d) * bs, sizeof(float) * kKeyTile);
+          std::memcpy(vtd, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * ns * hd);
+        } else {
+          c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs, c.kv.scale_ptr(c.layer, false, block, kh, slot0),
+                         hd, ktd);
+          c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
+                        c.kv.scale_ptr(c.layer, true, block, kh, slot0), ns, hd, vtd);
+        }
+        continue;
+      }
+      for (int32_t i = 0; i < ns; ++i) {
+        const int32_t pos = ks + i;
+        if (pos < lo_first) continue;  // before every window: masked, maybe released
+        const int32_t block = s.block_table[pos / bs], slot = pos % bs;
+        read_vec(c.kv, c.k, c.layer, false, block, kh, slot, kbuf);
+        for (int32_t d = 0; d < hd; ++d) ktd[static_cast<size_t>(d) * kKeyTile + i] = kbuf[d];
+        read_vec(c.kv, c.k, c.layer, true, block, kh, slot, vtd + static_cast<size_t>(i) * hd);
+      }
+    }
+    for (int32_t j = 0; j < nq;) {
+      const auto [i0, i1] = range_of(j, k0, n);
+      int32_t j1 = j + 1;
+      while (j1 < nq && range_of(j1, k0, n) == std::pair{i0, i1}) ++j1;
+      if (i0 < i1) {
+        const size_t r0 = static_cast<size_t>(j) * group;
+        c.k.flash_tile(qs + r0 * hd, (j1 - j) * group, hd, kt, vt, i0, i1, c.p.scale, mrun + r0, srun + r0,
+                       acc + r0 * hd);
+      }
+      j = j1;
+    }
+  }
+  finish_rows(c, it, kh, mrun, srun, acc);
+}
+
 // Runs one KV head `kh` of an item: queries [q_begin, q_end) of one sequence, the item's query
 // heads of that head's group. next_kh >= 0: the item's next KV head, whose first tiles are
 // prefetched while this head's last ones run.
 void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t next_kh) {
+  if (uses_f32_tiles(c.p, c.seqs[static_cast<size_t>(it.seq)])) {
+    run_head_f32(c, it, kh);
+    return;
+  }
   const int32_t hd = c.p.head_dim;
   const int32_t h0 = it.head_begin, group = (it.head_end > 0 ? it.head_end : c.p.n_head / c.p.n_head_kv) - h0;
   const int32_t bs = c.kv.block_size();
@@ -305,23 +445,7 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
       j = j1;
     }
   }
-  if (it.partial >= 0) {
-    // One chunk of several: keep the unnormalized state for the merge.
-    float* slot = c.partials + static_cast<size_t>(it.partial);
-    std::memcpy(slot, mrun, sizeof(float) * nh);
-    std::memcpy(slot + nh, srun, sizeof(float) * nh);
-    std::memcpy(slot + 2 * nh, acc, sizeof(float) * nh * hd);
-    return;
-  }
-  for (int32_t j = 0; j < nq; ++j) {
-    float* o = c.out + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
-    for (int32_t g = 0; g < group; ++g) {
-      const int32_t r = j * group + g;
-      const float inv = srun[r] > 0 ? 1.f / srun[r] : 0.f;
-      const float* a = acc + static_cast<size_t>(r) * hd;
-      for (int32_t d = 0; d < hd; ++d) o[g * hd + d] = a[d] * inv;
-    }
-  }
+  finish_rows(c, it, kh, mrun, srun, acc);
 }
 
 // Runs one item, its KV heads in order.

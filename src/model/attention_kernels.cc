@@ -45,6 +45,17 @@ TS_CLONES float exp_ref(float x) {
   return static_cast<float>(y * sc);
 }
 
+TS_CLONES float exp_flash(float x) {
+  using namespace expflash_data;
+  x = x > kMin ? x : kMin;  // NaN: kMin, as the vector max(x, kMin)
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kC[7];
+  for (int k = 6; k >= 0; --k) p = std::fma(p, r, kC[k]);
+  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
 namespace {
 
 TS_CLONES void exp_tile(const float* x, float* y) {
@@ -200,6 +211,52 @@ TS_CLONES void acc_f32(float* acc, int32_t nrows, const float* v, const float* p
   }
 }
 
+// The fixed summation tree of flash_tile's softmax sum over one tile.
+inline float sum64(const float* p) {
+  float u[16];
+  for (int j = 0; j < 16; ++j) u[j] = (p[j] + p[j + 16]) + (p[j + 32] + p[j + 48]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) u[j] = u[j] + u[j + w];
+  return u[0];
+}
+
+TS_CLONES void flash_tile(const float* q, int32_t nrows, int32_t hd, const float* kt, const float* v, int32_t i0,
+                          int32_t i1, float scale, float* m, float* s, float* acc) {
+  static_assert(kFlashKeys == 64, "sum64 is the 64-key tree");
+  float sc[kFlashKeys], p[kFlashKeys];
+  for (int32_t r = 0; r < nrows; ++r) {
+    const float* qr = q + static_cast<size_t>(r) * hd;
+    float* a = acc + static_cast<size_t>(r) * hd;
+    bool nan = false;
+    float t = -INFINITY;
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* k = kt + static_cast<size_t>(i / kKeyTile) * hd * kKeyTile + i % kKeyTile;
+      float x = 0.f;
+      for (int32_t d = 0; d < hd; ++d) x = std::fma(qr[d], k[d * kKeyTile], x);
+      sc[i] = x * scale;
+      nan |= std::isnan(sc[i]);
+      t = sc[i] > t ? sc[i] : t;
+    }
+    if (nan) {
+      std::fill(a, a + hd, NAN);
+      continue;
+    }
+    const float mn = t > m[r] ? t : m[r];
+    if (mn > m[r]) {
+      const float e = exp_flash(m[r] - mn);
+      s[r] *= e;
+      for (int32_t d = 0; d < hd; ++d) a[d] *= e;
+    }
+    m[r] = mn;
+    for (int32_t i = 0; i < kFlashKeys; ++i) p[i] = i >= i0 && i < i1 ? exp_flash(sc[i] - mn) : 0.f;
+    s[r] += sum64(p);
+    for (int32_t i = i0; i < i1; ++i) {
+      const float* vi = v + static_cast<size_t>(i) * hd;
+      for (int32_t d = 0; d < hd; ++d) a[d] = std::fma(p[i], vi[d], a[d]);
+    }
+  }
+}
+
 }  // namespace
 
 const Kernels& scalar_kernels() {
@@ -208,7 +265,8 @@ const Kernels& scalar_kernels() {
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
-                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h};
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h,
+                         .flash_tile = flash_tile};
   return k;
 }
 

@@ -42,6 +42,24 @@ inline constexpr unsigned long long kTab[32] = {
 }  // namespace expf_data
 float exp_ref(float x);
 
+// The f32 prefill tiles (attention.h, uses_f32_tiles): kFlashKeys keys per tile, K as
+// kFlashKeys / kKeyTile consecutive [hd][kKeyTile] sub-tiles (the layout load_kt_f16 writes),
+// V as [kFlashKeys][hd] rows. Tiles start at multiples of kFlashKeys, so a query's arithmetic
+// depends only on its own context.
+inline constexpr int32_t kFlashKeys = 64;
+// exp for the f32 tiles, a float-only form (every tier runs the same operations, so the bits
+// agree across tiers; within 2 ulp of expf for x in [-87, 0]): x clamped to >= -87 (a NaN to
+// -87; below, e^x < 2^-125 is a weight nobody sees), n = nearbyint(x * log2 e),
+// r = fma(n, -ln2_lo, fma(n, -ln2_hi, x)), p = the degree-7 Taylor polynomial of e^r by Horner
+// fmas, result p * 2^n (2^n built from its exponent bits). Only for x <= 0.
+namespace expflash_data {
+inline constexpr float kLog2e = 0x1.715476p+0f, kLn2Hi = 0x1.62e4p-1f, kLn2Lo = 0x1.7f7d1cp-20f;
+inline constexpr float kMin = -87.f;
+inline constexpr float kC[8] = {1.f, 1.f, 0.5f, 0x1.555556p-3f, 0x1.555556p-5f, 0x1.111112p-7f, 0x1.6c16c2p-10f,
+                                0x1.a01a02p-13f};  // 1/k!
+}  // namespace expflash_data
+float exp_flash(float x);
+
 struct Kernels {
   const char* name;
   // out[i] = dot_ggml(q, K[:, i]) * scale for the kKeyTile lanes. dot_ggml is ggml_vec_dot_f16
@@ -109,6 +127,18 @@ struct Kernels {
   // written and read back.
   void (*acc_f16_h)(float* acc, int32_t nrows, const uint16_t* v, const float* w, const float* ms, int32_t i0,
                     int32_t i1, int32_t hd);
+  // One kFlashKeys tile of the f32 prefill path for `nrows` query rows (q, acc: [nrows][hd];
+  // m, s: [nrows], the rows' running max and sum) that all read keys [i0, i1) of the tile
+  // (i0 < i1); hd a multiple of 16. Per row, with every step as written (fmas explicit):
+  //   sc[i] = (x = 0; x = fma(q[d], K[d][i], x) for d = 0..hd-1) * scale, i in [i0, i1);
+  //   a NaN score: the row's acc becomes NaN and nothing else of the row changes;
+  //   t = max of sc[i0..i1); mn = (t > m ? t : m); if mn > m: e = exp_flash(m - mn), s *= e,
+  //   acc[d] *= e; m = mn;
+  //   p[i] = exp_flash(sc[i] - m) in [i0, i1), 0 elsewhere; s += sum64(p), the fixed tree
+  //   u[j] = (p[j] + p[j+16]) + (p[j+32] + p[j+48]) (j < 16), then u[j] += u[j+w] for w = 8, 4, 2, 1;
+  //   acc[d] = fma(p[i], V[i][d], acc[d]) for i = i0..i1-1 in order.
+  void (*flash_tile)(const float* q, int32_t nrows, int32_t hd, const float* kt, const float* v, int32_t i0,
+                     int32_t i1, float scale, float* m, float* s, float* acc);
 };
 
 const Kernels& scalar_kernels();

@@ -129,6 +129,9 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
     const size_t si = static_cast<size_t>(item / nkv);
     const int32_t kvh = static_cast<int32_t>(item % nkv);
     const SeqSlice& s = seqs[si];
+    // A prompt chunk on the f32 tiles (uses_f32_tiles): plain f32 attention of the unrounded
+    // query, which the tiles compute up to rounding.
+    const bool f32_tiles = uses_f32_tiles(p, s);
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       const int64_t t = first[si] + j;
       const int32_t ctx = s.start_pos + j + 1;  // causal: positions lo..pos
@@ -136,7 +139,7 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
       const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
       const int32_t first_page = lo / bs * bs;
       const float* qt = q + t * QD + int64_t{kvh} * group * hd;
-      if (kv.type() == KvType::kF16 && p.f16_ggml) {
+      if (kv.type() == KvType::kF16 && p.f16_ggml && !f32_tiles) {
         // llama.cpp's default context on CPU (flash attention over an F16 cache), reproduced
         // so that greedy ids agree with it even at near ties: the query rounded to fp16,
         // f16·f16 scores summed in f32, an online softmax whose output accumulator is stored
@@ -186,7 +189,7 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
       }
       // Scores, page by page (pages wholly before the window are never read). F16 KV (f32
       // accumulator): llama.cpp's scores, the fp16-rounded query in ggml's f16 dot order.
-      const bool f16 = kv.type() == KvType::kF16;
+      const bool f16 = kv.type() == KvType::kF16 && !f32_tiles;
       float* qh = acc + static_cast<size_t>(group) * hd;  // [group][hd], F16 only
       if (f16)
         for (int32_t i = 0; i < group * hd; ++i) qh[i] = rnd16(qt[i]);

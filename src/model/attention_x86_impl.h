@@ -693,6 +693,11 @@ void acc_f32(float* acc, int32_t nrows, const float* v, const float* p, const fl
 }
 
 }  // namespace
+}  // namespace ts::model::attn
+
+#include "model/attention_flash_x86.h"
+
+namespace ts::model::attn {
 
 const Kernels& TS_KERNELS_FN() {
   static const Kernels k{.name = TS_KERNELS_NAME, .scores_ggml = scores_ggml, .scores_rows = scores_rows,
@@ -700,7 +705,8 @@ const Kernels& TS_KERNELS_FN() {
                          .online_f32 = online_f32, .exp_tile = exp_tile, .swiglu = swiglu,
                          .cvt_f16 = cvt_f16, .load_kt_f16 = load_kt_f16,
                          .load_kt_q8 = load_kt_q8, .load_v_q8 = load_v_q8, .cvt_to_f16 = cvt_to_f16,
-                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h};
+                         .acc_f16 = acc_f16, .acc_f32 = acc_f32, .acc_f16_h = acc_f16_h,
+                         .flash_tile = flash_tile};
   return k;
 }
 
