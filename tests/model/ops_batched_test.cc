@@ -1,5 +1,6 @@
-// Batched / threaded element-wise ops (ops.h *_rows, add_inplace, pooled swiglu/geglu) and the
-// vector SwiGLU: bit-identical to the single-row scalar forms on every ISA tier of this host.
+// Batched / threaded element-wise ops (ops.h *_rows, add_inplace, pooled swiglu/geglu), the
+// vector SwiGLU and RoPE: bit-identical to the single-row scalar forms on every ISA tier of
+// this host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,37 @@ std::vector<float> randv(size_t n, uint32_t seed, float scale = 1.f) {
 
 bool same(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(OpsBatched, RopeEveryTierMatchesScalarFormula) {
+  // Both pair layouts, head sizes whose half is a multiple of 8 (the vector form) and not (8, 20).
+  const tensor::Isa saved = tensor::active_isa();
+  for (bool neox : {false, true}) {
+    for (int hd : {8, 20, 64, 80, 128}) {
+      const int heads = 3, half = hd / 2;
+      const auto x0 = randv(static_cast<size_t>(heads) * hd, 10 + hd);
+      const auto cs = randv(half, 20 + hd), sn = randv(half, 30 + hd);
+      std::vector<float> want = x0;
+      for (int h = 0; h < heads; ++h) {
+        float* v = want.data() + h * hd;
+        for (int i = 0; i < half; ++i) {
+          float& a = v[neox ? i : 2 * i];
+          float& b = v[neox ? i + half : 2 * i + 1];
+          const float na = a * cs[i] - b * sn[i], nb = a * sn[i] + b * cs[i];
+          a = na;
+          b = nb;
+        }
+      }
+      for (tensor::Isa isa : {tensor::Isa::kScalar, tensor::Isa::kAvx2}) {
+        if (!tensor::isa_available(isa)) continue;
+        tensor::set_isa(isa);
+        std::vector<float> got = x0;
+        apply_rope(got.data(), heads, hd, neox, cs.data(), sn.data());
+        EXPECT_TRUE(same(got, want)) << tensor::isa_name(isa) << " neox " << neox << " hd " << hd;
+      }
+    }
+  }
+  tensor::set_isa(saved);
 }
 
 TEST(OpsBatched, SwigluEveryTierMatchesScalarFormula) {
