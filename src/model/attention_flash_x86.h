@@ -14,7 +14,6 @@ namespace {
 
 constexpr int kFlashRows = W == 16 ? 6 : 3;
 constexpr int kFlashQV = 4;                                // key vectors per score pass
-constexpr int kFlashPasses = kFlashKeys / (kFlashQV * W);  // 1 (AVX-512) or 2 (AVX2)
 constexpr int kFlashNV = kFlashKeys / W;                   // vectors per row of scores
 
 #if TS_W == 16
@@ -94,38 +93,49 @@ inline TS_V fl_exp(TS_V x) {
   return TS_MUL(p, fl_pow2(n));
 }
 
-// Scores of R rows against the whole tile: sc[r][i] for i < kFlashKeys (lanes outside the
-// rows' key range hold values nobody uses).
+// Scores of R rows for key vectors [vb, vb + QV) of the tile (W keys each) into sc[r][..].
+template <int R, int QV>
+inline void flash_scores_at(const float* q, int32_t hd, const float* kt, float scale, float* sc, int vb) {
+  const float* kp[QV];
+  #pragma GCC unroll 8
+  for (int g = 0; g < QV; ++g) {
+    const int kb = (vb + g) * W;  // first key of the vector
+    kp[g] = kt + static_cast<size_t>(kb / kKeyTile) * hd * kKeyTile + kb % kKeyTile;
+  }
+  TS_V x[R][QV];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int g = 0; g < QV; ++g) x[r][g] = TS_SETZERO();
+  for (int32_t d = 0; d < hd; ++d) {
+    TS_V kv[QV];
+    #pragma GCC unroll 8
+    for (int g = 0; g < QV; ++g) kv[g] = TS_LOADU(kp[g] + static_cast<size_t>(d) * kKeyTile);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const TS_V qb = TS_SET1(q[static_cast<size_t>(r) * hd + d]);
+      #pragma GCC unroll 8
+      for (int g = 0; g < QV; ++g) x[r][g] = TS_FMADD(qb, kv[g], x[r][g]);
+    }
+  }
+  const TS_V sv = TS_SET1(scale);
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int g = 0; g < QV; ++g) TS_STOREU(sc + r * kFlashKeys + (vb + g) * W, TS_MUL(x[r][g], sv));
+}
+
+// Scores of R rows for key vectors [v0, v1) (those holding keys of the rows' range: a diagonal
+// or window-edge tile skips the vectors wholly outside it), up to kFlashQV vectors a pass.
 template <int R>
-inline void flash_scores(const float* q, int32_t hd, const float* kt, float scale, float* sc) {
-  for (int pass = 0; pass < kFlashPasses; ++pass) {
-    const float* kp[kFlashQV];
-    #pragma GCC unroll 8
-    for (int g = 0; g < kFlashQV; ++g) {
-      const int kb = (pass * kFlashQV + g) * W;  // first key of the vector
-      kp[g] = kt + static_cast<size_t>(kb / kKeyTile) * hd * kKeyTile + kb % kKeyTile;
+inline void flash_scores(const float* q, int32_t hd, const float* kt, float scale, float* sc, int v0, int v1) {
+  for (int vb = v0; vb < v1; vb += kFlashQV) {
+    switch (std::min(kFlashQV, v1 - vb)) {
+      case 4: flash_scores_at<R, 4>(q, hd, kt, scale, sc, vb); break;
+      case 3: flash_scores_at<R, 3>(q, hd, kt, scale, sc, vb); break;
+      case 2: flash_scores_at<R, 2>(q, hd, kt, scale, sc, vb); break;
+      default: flash_scores_at<R, 1>(q, hd, kt, scale, sc, vb); break;
     }
-    TS_V x[R][kFlashQV];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      #pragma GCC unroll 8
-      for (int g = 0; g < kFlashQV; ++g) x[r][g] = TS_SETZERO();
-    for (int32_t d = 0; d < hd; ++d) {
-      TS_V kv[kFlashQV];
-      #pragma GCC unroll 8
-      for (int g = 0; g < kFlashQV; ++g) kv[g] = TS_LOADU(kp[g] + static_cast<size_t>(d) * kKeyTile);
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const TS_V qb = TS_SET1(q[static_cast<size_t>(r) * hd + d]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < kFlashQV; ++g) x[r][g] = TS_FMADD(qb, kv[g], x[r][g]);
-      }
-    }
-    const TS_V sv = TS_SET1(scale);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      #pragma GCC unroll 8
-      for (int g = 0; g < kFlashQV; ++g) TS_STOREU(sc + r * kFlashKeys + (pass * kFlashQV + g) * W, TS_MUL(x[r][g], sv));
   }
 }
 
@@ -172,7 +182,8 @@ void flash_block(const float* q, int32_t hd, const float* kt, const float* v, in
                  float* m, float* s, float* acc) {
   alignas(64) float sc[R * kFlashKeys];
   alignas(64) float p[R * kFlashKeys];
-  flash_scores<R>(q, hd, kt, scale, sc);
+  const int v0 = i0 / W, v1 = (i1 + W - 1) / W;  // key vectors holding keys of [i0, i1)
+  flash_scores<R>(q, hd, kt, scale, sc, v0, v1);
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     TS_V x[kFlashNV];
@@ -180,6 +191,10 @@ void flash_block(const float* q, int32_t hd, const float* kt, const float* v, in
     TS_V t = TS_SET1(-INFINITY);
     #pragma GCC unroll 8
     for (int j = 0; j < kFlashNV; ++j) {
+      if (j < v0 || j >= v1) {  // no key of the range: not computed, weight 0
+        x[j] = TS_SET1(-INFINITY);
+        continue;
+      }
       x[j] = fl_in(j * W, i0, i1, TS_LOADU(sc + r * kFlashKeys + j * W), TS_SET1(-INFINITY));
       nan |= fl_any_nan(x[j]);
       t = fl_max(t, x[j]);
@@ -203,7 +218,7 @@ void flash_block(const float* q, int32_t hd, const float* kt, const float* v, in
     TS_V pw[kFlashNV];
     #pragma GCC unroll 8
     for (int j = 0; j < kFlashNV; ++j) {
-      pw[j] = fl_in(j * W, i0, i1, fl_exp(TS_SUB(x[j], mv)), TS_SETZERO());
+      pw[j] = j < v0 || j >= v1 ? TS_SETZERO() : fl_in(j * W, i0, i1, fl_exp(TS_SUB(x[j], mv)), TS_SETZERO());
       TS_STOREU(p + r * kFlashKeys + j * W, pw[j]);
     }
     s[r] += fl_sum64(pw);
