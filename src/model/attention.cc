@@ -179,7 +179,9 @@ void finish_rows(const TileCtx& c, const AttentionItem& it, int32_t kh, const fl
 // kFlashKeys positions starting at multiples of kFlashKeys, each converted once (as
 // kFlashKeys / kKeyTile sub-tiles) for all the item's rows, and the rows that read the same
 // keys of a tile (every row of an off-diagonal tile) run through Kernels::flash_tile together.
-void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh) {
+// The next tile's K/V lines are requested while a tile runs (past the head's last tile, the
+// first tile of next_kh, the item's next KV head, when >= 0): a decode step's cache is cold.
+void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t next_kh) {
   using attn::kFlashKeys;
   const int32_t hd = c.p.head_dim;
   const auto [h0, group] = item_heads(c, it);
@@ -214,8 +216,19 @@ void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh) {
     const int32_t lo = c.p.window > 0 ? std::max(0, ctx - c.p.window) : 0;
     return std::pair{std::clamp(lo - k0, 0, n), std::clamp(ctx - k0, 0, n)};
   };
+  auto prefetch = [&](int32_t head, int32_t k0) {
+    for (int32_t ks = std::max(k0, lo_first / kKeyTile * kKeyTile); ks < std::min(k0 + kFlashKeys, k_end); ks += kKeyTile)
+      prefetch_tile(c.kv, c.layer, s, head, ks);
+  };
   for (int32_t k0 = k_first; k0 < k_end; k0 += kFlashKeys) {
     const int32_t n = std::min(kFlashKeys, k_end - k0);
+    if (bs % kKeyTile == 0) {
+      if (k0 + kFlashKeys < k_end) {
+        prefetch(kh, k0 + kFlashKeys);
+      } else if (next_kh >= 0) {
+        prefetch(next_kh, k_first);
+      }
+    }
     for (int32_t sub = 0; sub * kKeyTile < n; ++sub) {
       const int32_t ks = k0 + sub * kKeyTile, ns = std::min(kKeyTile, n - sub * kKeyTile);
       // Wholly before every query's window: never read (its block may be released); the lanes
@@ -272,8 +285,8 @@ void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh) {
 // heads of that head's group. next_kh >= 0: the item's next KV head, whose first tiles are
 // prefetched while this head's last ones run.
 void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t next_kh) {
-  if (uses_f32_tiles(c.p, c.seqs[static_cast<size_t>(it.seq)])) {
-    run_head_f32(c, it, kh);
+  if (uses_f32_tiles(c.p, c.kv.type(), c.seqs[static_cast<size_t>(it.seq)])) {
+    run_head_f32(c, it, kh, next_kh);
     return;
   }
   const int32_t hd = c.p.head_dim;

@@ -99,28 +99,30 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 // item, so one long sequence's decode step still feeds every thread; a query whose context
 // spans several chunks gets its chunks' (max, sum, accumulator) merged in chunk order.
 // Arithmetic per query is independent of the tiling, the batch and the thread count; it
-// depends only on the query's own context and on whether its sequence brings
-// kF32TileMinQueries or more new tokens to the call (uses_f32_tiles):
-//  - such a sequence (a prompt chunk; llama.cpp's rule too: its CPU flash attention runs a
-//    batch of 64 or more queries through f32 tiles, with no fp16 rounding of the query or the
-//    accumulator) runs on f32 tiles of attn::kFlashKeys keys starting at multiples of
-//    kFlashKeys, for every KV type: f32 query, scores as one fma chain per key, the online
-//    softmax once per tile (attn::exp_flash), f32 accumulators (Kernels::flash_tile gives the
-//    exact operations). A small GEMM per tile instead of a chain of dependent steps per key:
-//    attention_bench Prefill 512 tokens x2.5-2.8 faster than the paths below (AVX-512 and AVX2);
-//  - F16 KV (p.f16_ggml, the default) reproduces llama.cpp's CPU flash attention bit for bit
-//    (fp16 query, ggml's f16 dot order, fp16 V accumulator rounded after every key, online
-//    softmax with one key a step), the contract the golden tests hold it to; past kKvChunk
-//    positions the chunks' fp16 accumulators are merged in f32 (llama.cpp keeps one
-//    accumulator: a small, documented departure that only contexts longer than kKvChunk see);
-//  - F16 KV with !p.f16_ggml (opt-in: LoadOptions::f16_ggml_attention = false,
-//    TOKENSERVE_F16_ATTN=f32) keeps llama.cpp's scores (fp16 query, f16 dot order) and runs the
-//    f32-accumulator softmax below instead. Not the default: with it the golden test's
-//    teacher-forced F16 greedy ids flip at a step whose reference gap is 0.585 logits
-//    (tiny-quant-q5_1 step 18, every tier); its logits stay within the distance between
-//    llama.cpp's own F16 and F32 K/V contexts (tests/model/f16_acc_drift_test.cc prints both),
-//    for ~10-15 % less attention CPU time (attention_bench f16 vs f16ggml);
-//  - F32 and Q8_0 KV use an online softmax per key tile with f32 accumulators.
+// depends only on the query's own context and, for the default F16 cache, on whether its
+// sequence brings kF32TileMinQueries or more new tokens to the call (uses_f32_tiles):
+//  - F16 KV (p.f16_ggml, the default), decode steps and chunks of fewer than
+//    kF32TileMinQueries tokens: llama.cpp's CPU flash attention reproduced bit for bit (fp16
+//    query, ggml's f16 dot order, fp16 V accumulator rounded after every key, online softmax
+//    with one key a step), the contract the golden tests hold it to; past kKvChunk positions
+//    the chunks' fp16 accumulators are merged in f32 (llama.cpp keeps one accumulator: a small,
+//    documented departure that only contexts longer than kKvChunk see);
+//  - F16 KV, prompt chunks of kF32TileMinQueries tokens or more (llama.cpp's rule too: its CPU
+//    flash attention runs a batch of 64 or more queries through f32 tiles, with no fp16
+//    rounding of the query or the accumulator), and every query of Q8_0 KV and of F16 KV with
+//    the opt-in f32 accumulator (LoadOptions::f16_ggml_attention = false,
+//    TOKENSERVE_F16_ATTN=f32): f32 tiles of attn::kFlashKeys keys starting at multiples of
+//    kFlashKeys: f32 query, scores as one fma chain per key, the online softmax once per tile
+//    (attn::exp_flash), f32 accumulators (Kernels::flash_tile gives the exact operations). A
+//    small GEMM per tile instead of a chain of dependent steps per key: attention_bench
+//    Prefill 512 tokens x2.5-2.8 faster than the fp16 emulation (AVX-512 and AVX2). The f32
+//    accumulator is not the F16 default: with it the golden test's teacher-forced F16 greedy
+//    ids flip at a step whose reference gap is 0.585 logits (tiny-quant-q5_1 step 18); its
+//    logits stay within the distance between llama.cpp's own F16 and F32 K/V contexts
+//    (tests/model/f16_acc_drift_test.cc prints both);
+//  - F32 KV, and head sizes the tiles do not take (not a multiple of 16: stories260K's 8) with
+//    a cache other than the emulated F16 one: an online softmax per 16-key tile with f32
+//    accumulators, scores in ggml's dot order (F16: of llama.cpp's fp16-rounded query).
 // The SIMD tier follows tensor::active_isa() (AVX-512, AVX2, scalar); all give identical bits.
 //
 // prologue (optional): run exactly once for every (sequence, KV head) of the batch, and for a
@@ -138,11 +140,17 @@ void paged_attention(const KvStorage& kv, int32_t layer, const AttentionParams& 
 inline constexpr int32_t kQueryTile = 16;
 inline constexpr int32_t kKvChunk = 1024;  // a multiple of the 16-key tile and of attn::kFlashKeys
 
-// Whether the sequence's queries run on the f32 tiles (see paged_attention): a prompt chunk of
-// kF32TileMinQueries tokens or more, with a head size the tiles take (a multiple of 16).
+// Whether the sequence's queries run on the f32 tiles (see paged_attention), given a head size
+// the tiles take (a multiple of 16): with the llama.cpp emulation (F16 KV, p.f16_ggml) a prompt
+// chunk of kF32TileMinQueries tokens or more; with Q8_0 or F16 with the f32 accumulator every
+// query, decode steps included; with F32 none (the cache that mirrors llama.cpp's F32 K/V
+// without flash attention keeps ggml's dot order for the scores: the golden tests compare it
+// to 0.05 logits, which the tiles' order, through re-quantized activations, exceeds).
 inline constexpr int32_t kF32TileMinQueries = 64;
-inline bool uses_f32_tiles(const AttentionParams& p, const SeqSlice& s) {
-  return s.num_tokens >= kF32TileMinQueries && p.head_dim % 16 == 0;
+inline bool uses_f32_tiles(const AttentionParams& p, KvType kv, const SeqSlice& s) {
+  if (p.head_dim % 16 != 0 || kv == KvType::kF32) return false;
+  const bool ggml = kv == KvType::kF16 && p.f16_ggml;
+  return !ggml || s.num_tokens >= kF32TileMinQueries;
 }
 
 // The untiled original, one query at a time with each page reconverted per query (its F16 path

@@ -129,9 +129,9 @@ void attend_items_ref(const AttendCtx& c, int64_t item_begin, int64_t item_end, 
     const size_t si = static_cast<size_t>(item / nkv);
     const int32_t kvh = static_cast<int32_t>(item % nkv);
     const SeqSlice& s = seqs[si];
-    // A prompt chunk on the f32 tiles (uses_f32_tiles): plain f32 attention of the unrounded
-    // query, which the tiles compute up to rounding.
-    const bool f32_tiles = uses_f32_tiles(p, s);
+    // Queries on the f32 tiles (uses_f32_tiles): plain f32 attention of the unrounded query,
+    // which the tiles compute up to rounding.
+    const bool f32_tiles = uses_f32_tiles(p, kv.type(), s);
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       const int64_t t = first[si] + j;
       const int32_t ctx = s.start_pos + j + 1;  // causal: positions lo..pos

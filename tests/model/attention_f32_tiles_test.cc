@@ -1,7 +1,8 @@
-// The f32 prefill tiles (attention.h uses_f32_tiles, Kernels::flash_tile): exp_flash against
-// libm, every SIMD table against the scalar one bit for bit (masks, NaN rows, head tails),
-// whole-layer attention against the untiled reference on every tier, and a prompt's rows the
-// same bits however the prompt is cut into chunks of 64 or more.
+// The f32 tiles (attention.h uses_f32_tiles, Kernels::flash_tile: prompt chunks of 64+ tokens on
+// the default F16 cache, every query on Q8_0 and f32-accumulator F16): exp_flash against libm,
+// every SIMD table against the scalar one bit for bit (masks, NaN rows, head tails),
+// whole-layer attention against the untiled reference on every tier (prompt chunks beside
+// decode tokens), and a prompt's rows the same bits however it is cut into chunks of 64 or more.
 #include <gtest/gtest.h>
 
 #include <bit>
