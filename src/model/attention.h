@@ -115,7 +115,10 @@ void write_kv(KvStorage& kv, int32_t layer, std::span<const SeqSlice> seqs, cons
 //    kFlashKeys: f32 query, scores as one fma chain per key, the online softmax once per tile
 //    (attn::exp_flash), f32 accumulators (Kernels::flash_tile gives the exact operations). A
 //    small GEMM per tile instead of a chain of dependent steps per key: attention_bench
-//    Prefill 512 tokens x2.5-2.8 faster than the fp16 emulation (AVX-512 and AVX2). The f32
+//    Prefill 512 tokens x2.5-2.8 faster than the fp16 emulation (AVX-512 and AVX2). llama.cpp's
+//    f32 tiles take the same steps (same tile positions and fma orders; its exp and softmax sum
+//    are evaluated otherwise): long-prompt logits agree with its own to ~1e-6 on the golden
+//    models (tests/model/f32_tiles_golden_test.cc; the fp16 emulation there was 0.4-0.8 off). The f32
 //    accumulator is not the F16 default: with it the golden test's teacher-forced F16 greedy
 //    ids flip at a step whose reference gap is 0.585 logits (tiny-quant-q5_1 step 18); its
 //    logits stay within the distance between llama.cpp's own F16 and F32 K/V contexts
