@@ -132,6 +132,41 @@ inline size_t partial_floats(int32_t nq, int32_t group, int32_t hd) {
   return static_cast<size_t>(nq) * group * (2 + static_cast<size_t>(hd));
 }
 
+// The online softmax's start for nh rows: max -inf, sum 0, accumulators 0.
+inline void start_rows(int32_t nh, int32_t hd, float* mrun, float* srun, float* acc) {
+  std::fill(acc, acc + static_cast<size_t>(nh) * hd, 0.f);
+  std::fill(mrun, mrun + nh, -INFINITY);
+  std::fill(srun, srun + nh, 0.f);
+}
+
+// One 16-key sub-tile of KV head `kh` that lies in one block (slots [slot0, slot0 + 16)):
+// K as [hd][kKeyTile] lanes, the first n keys' V rows as [n][hd], converted to f32 (exact for
+// F32/F16; q8_0: scale * int8, the V rows straight from the row-major page).
+void load_subtile(const TileCtx& c, int32_t kh, int32_t block, int32_t slot0, int32_t n, float* kt, float* vt) {
+  const int32_t hd = c.p.head_dim, bs = c.kv.block_size();
+  const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, kh);
+  const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, kh);
+  switch (c.kv.type()) {
+    case KvType::kF16:
+      c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, kt);
+      c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
+      break;
+    case KvType::kF32: {
+      const float* kf = reinterpret_cast<const float*>(kp) + slot0;
+      for (int32_t d = 0; d < hd; ++d)
+        std::memcpy(kt + static_cast<size_t>(d) * kKeyTile, kf + static_cast<size_t>(d) * bs, sizeof(float) * kKeyTile);
+      std::memcpy(vt, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * n * hd);
+      break;
+    }
+    case KvType::kQ8_0:
+      c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs, c.kv.scale_ptr(c.layer, false, block, kh, slot0),
+                     hd, kt);
+      c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
+                    c.kv.scale_ptr(c.layer, true, block, kh, slot0), n, hd, vt);
+      break;
+  }
+}
+
 // o[d] = a[d] * inv (d < hd): blocks of 16 with unaliased pointers, so the baseline build
 // vectorizes it (a plain loop over hd stayed scalar: ~10 % of prefill attention).
 inline void scale_row(const float* __restrict a, float inv, int32_t hd, float* __restrict o) {
@@ -204,9 +239,7 @@ void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t
     const float* qt = c.q + (c.first[static_cast<size_t>(it.seq)] + it.q_begin + j) * QD + (int64_t{kh} * gsize + h0) * hd;
     std::memcpy(qs + static_cast<size_t>(j) * group * hd, qt, sizeof(float) * group * hd);  // f32, unrounded
   }
-  std::fill(acc, acc + static_cast<size_t>(nh) * hd, 0.f);
-  std::fill(mrun, mrun + nh, -INFINITY);
-  std::fill(srun, srun + nh, 0.f);
+  start_rows(nh, hd, mrun, srun, acc);
   const int32_t ctx_first = s.start_pos + it.q_begin + 1;
   const int32_t lo_first = c.p.window > 0 ? std::max(0, ctx_first - c.p.window) : 0;
   const int32_t k_end = it.k_end;
@@ -238,23 +271,7 @@ void run_head_f32(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t
       float* vtd = vt + static_cast<size_t>(sub) * kKeyTile * hd;
       if (bs % kKeyTile == 0) {
         // The sub-tile lies in one block (16 slots from a multiple of 16).
-        const int32_t block = s.block_table[ks / bs], slot0 = ks % bs;
-        const uint8_t* kp = c.kv.page_ptr(c.layer, false, block, kh);
-        const uint8_t* vp = c.kv.page_ptr(c.layer, true, block, kh);
-        if (c.kv.type() == KvType::kF16) {
-          c.k.load_kt_f16(reinterpret_cast<const uint16_t*>(kp) + slot0, bs, hd, ktd);
-          c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vtd, ns * hd);
-        } else if (c.kv.type() == KvType::kF32) {
-          const float* kf = reinterpret_cast<const float*>(kp) + slot0;
-          for (int32_t d = 0; d < hd; ++d)
-            std::memcpy(ktd + static_cast<size_t>(d) * kKeyTile, kf + static_cast<size_t>(d) * bs, sizeof(float) * kKeyTile);
-          std::memcpy(vtd, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * ns * hd);
-        } else {
-          c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs, c.kv.scale_ptr(c.layer, false, block, kh, slot0),
-                         hd, ktd);
-          c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
-                        c.kv.scale_ptr(c.layer, true, block, kh, slot0), ns, hd, vtd);
-        }
+        load_subtile(c, kh, s.block_table[ks / bs], ks % bs, ns, ktd, vtd);
         continue;
       }
       for (int32_t i = 0; i < ns; ++i) {
@@ -329,9 +346,7 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
       std::memcpy(dst, qt, sizeof(float) * group * hd);
     }
   }
-  std::fill(acc, acc + static_cast<size_t>(nh) * hd, 0.f);
-  std::fill(mrun, mrun + nh, -INFINITY);
-  std::fill(srun, srun + nh, 0.f);
+  start_rows(nh, hd, mrun, srun, acc);
 
   // Key range of the item: its chunk, from the first query's window start to the last query
   // (causal); k_begin is a multiple of the key tile.
@@ -393,19 +408,8 @@ void run_head(const TileCtx& c, const AttentionItem& it, int32_t kh, int32_t nex
         } else {
           c.k.cvt_f16(reinterpret_cast<const uint16_t*>(vp) + static_cast<size_t>(slot0) * hd, vt, n * hd);
         }
-      } else if (c.kv.type() == KvType::kF32) {
-        const float* kf = reinterpret_cast<const float*>(kp) + slot0;
-        for (int32_t d = 0; d < hd; ++d)
-          std::memcpy(kt + static_cast<size_t>(d) * kKeyTile, kf + static_cast<size_t>(d) * bs, sizeof(float) * kKeyTile);
-        std::memcpy(vt, reinterpret_cast<const float*>(vp) + static_cast<size_t>(slot0) * hd, sizeof(float) * n * hd);
       } else {
-        c.k.load_kt_q8(reinterpret_cast<const int8_t*>(kp) + slot0, bs,
-                       c.kv.scale_ptr(c.layer, false, block, kh, slot0), hd, kt);
-        // V rows straight from the page (row-major int8, the tile's scales consecutive): read_vec's
-        // one multiply per value, without its per-token page and scale lookups, at vector width
-        // (this file is compiled for the baseline ISA) (bit-identical).
-        c.k.load_v_q8(reinterpret_cast<const int8_t*>(vp) + static_cast<size_t>(slot0) * hd,
-                      c.kv.scale_ptr(c.layer, true, block, kh, slot0), n, hd, vt);
+        load_subtile(c, kh, block, slot0, n, kt, vt);
       }
     } else {
       for (int32_t i = 0; i < n; ++i) {
