@@ -136,11 +136,10 @@ namespace {
 __attribute__((target("avx2,fma"))) void rope_avx2(float* x, int n_heads, int head_dim, bool neox, const float* cs,
                                                    const float* sn) {
   const int half = head_dim / 2;
-  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    for (int i = 0; i < half; i += 8) {
-      if (neox) {
+  if (neox) {
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      for (int i = 0; i < half; i += 8) {
         const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
         const __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
         // Each product rounded on its own: GCC would otherwise fuse a product and the add
@@ -149,18 +148,32 @@ __attribute__((target("avx2,fma"))) void rope_avx2(float* x, int n_heads, int he
         __asm__("" : "+x"(ac), "+x"(bs), "+x"(as), "+x"(bc));
         _mm256_storeu_ps(v + i, _mm256_sub_ps(ac, bs));
         _mm256_storeu_ps(v + i + half, _mm256_add_ps(as, bc));
-        continue;
       }
-      // Adjacent pairs: lanes (a0 b0 a1 b1 ..), angles duplicated per pair; addsub subtracts
-      // in even lanes (a c - b s) and adds in odd ones (b c + a s = a s + b c).
-      for (int k = 0; k < 2; ++k) {
-        float* p = v + 2 * i + 8 * k;
-        const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs + i + 4 * k)), dup);
-        const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sn + i + 4 * k)), dup);
-        const __m256 xv = _mm256_loadu_ps(p);
-        const __m256 sw = _mm256_permute_ps(xv, 0xB1);  // (b0 a0 b1 a1 ..)
-        _mm256_storeu_ps(p, _mm256_addsub_ps(_mm256_mul_ps(xv, c), _mm256_mul_ps(sw, s)));
-      }
+    }
+    return;
+  }
+  // Adjacent pairs: lanes (a0 b0 a1 b1 ..) against the angles duplicated per pair (built once
+  // for all heads); addsub subtracts in even lanes (a c - b s) and adds in odd ones
+  // (b c + a s = a s + b c).
+  constexpr int kMaxHead = 512;
+  if (head_dim > kMaxHead) {
+    for (int h = 0; h < n_heads; ++h) rope_avx2(x + static_cast<int64_t>(h) * head_dim, 1, head_dim, neox, cs, sn);
+    return;
+  }
+  alignas(32) float cd[kMaxHead], sd[kMaxHead];
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  for (int i = 0; i < half; i += 4) {
+    _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs + i)), dup));
+    _mm256_store_ps(sd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sn + i)), dup));
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int d = 0; d < head_dim; d += 8) {
+      const __m256 xv = _mm256_loadu_ps(v + d);
+      const __m256 sw = _mm256_permute_ps(xv, 0xB1);  // (b0 a0 b1 a1 ..)
+      __m256 xc = _mm256_mul_ps(xv, _mm256_load_ps(cd + d)), ss = _mm256_mul_ps(sw, _mm256_load_ps(sd + d));
+      __asm__("" : "+x"(xc), "+x"(ss));  // no fused multiply-addsub either
+      _mm256_storeu_ps(v + d, _mm256_addsub_ps(xc, ss));
     }
   }
 }

@@ -181,11 +181,7 @@ TEST_P(F16AccDrift, GreedyIdsSameOnEveryTier) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, F16AccDrift, ::testing::ValuesIn(golden_stems()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& i) { return testing::test_name(i.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(F16AccDrift);
 
 }  // namespace

@@ -64,9 +64,7 @@ struct IsaScope {
 using Param = std::tuple<std::string, tensor::Isa>;
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::get<0>(info.param) + "_" + tensor::isa_name(std::get<1>(info.param));
-  for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s;
+  return testing::test_name(std::get<0>(info.param) + "_" + tensor::isa_name(std::get<1>(info.param)));
 }
 
 class GoldenExpected : public ::testing::TestWithParam<Param> {};
@@ -212,11 +210,7 @@ TEST_P(GoldenModel, LoadsAndRuns) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, GoldenModel, ::testing::ValuesIn(list_dir("golden/models", false, ".gguf")),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& i) { return testing::test_name(i.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GoldenModel);
 
 }  // namespace

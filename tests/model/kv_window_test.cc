@@ -317,11 +317,7 @@ INSTANTIATE_TEST_SUITE_P(Shared, GoldenGemmaWindowOnly,
                          ::testing::Combine(::testing::Values("tiny-gemma3-f16", "tiny-gemma3-q4_k_m"),
                                             ::testing::ValuesIn(host_isas())),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, tensor::Isa>>& i) {
-                           std::string s = std::get<0>(i.param) + "_" + tensor::isa_name(std::get<1>(i.param));
-                           for (char& c : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return s;
+                           return testing::test_name(std::get<0>(i.param) + "_" + tensor::isa_name(std::get<1>(i.param)));
                          });
 
 // A hole where a query still looks is refused before anything is computed.

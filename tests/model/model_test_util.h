@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -34,6 +35,14 @@ inline std::vector<std::vector<float>> read_float_lines(const std::string& path)
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// A gtest parameter name from a model stem (or "stem_isa"): every character not a letter or digit
+// becomes '_'.
+inline std::string test_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
 }
 
 inline int32_t argmax(const float* x, int64_t n) {
