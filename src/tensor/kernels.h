@@ -6,6 +6,7 @@
 // the SIMD ones are tested against. Kernels are pure: no allocation, no shared state.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -105,6 +106,9 @@ struct Act {
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
   const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
+  // Optional (Q5_0_R16 / IQ4_NL_R16 batches, n_tok >= kActQ8UMinTokens, SIMD tiers): q8 + 128 as
+  // u8 (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes).
+  const uint8_t* q8u = nullptr;
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
@@ -179,12 +183,21 @@ struct GemmArgs {
 // do not depend on it). Process-wide, for matmuls started afterwards.
 void set_r16_pair_tile(bool on);
 
+// Batches of the signed ggml-ordered R16 layouts (Q5_0_R16, IQ4_NL_R16; Q5_0_R16 only under
+// plain AVX2) decode each 16-row group once into panel blocks of kGgmlPanelBlockBytes per 32
+// columns: [8 k4][16 rows][4] int8 values, [8 k4][16 rows] int32 kActIlBias0 - 128 * (the 4
+// values' sum), [16 rows] float scales (kernels_avx512_panels.h, kernels_avx2_r16.h).
+constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
+
+constexpr int64_t kActQ8UMinTokens = 2;
+
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
   const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_r16.h)
-  const size_t m = r16 > kq ? r16 : kq;
+  const size_t ggml = static_cast<size_t>(cols / 32) * kGgmlPanelBlockBytes;
+  const size_t m = std::max({r16, kq, ggml});
   return (m > q16 ? m : q16) + 64;
 }
 

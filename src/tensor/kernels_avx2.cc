@@ -45,6 +45,8 @@ void gemm_q8_0_r16(const GemmArgs& g) {
 }
 void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
 void gemm_q4_0_r16_avxvnni(const GemmArgs& g) { gemm_q4_0_r16_vnni(g); }
+void gemm_q5_0_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecQ5_0256>(g); }
+void gemm_iq4_nl_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecIQ4NL256>(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
@@ -92,6 +94,8 @@ const KernelTable* avxvnni_kernels() {
     KernelTable t = *avx2_kernels();
     t.gemm[static_cast<int>(Layout::kQ8_0_R16)] = gemm_q8_0_r16_avxvnni;
     t.gemm[static_cast<int>(Layout::kQ4_0_R16)] = gemm_q4_0_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kQ5_0_R16)] = gemm_q5_0_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kIQ4_NL_R16)] = gemm_iq4_nl_r16_avxvnni;
     return t;
   }();
   return &table;

@@ -166,6 +166,7 @@ inline __m256i r16_nibbles_256(const uint8_t* rec, int half, int k4, int h) {
 struct DecIQ4NL256 {
   static constexpr size_t kRec = kR16Q4PairBytes;
   static constexpr bool kMin = false;
+  static constexpr bool kQ5 = false;  // values up to 127: the ggml panel's AVX2 dot would saturate
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
   }
@@ -184,6 +185,7 @@ inline __m256i q5_high_bits_256(const uint8_t* rec, int half, int k4, int h) {
 struct DecQ5_0256 {
   static constexpr size_t kRec = kR16Q5PairBytes;
   static constexpr bool kMin = false;
+  static constexpr bool kQ5 = true;  // values -16..15
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     const __m256i nib = r16_nibbles_256(rec, half, k4, h);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
@@ -196,6 +198,7 @@ struct DecQ5_0256 {
 struct DecQ4_1256 {
   static constexpr size_t kRec = kR16Q41PairBytes;
   static constexpr bool kMin = true;
+  static constexpr bool kQ5 = false;
   static constexpr size_t kMinOffset = kR16Q41MinOffset;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) { return r16_nibbles_256(rec, half, k4, h); }
 };
@@ -203,6 +206,7 @@ struct DecQ4_1256 {
 struct DecQ5_1256 {
   static constexpr size_t kRec = kR16Q51PairBytes;
   static constexpr bool kMin = true;
+  static constexpr bool kQ5 = false;
   static constexpr size_t kMinOffset = kR16Q51MinOffset;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     const __m256i nib = r16_nibbles_256(rec, half, k4, h);
@@ -252,6 +256,7 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
 struct DecPanelS8_256 {
   static constexpr size_t kRec = kR16PairBytes;
   static constexpr bool kMin = false;
+  static constexpr bool kQ5 = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
   }
@@ -270,8 +275,104 @@ inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t
   }
 }
 
+// A signed group decoded once into kGgmlPanelBlockBytes blocks (kernels.h): the values, per row
+// and 4 values kActIlBias0 - 128 * their sum, and the float scales. A tile then feeds the
+// activation dword in unsigned (x ^ 0x80 = x + 128), so the int sum of the 4 products with that
+// term added is kActIlBias0 + S (S the signed sum, |S| < 2^22), and one vsubps makes it float(S)
+// exactly: no vpsignb pair per token. Used by the AVX2 Q5_0 tile (values -16..15, so the
+// unsigned activation cannot saturate vpmaddubsw: pairs <= 2 * 255 * 16) and the AVX-VNNI tiles.
+template <typename Dec>
+inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i bias = _mm256_set1_epi32(kActIlBias0);
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
+    uint8_t* out = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes;
+    const int half = static_cast<int>(b & 1);
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i w = Dec::vals(rec, half, k4, h);
+        store256(out + 64 * k4 + 32 * h, w);
+        const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), w), ones16());
+        store256(out + 512 + 64 * k4 + 32 * h, _mm256_sub_epi32(bias, _mm256_slli_epi32(sum4, 7)));
+      }
+    }
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(reinterpret_cast<float*>(out + 1024 + 32 * h), load8_f16(rec + half * 32 + 16 * h));
+  }
+}
+
+// Half h (8 rows) of a ggml panel for tokens [t0, t0 + T), in r16_ggml_half_avx2's order (so
+// bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned activation and the signed values
+// (Q5_0 only, see above; the AVX-VNNI tier has its own copy with vpdpbusd,
+// ggml_panel_half_vnni). The float steps are the scalar reference's.
+template <int T>
+inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
+  __m256 acc[8][T];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+  }
+  const uint8_t* xu8 = a.q8u + t0 * a.cols;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
+    const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 1024));
+    __m256 d[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = loadu256(pb + 64 * k4);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i xu = bcast4(xu8 + t * a.cols + b * 32 + 4 * k4);
+        const __m256i p = _mm256_add_epi32(loadu256(pb + 512 + 64 * k4), _mm256_madd_epi16(_mm256_maddubs_epi16(xu, w), ones16()));
+        acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256 h0 = _mm256_add_ps(acc[0][t], acc[4][t]), h1 = _mm256_add_ps(acc[1][t], acc[5][t]);
+    const __m256 h2 = _mm256_add_ps(acc[2][t], acc[6][t]), h3 = _mm256_add_ps(acc[3][t], acc[7][t]);
+    out[t] = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  }
+}
+struct GgmlHalfAvx2 {
+  template <int T>
+  void run(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) const {
+    ggml_panel_half_avx2<T>(g, panel, h, t0, out);
+  }
+};
+
+// Every group of g through ggml panels (decoded once per group), tiles of up to kMaxT tokens,
+// each half by Half::run<T>.
+template <typename Dec, int kMaxT, typename Half>
+inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, nb);
+    decode_ggml_panel_avx2<Dec>(grp, nb, g.scratch, pf);
+    for_tiles<kMaxT>(n_tok, [&]<int T>(int64_t t0) {
+      __m256 lo[T], hi[T];
+      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+      if (lane0 < 8) half.template run<T>(g, g.scratch, 0, t0, lo);
+      if (lane1 > 8) half.template run<T>(g, g.scratch, 1, t0, hi);
+      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+    });
+  });
+}
+
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
+  if constexpr (Dec::kQ5) {
+    if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
+  }
   // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).
   const bool batched = !Dec::kMin && g.act->n_tok >= 2 && g.scratch != nullptr;
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group

@@ -219,4 +219,55 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
     for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
+// ---- IQ4_NL_R16 / Q5_0_R16 batches: the ggml panels (kernels_avx2_r16.h) with vpdpbusd ----
+
+// ggml_panel_half_avx2 with the 4-value dot as one vpdpbusd into the panel's term (no int16
+// step, so IQ4_NL's values up to 127 are exact too).
+template <int T>
+TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
+  __m256 acc[8][T];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+  }
+  const uint8_t* xu8 = a.q8u + t0 * a.cols;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
+    const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 1024));
+    __m256 d[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w = loadu256(pb + 64 * k4);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i xu = bcast4(xu8 + t * a.cols + b * 32 + 4 * k4);
+        const __m256i p = _mm256_dpbusd_avx_epi32(loadu256(pb + 512 + 64 * k4), xu, w);
+        acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256 h0 = _mm256_add_ps(acc[0][t], acc[4][t]), h1 = _mm256_add_ps(acc[1][t], acc[5][t]);
+    const __m256 h2 = _mm256_add_ps(acc[2][t], acc[6][t]), h3 = _mm256_add_ps(acc[3][t], acc[7][t]);
+    out[t] = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  }
+}
+struct GgmlHalfVnni {
+  template <int T>
+  void run(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) const {
+    ggml_panel_half_vnni<T>(g, panel, h, t0, out);
+  }
+};
+template <typename Dec>
+void gemm_r16_ggml_vnni(const GemmArgs& g) {
+  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfVnni{});
+  gemm_r16_ggml_avx2<Dec>(g);
+}
 #undef TS_AVXVNNI

@@ -290,6 +290,7 @@ struct ActScratch {
   std::vector<BlockQ8_K> qk;
   std::vector<uint8_t> il;
   std::vector<int16_t> q16;
+  std::vector<uint8_t> q8u;
 };
 
 template <typename T>
@@ -423,6 +424,7 @@ enum Form : unsigned {
   kFormIl = 1u << 4,   // AVX-512 Q8_0_R16 tile interleave (needs kFormQ8)
   kFormQK = 1u << 5,   // Q8_K blocks
   kFormQ16 = 1u << 6,  // AVX2 Q8_0_R16: q8 widened to int16 (needs kFormQ8)
+  kFormQ8U = 1u << 7,  // Q5_0_R16 / IQ4_NL_R16 batches: q8 ^ 0x80 (needs kFormQ8)
 };
 
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
@@ -442,12 +444,13 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                   ? kFormIl
                   : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
+    case kern::Layout::kIQ4_NL_R16:
+    case kern::Layout::kQ5_0_R16:
+      return kFormQ8 | (n_tok >= kern::kActQ8UMinTokens && isa >= Isa::kAvx2 ? kFormQ8U : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:
     case kern::Layout::kIQ4_NL:
-    case kern::Layout::kIQ4_NL_R16:
-    case kern::Layout::kQ5_0_R16:
     case kern::Layout::kQ4_0_R16: return kFormQ8;
     case kern::Layout::kQ2_K:
     case kern::Layout::kQ3_K:
@@ -530,6 +533,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     if (missing & kFormS1) grow(b.s1, static_cast<size_t>(n_tok * nb32));
     if (missing & kFormQK) grow(b.qk, static_cast<size_t>(n_tok * nb256));
     if (missing & kFormQ16) grow(b.q16, n);
+    if (missing & kFormQ8U) grow(b.q8u, n);
     if (missing & kFormIl) {
       uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
       p.il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
@@ -560,6 +564,10 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           }
         }
         if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
+        if (missing & kFormQ8U) {
+          uint8_t* u = b.q8u.data() + o;
+          for (int64_t i = 0; i < nc; ++i) u[i] = static_cast<uint8_t>(q8[o + static_cast<size_t>(i)]) ^ 0x80u;
+        }
         if (missing & kFormQK) kt.act.q8_k(xt, nc, b.qk.data() + t * nb256 + c0 / kQK_K);
         if (missing & kFormF16) kt.act.round_f16(xt, b.xf.data() + o, nc);
         if (missing & kFormBF16) kt.act.round_bf16(xt, b.xf.data() + o, nc);
@@ -597,6 +605,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
   act->qk = (want & kFormQK) ? b.qk.data() : nullptr;
   act->q8_il = (want & kFormIl) ? p.il : nullptr;
   act->q16 = (want & kFormQ16) ? b.q16.data() : nullptr;
+  act->q8u = (want & kFormQ8U) ? b.q8u.data() : nullptr;
 }
 
 }  // namespace
@@ -681,6 +690,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       if (sub.s1 != nullptr) sub.s1 += o32;
       if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
       if (sub.q16 != nullptr) sub.q16 += o;
+      if (sub.q8u != nullptr) sub.q8u += o;
       if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
       g.act = &sub;
       g.y = y + (b - row_begin) + t0 * ldy;
