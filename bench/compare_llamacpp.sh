@@ -2,6 +2,7 @@
 # Side-by-side benchmark: tokenserve against llama.cpp on this host, in one run.
 #
 #   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
+#                             (--models also takes qwen-q4km, smollm-q4km: see model_file)
 #                             [--quick] [--skip-server] [--out DIR]
 #                             [--llama-isa native|avx512|avxvnni|avx2|matched]
 #                             [--server-isa "avx2"]  (server load tiers; default: --isa without scalar)
@@ -141,11 +142,25 @@ LLAMA_FLAVORS=${LLAMA_FLAVORS# }
 for f in $LLAMA_FLAVORS; do build_llama "$f"; done
 
 # ---- models -------------------------------------------------------------------------------
+# qwen / smollm: Q8_0 weights throughout. qwen-q4km / smollm-q4km: the same shapes through
+# `tokenserve quantize ... Q4_K_M` from F16, the mix users download for these models: rows of
+# 896 or 576 columns are not whole 256-blocks, so most matrices fall back to Q5_0 (as in the
+# published Qwen2.5-0.5B / SmolLM2-135M Q4_K_M files), the rest Q4_K / Q6_K, embeddings Q8_0.
 model_file() {
   case "$1" in
     qwen) echo "$CACHE/qwen2.5-0.5b-shape-q8_0.gguf" ;;
     smollm) echo "$CACHE/smollm2-135m-shape-q8_0.gguf" ;;
-    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm)" >&2; exit 2 ;;
+    qwen-q4km) echo "$CACHE/qwen2.5-0.5b-shape-q4_k_m.gguf" ;;
+    smollm-q4km) echo "$CACHE/smollm2-135m-shape-q4_k_m.gguf" ;;
+    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm|qwen-q4km|smollm-q4km)" >&2; exit 2 ;;
+  esac
+}
+synth_shape() {  # NAME TYPE OUT: the model shape NAME (qwen|smollm) with TYPE weights
+  case "$1" in
+    qwen) "$TS" synth --arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ffn 4864 --tied \
+            --rope-base 1000000 --vocab-from "$VOCAB/ggml-vocab-qwen2.gguf" --type "$2" -o "$3" >/dev/null ;;
+    smollm) "$TS" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ffn 1536 --tied \
+            --vocab-from "$VOCAB/ggml-vocab-starcoder.gguf" --type "$2" -o "$3" >/dev/null ;;
   esac
 }
 make_model() {
@@ -153,10 +168,11 @@ make_model() {
   [ -f "$f" ] && return 0
   log "synthesizing $f"
   case "$1" in
-    qwen) "$TS" synth --arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ffn 4864 --tied \
-            --rope-base 1000000 --vocab-from "$VOCAB/ggml-vocab-qwen2.gguf" --type q8_0 -o "$f" >/dev/null ;;
-    smollm) "$TS" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ffn 1536 --tied \
-            --vocab-from "$VOCAB/ggml-vocab-starcoder.gguf" --type q8_0 -o "$f" >/dev/null ;;
+    qwen | smollm) synth_shape "$1" q8_0 "$f" ;;
+    *-q4km)
+      synth_shape "${1%-q4km}" f16 "$f.f16.gguf"
+      "$TS" quantize "$f.f16.gguf" "$f" Q4_K_M >/dev/null 2>&1
+      rm -f "$f.f16.gguf" ;;
   esac
 }
 

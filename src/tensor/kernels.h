@@ -106,8 +106,9 @@ struct Act {
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
   const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
-  // Optional (Q5_0_R16 / IQ4_NL_R16 batches, n_tok >= kActQ8UMinTokens, SIMD tiers): q8 + 128 as
-  // u8 (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes).
+  // Optional (Q5_0_R16 / IQ4_NL_R16 batches from kGgmlPanelMinTokens* tokens): q8 + 128 as u8
+  // (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes). Its
+  // presence is what sends a matmul through those kernels.
   const uint8_t* q8u = nullptr;
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
@@ -189,7 +190,16 @@ void set_r16_pair_tile(bool on);
 // values' sum), [16 rows] float scales (kernels_avx512_panels.h, kernels_avx2_r16.h).
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 
-constexpr int64_t kActQ8UMinTokens = 2;
+// From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
+// them the per-pair / per-token kernels, whose unpacking per token costs less than the panel's
+// decode): kernels_bench BM_Matmul Q5_0 4864x896, 1 thread, Zen 5, old/new same minutes: avx512
+// at 8 / 16 / 32 tokens 437-454 / 859-893 / 1694-1720 -> 449-453 / 639-654 / 1032-1065 us;
+// avxvnni 728-732 / 1383-1409 / 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0
+// only, vpmaddubsw) still 1.07x slower at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at
+// 512. The AMX tier runs the avx512 kernels for these layouts.
+constexpr int64_t kGgmlPanelMinTokensAvx512 = 12;
+constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
+constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 inline size_t panel_scratch_bytes(int64_t cols) {

@@ -304,7 +304,9 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
 // Half h (8 rows) of a ggml panel for tokens [t0, t0 + T), in r16_ggml_half_avx2's order (so
 // bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned activation and the signed values
 // (Q5_0 only, see above; the AVX-VNNI tier has its own copy with vpdpbusd,
-// ggml_panel_half_vnni). The float steps are the scalar reference's.
+// ggml_panel_half_vnni). The float steps are the scalar reference's. Both tiers run it one
+// token at a time (8 accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers,
+// measured no faster: kernels_bench BM_Matmul/6/0/512, Zen 5).
 template <int T>
 inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
   const Act& a = *g.act;

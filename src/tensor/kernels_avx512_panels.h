@@ -241,15 +241,15 @@ inline void ggml_panel_tile(const GemmArgs& g, const uint8_t* panel, int lane0, 
 }
 
 // A resident R16 layout (IQ4_NL_R16, Q5_0_R16, Q4_1_R16, Q5_1_R16): every group in
-// [row0, row0 + num_rows). Batches of the signed ones (kPanelMinTokens and more) go through
-// the decoded panel above.
+// [row0, row0 + num_rows). Batches of the signed ones that come with Act::q8u
+// (kGgmlPanelMinTokensAvx512 tokens and more) go through the decoded panel above.
 template <typename Dec>
 void gemm_r16_ggml(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
   int lane0 = static_cast<int>(g.row0);
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
-  const bool panel = !Dec::kMin && n_tok >= kPanelMinTokens && g.act->q8u != nullptr && g.scratch != nullptr;
+  const bool panel = !Dec::kMin && g.act->q8u != nullptr && g.scratch != nullptr;
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;

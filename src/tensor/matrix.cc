@@ -445,8 +445,15 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                   : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
     case kern::Layout::kIQ4_NL_R16:
-    case kern::Layout::kQ5_0_R16:
-      return kFormQ8 | (n_tok >= kern::kActQ8UMinTokens && isa >= Isa::kAvx2 ? kFormQ8U : 0u);
+    case kern::Layout::kQ5_0_R16: {
+      // The ggml panel kernels (Act::q8u) from their tier's batch size; IQ4_NL's values would
+      // saturate the plain AVX2 tier's vpmaddubsw there, so it never gets them on that tier.
+      const int64_t panel_min = isa >= Isa::kAvx512 ? kern::kGgmlPanelMinTokensAvx512
+                                : isa == Isa::kAvxVnni ? kern::kGgmlPanelMinTokensAvxVnni
+                                : isa == Isa::kAvx2 && layout == kern::Layout::kQ5_0_R16 ? kern::kGgmlPanelMinTokensAvx2
+                                                                                          : -1;
+      return kFormQ8 | (panel_min > 0 && n_tok >= panel_min ? kFormQ8U : 0u);
+    }
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:

@@ -338,6 +338,47 @@ TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
 
 INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), case_name);
 
+// The ggml panel kernels of Q5_0_R16 / IQ4_NL_R16 (Act::q8u) start at a batch size per tier
+// (kGgmlPanelMinTokens*: 128 on the plain AVX2 tier, past the batches above): at 11 (below every
+// tier's), 130 and 300 tokens, with a row range inside the groups, every tier gives the scalar
+// reference kernel's bits.
+TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (DType type : {DType::kQ5_0, DType::kIQ4_NL}) {
+    const int64_t rows = 37, cols = 320;
+    const auto w = random_weights(type, rows, cols, 4242u + static_cast<uint32_t>(type));
+    for (int64_t n_tok : {11, 130, 300}) {
+      const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 17u);
+      set_isa(Isa::kScalar);
+      auto ms = Matrix::create(type, w.data(), rows, cols);
+      ASSERT_TRUE(ms.ok());
+      std::vector<float> want(static_cast<size_t>(n_tok * rows));
+      ms->matmul(x.data(), n_tok, want.data(), nullptr);
+      for (Isa isa : host_isas()) {
+        if (isa == Isa::kScalar) continue;
+        set_isa(isa);
+        covered().insert(isa);
+        auto m = Matrix::create(type, w.data(), rows, cols);
+        ASSERT_TRUE(m.ok());
+        const std::string what =
+            std::string(type_name(static_cast<uint32_t>(type))) + " " + isa_name(isa) + " n_tok " + std::to_string(n_tok);
+        std::vector<float> y(want.size(), std::nanf(""));
+        m->matmul(x.data(), n_tok, y.data(), &pool);
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << what;
+        const int64_t rb = 3, re = 35;
+        std::vector<float> ys(static_cast<size_t>(n_tok * (re - rb)), std::nanf(""));
+        m->matmul_rows(x.data(), n_tok, ys.data(), rb, re, &pool);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          ASSERT_EQ(0, std::memcmp(&ys[static_cast<size_t>(t * (re - rb))], &want[static_cast<size_t>(t * rows + rb)],
+                                   static_cast<size_t>(re - rb) * 4))
+              << what << " rows [3, 35) tok " << t;
+        }
+      }
+    }
+  }
+}
+
 // Known answers, worked out by hand from the ggml block layouts (guards against a layout
 // misreading shared by the dequantizer and the kernels).
 TEST(KnownAnswers, Q5_0HighBitsAndQ4_1Min) {
