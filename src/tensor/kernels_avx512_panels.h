@@ -105,10 +105,10 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
   __m512 acc[8][T], summ[T];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) summ[t] = _mm512_setzero_ps();
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t b = 0; b < nb; ++b) {
@@ -117,14 +117,14 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + half * 32)));
     if (half == 0 && g.sw_prefetch) prefetch_record<Dec::kRec>(rec);  // the pair record kR16KPrefetchBytes ahead
     __m512 d[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m512i w = Dec::vals(rec, half, k4);
       const __m512i aw = _mm512_abs_epi8(w);
       const __mmask64 neg = _mm512_movepi8_mask(w);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
         const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
@@ -135,11 +135,11 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     if constexpr (Dec::kMin) {
       // summ += m * s1 per block, a multiply then an add (the scalar reference's order).
       const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + Dec::kMinOffset + half * 32)));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) summ[t] = _mm512_add_ps(summ[t], _mm512_mul_ps(m, _mm512_set1_ps(a.s1[(t0 + t) * nb + b])));
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const __m512 h0 = _mm512_add_ps(acc[0][t], acc[4][t]), h1 = _mm512_add_ps(acc[1][t], acc[5][t]);
     const __m512 h2 = _mm512_add_ps(acc[2][t], acc[6][t]), h3 = _mm512_add_ps(acc[3][t], acc[7][t]);
@@ -159,6 +159,9 @@ template <typename Dec>
 void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
+  // Tiles of 4 tokens unpack the 4-/5-bit values once for 4 (Q5_0 4864x896 at 8 tokens, 1
+  // thread: 1.92-2.14x the Q8_0_R16 time against 2.28-2.46x with tiles of 2, 2.10-2.16x of 3).
+  for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4>(g, grp, lane0, lane1, out_r, t0);
   for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2>(g, grp, lane0, lane1, out_r, t0);
   if (t0 < n_tok) r16_ggml_tile<Dec, 1>(g, grp, lane0, lane1, out_r, t0);
 }
