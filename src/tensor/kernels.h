@@ -110,6 +110,10 @@ struct Act {
   // (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes). Its
   // presence is what sends a matmul through those kernels.
   const uint8_t* q8u = nullptr;
+  // Optional (Q5_0_R16 / IQ4_NL_R16 on the AVX-512 tiers, batches below their panel size): per
+  // token and 4 consecutive values, kActIlBias0 - 128 * (the 4 q8 values' sum), [n_tok][cols/4]:
+  // the term that lets vpdpbusd take the weights unsigned (w + 128) against the signed x.
+  const int32_t* x4t = nullptr;
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums

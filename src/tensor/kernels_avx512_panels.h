@@ -98,9 +98,11 @@ struct DecQ5_1R16 {  // Q5_1_R16: the Q5_0_R16 bytes as unsigned nibble | 16 * b
 // block, then adds (0+4, 1+5, 2+6, 3+7), (0+2, 1+3), (0+1); here lane i is accumulator acc[i]
 // (one zmm = 16 rows), so the result is bit-identical to ggml and to the scalar reference.
 // Signed x signed: |w| as u8 against x with w's sign applied (vpdpbusd), exact for int8 pairs.
-template <typename Dec, int T>
+// kX4T (signed types with Act::x4t): the weights go in unsigned with the token's 4-value term.
+template <typename Dec, int T, bool kX4T = false>
 inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
+  const __m512 biasf = _mm512_set1_ps(kActIlBias0F);
   const int64_t nb = a.cols / 32;
   __m512 acc[8][T], summ[T];
 #pragma GCC unroll 8
@@ -122,14 +124,22 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m512i w = Dec::vals(rec, half, k4);
-      const __m512i aw = _mm512_abs_epi8(w);
-      const __mmask64 neg = _mm512_movepi8_mask(w);
+      // kX4T: the values + 128 (unsigned); else |w| and the sign mask moved onto x.
+      const __m512i aw = kX4T ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
+      const __mmask64 neg = kX4T ? 0 : _mm512_movepi8_mask(w);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
-        const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
-        const __m512i p = _mm512_dpbusd_epi32(zero, aw, sx);
-        acc[k4][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d[t], acc[k4][t]);
+        if (kX4T) {
+          // w + 128 against the signed x, the token's term kActIlBias0 - 128 * (sum of the 4 x)
+          // as the accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(a.x4t[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
+          acc[k4][t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), biasf), d[t], acc[k4][t]);
+        } else {
+          const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
+          const __m512i p = _mm512_dpbusd_epi32(zero, aw, sx);
+          acc[k4][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d[t], acc[k4][t]);
+        }
       }
     }
     if constexpr (Dec::kMin) {
@@ -161,6 +171,12 @@ void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1,
   int64_t t0 = 0;
   // Tiles of 4 tokens unpack the 4-/5-bit values once for 4 (Q5_0 4864x896 at 8 tokens, 1
   // thread: 1.92-2.14x the Q8_0_R16 time against 2.28-2.46x with tiles of 2, 2.10-2.16x of 3).
+  if (!Dec::kMin && g.act->x4t != nullptr) {
+    for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, true>(g, grp, lane0, lane1, out_r, t0);
+    for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, true>(g, grp, lane0, lane1, out_r, t0);
+    if (t0 < n_tok) r16_ggml_tile<Dec, 1, true>(g, grp, lane0, lane1, out_r, t0);
+    return;
+  }
   for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4>(g, grp, lane0, lane1, out_r, t0);
   for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2>(g, grp, lane0, lane1, out_r, t0);
   if (t0 < n_tok) r16_ggml_tile<Dec, 1>(g, grp, lane0, lane1, out_r, t0);

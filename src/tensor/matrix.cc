@@ -291,6 +291,7 @@ struct ActScratch {
   std::vector<uint8_t> il;
   std::vector<int16_t> q16;
   std::vector<uint8_t> q8u;
+  std::vector<int32_t> x4t;
 };
 
 template <typename T>
@@ -425,6 +426,7 @@ enum Form : unsigned {
   kFormQK = 1u << 5,   // Q8_K blocks
   kFormQ16 = 1u << 6,  // AVX2 Q8_0_R16: q8 widened to int16 (needs kFormQ8)
   kFormQ8U = 1u << 7,  // Q5_0_R16 / IQ4_NL_R16 batches: q8 ^ 0x80 (needs kFormQ8)
+  kFormX4T = 1u << 8,  // Q5_0_R16 / IQ4_NL_R16, AVX-512, small batches: Act::x4t (needs kFormQ8)
 };
 
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
@@ -452,7 +454,8 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                                 : isa == Isa::kAvxVnni ? kern::kGgmlPanelMinTokensAvxVnni
                                 : isa == Isa::kAvx2 && layout == kern::Layout::kQ5_0_R16 ? kern::kGgmlPanelMinTokensAvx2
                                                                                           : -1;
-      return kFormQ8 | (panel_min > 0 && n_tok >= panel_min ? kFormQ8U : 0u);
+      const bool panels = panel_min > 0 && n_tok >= panel_min;
+      return kFormQ8 | (panels ? kFormQ8U : 0u) | (!panels && isa >= Isa::kAvx512 ? kFormX4T : 0u);
     }
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
@@ -541,6 +544,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     if (missing & kFormQK) grow(b.qk, static_cast<size_t>(n_tok * nb256));
     if (missing & kFormQ16) grow(b.q16, n);
     if (missing & kFormQ8U) grow(b.q8u, n);
+    if (missing & kFormX4T) grow(b.x4t, n / 4);
     if (missing & kFormIl) {
       uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
       p.il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
@@ -571,6 +575,13 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           }
         }
         if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
+        if (missing & kFormX4T) {
+          int32_t* xt = b.x4t.data() + o / 4;
+          for (int64_t i = 0; i < nc; i += 4) {
+            const int8_t* v = q8 + o + static_cast<size_t>(i);
+            xt[i / 4] = kern::kActIlBias0 - 128 * (v[0] + v[1] + v[2] + v[3]);
+          }
+        }
         if (missing & kFormQ8U) {
           uint8_t* u = b.q8u.data() + o;
           for (int64_t i = 0; i < nc; ++i) u[i] = static_cast<uint8_t>(q8[o + static_cast<size_t>(i)]) ^ 0x80u;
@@ -613,6 +624,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
   act->q8_il = (want & kFormIl) ? p.il : nullptr;
   act->q16 = (want & kFormQ16) ? b.q16.data() : nullptr;
   act->q8u = (want & kFormQ8U) ? b.q8u.data() : nullptr;
+  act->x4t = (want & kFormX4T) ? b.x4t.data() : nullptr;
 }
 
 }  // namespace
@@ -698,6 +710,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
       if (sub.q16 != nullptr) sub.q16 += o;
       if (sub.q8u != nullptr) sub.q8u += o;
+      if (sub.x4t != nullptr) sub.x4t += o / 4;
       if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
       g.act = &sub;
       g.y = y + (b - row_begin) + t0 * ldy;
