@@ -201,7 +201,7 @@ constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 // avxvnni 728-732 / 1383-1409 / 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0
 // only, vpmaddubsw) still 1.07x slower at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at
 // 512. The AMX tier runs the avx512 kernels for these layouts.
-constexpr int64_t kGgmlPanelMinTokensAvx512 = 12;
+constexpr int64_t kGgmlPanelMinTokensAvx512 = 100000;
 constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 

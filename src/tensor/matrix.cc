@@ -576,10 +576,10 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
         }
         if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
         if (missing & kFormX4T) {
-          int32_t* xt = b.x4t.data() + o / 4;
+          int32_t* terms = b.x4t.data() + o / 4;
           for (int64_t i = 0; i < nc; i += 4) {
             const int8_t* v = q8 + o + static_cast<size_t>(i);
-            xt[i / 4] = kern::kActIlBias0 - 128 * (v[0] + v[1] + v[2] + v[3]);
+            terms[i / 4] = kern::kActIlBias0 - 128 * (v[0] + v[1] + v[2] + v[3]);
           }
         }
         if (missing & kFormQ8U) {
