@@ -195,13 +195,15 @@ void set_r16_pair_tile(bool on);
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 
 // From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
-// them the per-pair / per-token kernels, whose unpacking per token costs less than the panel's
-// decode): kernels_bench BM_Matmul Q5_0 4864x896, 1 thread, Zen 5, old/new same minutes: avx512
-// at 8 / 16 / 32 tokens 437-454 / 859-893 / 1694-1720 -> 449-453 / 639-654 / 1032-1065 us;
-// avxvnni 728-732 / 1383-1409 / 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0
-// only, vpmaddubsw) still 1.07x slower at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at
-// 512. The AMX tier runs the avx512 kernels for these layouts.
-constexpr int64_t kGgmlPanelMinTokensAvx512 = 100000;
+// them the per-tile kernels, whose unpacking per tile costs less than the panel's decode):
+// kernels_bench BM_Matmul Q5_0 4864x896, 1 thread, Zen 5, same minutes: avx512 (against its
+// 4-token tiles with Act::x4t) at 12 / 16 / 32 / 64 tokens 498-508 / 654-663 / 1240-1295 /
+// 2472-2555 us without the panels, 546-561 / 645-665 / 1017-1124 / 1803-2320 with them;
+// avxvnni (against the per-token sign-flip kernel) at 8 / 16 / 32 tokens 728-732 / 1383-1409 /
+// 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0 only, vpmaddubsw) still 1.07x slower
+// at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at 512. The AMX tier runs the avx512
+// kernels for these layouts.
+constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
 constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 
