@@ -214,6 +214,14 @@ struct DecQ5_1256 {
   }
 };
 
+// ggml's final reduction of a row's 8 float lanes (acc[i]: values 4i..4i+3 of every block):
+// (0+4, 1+5, 2+6, 3+7), then (0+2, 1+3), then (0+1), as kernels_scalar.cc hsum8.
+inline __m256 ggml_lanes_sum(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
+  const __m256 h0 = _mm256_add_ps(a0, a4), h1 = _mm256_add_ps(a1, a5);
+  const __m256 h2 = _mm256_add_ps(a2, a6), h3 = _mm256_add_ps(a3, a7);
+  return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+}
+
 // Half h (8 rows) of one group for token t: lane i of ggml's x86 dot is accumulator acc[i]
 // (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
 // so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
@@ -245,9 +253,7 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
       summ = _mm256_add_ps(summ, _mm256_mul_ps(m, _mm256_set1_ps(a.s1[t * nb + b])));
     }
   }
-  const __m256 h0 = _mm256_add_ps(acc[0], acc[4]), h1 = _mm256_add_ps(acc[1], acc[5]);
-  const __m256 h2 = _mm256_add_ps(acc[2], acc[6]), h3 = _mm256_add_ps(acc[3], acc[7]);
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
+  const __m256 s = ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
   return Dec::kMin ? _mm256_add_ps(s, summ) : s;
 }
 
@@ -337,11 +343,8 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h,
     }
   }
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256 h0 = _mm256_add_ps(acc[0][t], acc[4][t]), h1 = _mm256_add_ps(acc[1][t], acc[5][t]);
-    const __m256 h2 = _mm256_add_ps(acc[2][t], acc[6][t]), h3 = _mm256_add_ps(acc[3][t], acc[7][t]);
-    out[t] = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
-  }
+  for (int t = 0; t < T; ++t)
+    out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
 }
 struct GgmlHalfAvx2 {
   template <int T>

@@ -194,7 +194,6 @@ void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1,
 // (|S| <= 4 * 128 * 127 < 2^22). Per 4 values and token: a broadcast (Act::q8u), a load of the
 // term, vpdpbusd, vsubps and the FMA; the result is r16_ggml_tile's bit for bit.
 // Panel block b: kGgmlPanelBlockBytes (kernels.h).
-constexpr size_t kGgmlPanelBlock = kGgmlPanelBlockBytes;
 
 template <typename Dec>
 void decode_ggml_panel(const uint8_t* grp, int64_t nb, uint8_t* panel) {
@@ -202,7 +201,7 @@ void decode_ggml_panel(const uint8_t* grp, int64_t nb, uint8_t* panel) {
   const __m512i bias = _mm512_set1_epi32(kActIlBias0);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
-    uint8_t* out = panel + static_cast<size_t>(b) * kGgmlPanelBlock;
+    uint8_t* out = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes;
     const int half = static_cast<int>(b & 1);
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
@@ -228,7 +227,7 @@ inline void ggml_panel_tile(const GemmArgs& g, const uint8_t* panel, int lane0, 
   const __m512 biasf = _mm512_set1_ps(kActIlBias0F);
   const uint8_t* xu8 = a.q8u + t0 * a.cols;
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlock;
+    const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes;
     const __m512 dw = _mm512_load_ps(pb + 1024);
     __m512 d[T];
 #pragma GCC unroll 8

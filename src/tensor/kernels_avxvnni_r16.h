@@ -253,11 +253,8 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
     }
   }
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256 h0 = _mm256_add_ps(acc[0][t], acc[4][t]), h1 = _mm256_add_ps(acc[1][t], acc[5][t]);
-    const __m256 h2 = _mm256_add_ps(acc[2][t], acc[6][t]), h3 = _mm256_add_ps(acc[3][t], acc[7][t]);
-    out[t] = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
-  }
+  for (int t = 0; t < T; ++t)
+    out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
 }
 struct GgmlHalfVnni {
   template <int T>
