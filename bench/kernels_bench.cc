@@ -254,7 +254,7 @@ void BM_Matmul(benchmark::State& state) {
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (int t = 0; t < kNumTypes; ++t)
     for (int s = 0; s < 2; ++s)
-      for (int n : {1, 8, 64, 512})
+      for (int n : {1, 8, 16, 32, 64, 512})
         for (int th : {1, 2})
           for (int rp : {1, 0}) b->Args({t, s, n, th, rp});
 }

@@ -74,7 +74,9 @@ inline size_t r16_q4_group_bytes(int64_t cols) {
 }
 // Q5_0_R16: like Q4_0_R16 with pair records of kR16Q5PairBytes: [2][16] fp16 scales,
 // [2 blocks][4 m][16 rows][4] u8 = GGUF qs bytes 4m .. 4m+3 (low nibbles: values 4m..,
-// high nibbles: 16 + 4m..), then [2 blocks][16 rows] u32 qh (bit j = 5th bit of value j);
+// high nibbles: 16 + 4m..), then the 5th bits as [2 blocks][16 rows][4] u8 bit planes beside
+// those bytes: byte (row, j), bit k4 = the 5th bit of value 4 * k4 + j (so one shift and mask
+// give the bits of a whole [16 rows][4] line of values, the order the kernels read);
 // weight = (nibble | 16 * bit) - 16.
 constexpr size_t kR16Q5PairBytes = 64 + 2 * 256 + 2 * 64;
 inline size_t r16_q5_group_bytes(int64_t cols) {
@@ -87,7 +89,7 @@ constexpr size_t kR16Q41MinOffset = 64 + 2 * 256;
 inline size_t r16_q4_1_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q41PairBytes;
 }
-// Q5_1_R16: the Q5_0_R16 record (fp16 d, qs bytes, [2][16] u32 qh) followed by [2][16] fp16
+// Q5_1_R16: the Q5_0_R16 record (fp16 d, qs bytes, 5th-bit planes) followed by [2][16] fp16
 // mins m; weight = d * (nibble | 16 * bit) + m.
 constexpr size_t kR16Q51PairBytes = kR16Q5PairBytes + 64;
 constexpr size_t kR16Q51MinOffset = kR16Q5PairBytes;
@@ -110,10 +112,14 @@ struct Act {
   // (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes). Its
   // presence is what sends a matmul through those kernels.
   const uint8_t* q8u = nullptr;
-  // Optional (Q5_0_R16 / IQ4_NL_R16 on the AVX-512 tiers, batches below their panel size): per
-  // token and 4 consecutive values, kActIlBias0 - 128 * (the 4 q8 values' sum), [n_tok][cols/4]:
-  // the term that lets vpdpbusd take the weights unsigned (w + 128) against the signed x.
+  // Optional (IQ4_NL_R16 on the AVX-512 tiers, batches below their panel size): per token and 4
+  // consecutive values, kActIlBias0 - 128 * (the 4 q8 values' sum), [n_tok][cols/4]: the term
+  // that lets vpdpbusd take the weights unsigned (w + 128) against the signed x.
   const int32_t* x4t = nullptr;
+  // Optional (Q5_0_R16 on the SIMD tiers, batches below their panel size): as x4t with
+  // kActIlBias0 - 16 * (the 4 values' sum), for Q5_0's values taken unsigned (w + 16, 0..31,
+  // which vpmaddubsw cannot saturate against a signed x): sum(u * x) + term = kActIlBias0 + S.
+  const int32_t* x16t = nullptr;
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
   const float* s1 = nullptr;      // [n_tok][cols/32]: Q8_1 block sums (Q4_1/Q5_1), quantize_act_q8_1_sums
@@ -188,10 +194,11 @@ struct GemmArgs {
 // do not depend on it). Process-wide, for matmuls started afterwards.
 void set_r16_pair_tile(bool on);
 
-// Batches of the signed ggml-ordered R16 layouts (Q5_0_R16, IQ4_NL_R16; Q5_0_R16 only under
-// plain AVX2) decode each 16-row group once into panel blocks of kGgmlPanelBlockBytes per 32
-// columns: [8 k4][16 rows][4] int8 values, [8 k4][16 rows] int32 kActIlBias0 - 128 * (the 4
-// values' sum), [16 rows] float scales (kernels_avx512_panels.h, kernels_avx2_r16.h).
+// Batches of the signed ggml-ordered R16 layouts (Q5_0_R16 under AVX-512 and plain AVX2,
+// IQ4_NL_R16 under AVX-512 and AVX-VNNI) decode each 16-row group once into panel blocks of
+// kGgmlPanelBlockBytes per 32 columns: [8 k4][16 rows][4] int8 values, [8 k4][16 rows] int32
+// kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales (kernels_avx512_panels.h,
+// kernels_avx2_r16.h).
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 
 // From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
@@ -202,7 +209,10 @@ constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 // avxvnni (against the per-token sign-flip kernel) at 8 / 16 / 32 tokens 728-732 / 1383-1409 /
 // 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0 only, vpmaddubsw) still 1.07x slower
 // at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at 512. The AMX tier runs the avx512
-// kernels for these layouts.
+// kernels for these layouts. Q5_0 below these sizes (and at every size on the AVX-VNNI tier):
+// the x16t kernels (Act::x16t; kernels_avx2_r16.h), whose panels hold only the unsigned values:
+// on avxvnni they beat the ggml panels from 16 to 512 tokens (1153-1174 vs 1259-1284 us at 16,
+// 33.3-33.7 vs 34.3-34.7 ms at 512), on avx2 they tie up to 64 and lose ~4 % at 512.
 constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
 constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;

@@ -171,26 +171,24 @@ struct DecIQ4NL256 {
     return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
   }
 };
-// 0xFF in each byte whose value (4*k4 .. 4*k4 + 3 of 8 rows, half h) has its 5th bit set in the
-// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2).. of byte k4 / 2 of each row's qh dword,
-// copied to the row's 4 bytes and tested one bit per byte.
-inline __m256i q5_high_bits_256(const uint8_t* rec, int half, int k4, int h) {
-  const __m256i qh = loadu256(rec + 576 + half * 64 + 32 * h);
-  const int8_t o = static_cast<int8_t>(k4 / 2);
-  const __m256i idx = _mm256_broadcastsi128_si256(
-      _mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o, 8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-  const __m256i bits = _mm256_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, idx), bits), bits);
+// 0x10 in each byte whose value (4*k4 .. 4*k4 + 3 of 8 rows, half h) has its 5th bit set: bit
+// k4 of the Q5_0_R16 / Q5_1_R16 bit planes (kernels.h), moved to bit 4 (a 16-bit shift keeps
+// each byte's bit 4 inside its byte for shifts up to 4).
+inline __m256i q5_bit16_256(const uint8_t* rec, int half, int k4, int h) {
+  const __m256i planes = loadu256(rec + 576 + half * 64 + 32 * h);
+  const __m256i at4 = k4 < 4 ? _mm256_slli_epi16(planes, 4 - k4) : k4 > 4 ? _mm256_srli_epi16(planes, k4 - 4) : planes;
+  return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
 }
 struct DecQ5_0256 {
   static constexpr size_t kRec = kR16Q5PairBytes;
   static constexpr bool kMin = false;
   static constexpr bool kQ5 = true;  // values -16..15
+  // The values + 16 (nibble | 16 * bit, 0..31).
+  static __m256i uvals(const uint8_t* rec, int half, int k4, int h) {
+    return _mm256_or_si256(r16_nibbles_256(rec, half, k4, h), q5_bit16_256(rec, half, k4, h));
+  }
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
-    const __m256i nib = r16_nibbles_256(rec, half, k4, h);
-    // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
-    return _mm256_blendv_epi8(_mm256_or_si256(nib, _mm256_set1_epi8(static_cast<char>(0xF0))), nib,
-                              q5_high_bits_256(rec, half, k4, h));
+    return _mm256_sub_epi8(uvals(rec, half, k4, h), _mm256_set1_epi8(16));
   }
 };
 
@@ -208,10 +206,7 @@ struct DecQ5_1256 {
   static constexpr bool kMin = true;
   static constexpr bool kQ5 = false;
   static constexpr size_t kMinOffset = kR16Q51MinOffset;
-  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
-    const __m256i nib = r16_nibbles_256(rec, half, k4, h);
-    return _mm256_or_si256(nib, _mm256_and_si256(q5_high_bits_256(rec, half, k4, h), _mm256_set1_epi8(0x10)));
-  }
+  static __m256i vals(const uint8_t* rec, int half, int k4, int h) { return DecQ5_0256::uvals(rec, half, k4, h); }
 };
 
 // ggml's final reduction of a row's 8 float lanes (acc[i]: values 4i..4i+3 of every block):
@@ -373,10 +368,110 @@ inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
   });
 }
 
+// ---- Q5_0_R16 with Act::x16t: the values unsigned against the signed activation ------------
+// ggml's Q5_0 dot needs, per row, token and 4 values, the exact int sum S of the products. Here
+// the values go in unsigned (u = value + 16 = nibble | 16 * bit, 0..31, so vpmaddubsw cannot
+// saturate: pairs <= 2 * 31 * 127) against the signed activation; sum(u * x) plus the token's
+// term Act::x16t (kActIlBias0 - 16 * the 4 x's sum) is kActIlBias0 + S, and one vsubps makes it
+// float(S) exactly (|S| < 2^22). No vpsignb pair per token, and the 5th bits cost a shift and a
+// mask (the bit planes). kVnni (the AVX-VNNI tier): one vpdpbusd for vpmaddubsw + vpmaddwd +
+// vpaddd. The float steps are r16_ggml_half_avx2's, so the results are bit-identical to it.
+
+// vpdpbusd on ymm in its VEX form (AVX-VNNI), as inline assembly so that the generic kernels
+// below need no target attribute (GCC does not inline the intrinsic into a function compiled
+// without one). Run only where the CPU has AVX-VNNI (the avxvnni tier and above).
+inline __m256i dpbusd_vex(__m256i acc, __m256i u, __m256i x) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(x));
+  return acc;
+}
+template <bool kVnni>
+inline __m256i q5u_dot(__m256i term, __m256i u, __m256i x) {
+  if constexpr (kVnni) {
+    return dpbusd_vex(term, u, x);
+  } else {
+    return _mm256_add_epi32(term, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones16()));
+  }
+}
+// Where the unsigned values come from: the R16 record itself (one token), or a group decoded
+// once (batches): per 32 columns [8 k4][16 rows][4] u8 values and [16] float scales.
+constexpr size_t kQ5uPanelBlockBytes = 512 + 64;
+struct Q5uDirect {
+  static const uint8_t* block(const uint8_t* grp, int64_t b) { return grp + static_cast<size_t>(b >> 1) * kR16Q5PairBytes; }
+  static __m256 scales(const uint8_t* rec, int64_t b, int h) { return load8_f16(rec + (b & 1) * 32 + 16 * h); }
+  static __m256i u(const uint8_t* rec, int64_t b, int k4, int h) { return DecQ5_0256::uvals(rec, static_cast<int>(b & 1), k4, h); }
+};
+struct Q5uPanel {
+  static const uint8_t* block(const uint8_t* panel, int64_t b) { return panel + static_cast<size_t>(b) * kQ5uPanelBlockBytes; }
+  static __m256 scales(const uint8_t* pb, int64_t, int h) { return _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 512 + 32 * h)); }
+  static __m256i u(const uint8_t* pb, int64_t, int k4, int h) { return loadu256(pb + 64 * k4 + 32 * h); }
+};
+inline void decode_q5u_panel(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
+    const uint8_t* rec = Q5uDirect::block(grp, b);
+    uint8_t* out = panel + static_cast<size_t>(b) * kQ5uPanelBlockBytes;
+    for (int k4 = 0; k4 < 8; ++k4) {
+      for (int h = 0; h < 2; ++h) store256(out + 64 * k4 + 32 * h, Q5uDirect::u(rec, b, k4, h));
+    }
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(reinterpret_cast<float*>(out + 512 + 32 * h), Q5uDirect::scales(rec, b, h));
+  }
+}
+// Half h (8 rows) for token t: acc[k4] sums values 4*k4.. of every block (ggml's lane order).
+template <bool kVnni, typename Src>
+inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq = a.q8 + t * a.cols;
+  const int32_t* term = a.x16t + t * (a.cols / 4);
+  const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
+  __m256 acc[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = Src::block(src, b);
+    const __m256 d = _mm256_mul_ps(Src::scales(blk, b, h), _mm256_set1_ps(a.d8[t * nb + b]));
+    pf.step();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i p = q5u_dot<kVnni>(_mm256_set1_epi32(term[b * 8 + k4]), Src::u(blk, b, k4, h), bcast4(xq + b * 32 + 4 * k4));
+      acc[k4] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d, acc[k4]);
+    }
+  }
+  return ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
+}
+// A Q5_0_R16 matmul with Act::x16t on the ymm tiers: one token straight from the record, a batch
+// through each group decoded once into a panel (its decode, ~5 operations a 32-byte line, is a
+// sixth of a token's dot work, so it pays from 2 tokens).
+template <bool kVnni>
+inline void gemm_q5_0_r16_x16t(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const bool batched = n_tok >= 2 && g.scratch != nullptr;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    const int halves = (lane0 < 8) + (lane1 > 8);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (batched ? 1 : halves) * nb);
+    if (batched) decode_q5u_panel(grp, nb, g.scratch, pf);
+    PrefetchSpread none(nullptr, 0, 1);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+      if (batched) {
+        if (lane0 < 8) lo = q5u_half<kVnni, Q5uPanel>(g, g.scratch, 0, t, none);
+        if (lane1 > 8) hi = q5u_half<kVnni, Q5uPanel>(g, g.scratch, 1, t, none);
+      } else {
+        if (lane0 < 8) lo = q5u_half<kVnni, Q5uDirect>(g, grp, 0, t, pf);
+        if (lane1 > 8) hi = q5u_half<kVnni, Q5uDirect>(g, grp, 1, t, pf);
+      }
+      store_group(g, lo, hi, t, lane0, lane1, out_r);
+    }
+  });
+}
+
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
   if constexpr (Dec::kQ5) {
     if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
+    if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<false>(g);
   }
   // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).
   const bool batched = !Dec::kMin && g.act->n_tok >= 2 && g.scratch != nullptr;

@@ -61,20 +61,22 @@ struct DecQ4_1R16 {  // Q4_1_R16: unsigned nibbles (Q4_0_R16 byte order) and a m
   static constexpr size_t kMinOffset = kR16Q41MinOffset;
   static __m512i vals(const uint8_t* rec, int half, int k4) { return r16_nibbles(rec, half, k4); }
 };
-// Bytes (16 rows x values 4*k4 .. 4*k4 + 3 of block half `half`) whose 5th bit is set in the
-// Q5_0_R16 / Q5_1_R16 qh dwords: bits 4*(k4 % 2) .. +3 of byte k4 / 2 of each row's qh dword,
-// copied to the row's 4 bytes, then one bit tested per byte.
+// Bytes (16 rows x values 4*k4 .. 4*k4 + 3 of block half `half`) whose 5th bit is set: bit k4
+// of the Q5_0_R16 / Q5_1_R16 bit planes (kernels.h).
 inline __mmask64 q5_high_mask(const uint8_t* rec, int half, int k4) {
-  const __m512i qh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
-  const int8_t o = static_cast<int8_t>(k4 / 2);
-  const __m512i idx = _mm512_broadcast_i32x4(_mm_setr_epi8(o, o, o, o, 4 + o, 4 + o, 4 + o, 4 + o, 8 + o, 8 + o, 8 + o,
-                                                           8 + o, 12 + o, 12 + o, 12 + o, 12 + o));
-  const __m512i bits = _mm512_set1_epi32(k4 % 2 ? static_cast<int>(0x80402010u) : 0x08040201);
-  return _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), bits);
+  const __m512i planes = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
+  return _mm512_test_epi8_mask(planes, _mm512_set1_epi8(static_cast<char>(1 << k4)));
 }
 struct DecQ5_0R16 {  // Q5_0_R16
   static constexpr size_t kRec = kR16Q5PairBytes;
   static constexpr bool kMin = false;
+  // The values + 16 (nibble | 16 * bit, 0..31): the bit planes' bit k4 moved to bit 4 (a 16-bit
+  // shift keeps each byte's bit 4 inside its byte for shifts up to 4) and or'ed in.
+  static __m512i uvals(const uint8_t* rec, int half, int k4) {
+    const __m512i planes = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 576 + half * 64));
+    const __m512i at4 = k4 < 4 ? _mm512_slli_epi16(planes, 4 - k4) : k4 > 4 ? _mm512_srli_epi16(planes, k4 - 4) : planes;
+    return _mm512_ternarylogic_epi32(r16_nibbles(rec, half, k4), at4, _mm512_set1_epi8(0x10), 0xF8);  // a | (b & c)
+  }
   static __m512i vals(const uint8_t* rec, int half, int k4) {
     const __m512i nib = r16_nibbles(rec, half, k4);
     // nibble | 0xF0 is nibble - 16; with the 5th bit the value is the nibble itself.
@@ -98,8 +100,10 @@ struct DecQ5_1R16 {  // Q5_1_R16: the Q5_0_R16 bytes as unsigned nibble | 16 * b
 // block, then adds (0+4, 1+5, 2+6, 3+7), (0+2, 1+3), (0+1); here lane i is accumulator acc[i]
 // (one zmm = 16 rows), so the result is bit-identical to ggml and to the scalar reference.
 // Signed x signed: |w| as u8 against x with w's sign applied (vpdpbusd), exact for int8 pairs.
-// kX4T (signed types with Act::x4t): the weights go in unsigned with the token's 4-value term.
-template <typename Dec, int T, bool kX4T = false>
+// kTerm (signed types): the weights go in unsigned with the token's 4-value term: kTermX4T
+// (Act::x4t) the values + 128, kTermX16T (Act::x16t, Q5_0) the values + 16 (Dec::uvals).
+enum GgmlTerm : int { kTermNone = 0, kTermX4T = 1, kTermX16T = 2 };
+template <typename Dec, int T, int kTerm = kTermNone>
 inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const __m512 biasf = _mm512_set1_ps(kActIlBias0F);
@@ -123,17 +127,24 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
-      const __m512i w = Dec::vals(rec, half, k4);
-      // kX4T: the values + 128 (unsigned); else |w| and the sign mask moved onto x.
-      const __m512i aw = kX4T ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
-      const __mmask64 neg = kX4T ? 0 : _mm512_movepi8_mask(w);
+      constexpr bool kX4T = kTerm != kTermNone;
+      __m512i aw;  // kTerm: the values + 128 or + 16 (unsigned); else |w|, the sign mask moved onto x
+      __mmask64 neg = 0;
+      if constexpr (kTerm == kTermX16T) {
+        aw = Dec::uvals(rec, half, k4);
+      } else {
+        const __m512i w = Dec::vals(rec, half, k4);
+        aw = kX4T ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
+        if constexpr (!kX4T) neg = _mm512_movepi8_mask(w);
+      }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
         if (kX4T) {
-          // w + 128 against the signed x, the token's term kActIlBias0 - 128 * (sum of the 4 x)
-          // as the accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
-          const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(a.x4t[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
+          // w + 128 (w + 16) against the signed x, the token's term kActIlBias0 - 128 (16) * (sum
+          // of the 4 x) as the accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
+          const int32_t* terms = kTerm == kTermX16T ? a.x16t : a.x4t;
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(terms[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
           acc[k4][t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), biasf), d[t], acc[k4][t]);
         } else {
           const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
@@ -171,11 +182,21 @@ void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1,
   int64_t t0 = 0;
   // Tiles of 4 tokens unpack the 4-/5-bit values once for 4 (Q5_0 4864x896 at 8 tokens, 1
   // thread: 1.92-2.14x the Q8_0_R16 time against 2.28-2.46x with tiles of 2, 2.10-2.16x of 3).
-  if (!Dec::kMin && g.act->x4t != nullptr) {
-    for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, true>(g, grp, lane0, lane1, out_r, t0);
-    for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, true>(g, grp, lane0, lane1, out_r, t0);
-    if (t0 < n_tok) r16_ggml_tile<Dec, 1, true>(g, grp, lane0, lane1, out_r, t0);
-    return;
+  if constexpr (!Dec::kMin) {
+    if (g.act->x4t != nullptr) {
+      for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
+      for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
+      if (t0 < n_tok) r16_ggml_tile<Dec, 1, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
+      return;
+    }
+  }
+  if constexpr (requires { Dec::uvals(nullptr, 0, 0); }) {
+    if (g.act->x16t != nullptr) {
+      for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
+      for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
+      if (t0 < n_tok) r16_ggml_tile<Dec, 1, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
+      return;
+    }
   }
   for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4>(g, grp, lane0, lane1, out_r, t0);
   for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2>(g, grp, lane0, lane1, out_r, t0);

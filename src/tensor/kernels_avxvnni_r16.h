@@ -265,6 +265,9 @@ struct GgmlHalfVnni {
 template <typename Dec>
 void gemm_r16_ggml_vnni(const GemmArgs& g) {
   if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfVnni{});
+  if constexpr (Dec::kQ5) {
+    if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<true>(g);
+  }
   gemm_r16_ggml_avx2<Dec>(g);
 }
 #undef TS_AVXVNNI

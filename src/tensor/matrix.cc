@@ -292,6 +292,7 @@ struct ActScratch {
   std::vector<int16_t> q16;
   std::vector<uint8_t> q8u;
   std::vector<int32_t> x4t;
+  std::vector<int32_t> x16t;
 };
 
 template <typename T>
@@ -426,7 +427,8 @@ enum Form : unsigned {
   kFormQK = 1u << 5,   // Q8_K blocks
   kFormQ16 = 1u << 6,  // AVX2 Q8_0_R16: q8 widened to int16 (needs kFormQ8)
   kFormQ8U = 1u << 7,  // Q5_0_R16 / IQ4_NL_R16 batches: q8 ^ 0x80 (needs kFormQ8)
-  kFormX4T = 1u << 8,  // Q5_0_R16 / IQ4_NL_R16, AVX-512, small batches: Act::x4t (needs kFormQ8)
+  kFormX4T = 1u << 8,  // IQ4_NL_R16, AVX-512, small batches: Act::x4t (needs kFormQ8)
+  kFormX16T = 1u << 9,  // Q5_0_R16 below the panels: Act::x16t (needs kFormQ8)
 };
 
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
@@ -449,13 +451,18 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kIQ4_NL_R16:
     case kern::Layout::kQ5_0_R16: {
       // The ggml panel kernels (Act::q8u) from their tier's batch size; IQ4_NL's values would
-      // saturate the plain AVX2 tier's vpmaddubsw there, so it never gets them on that tier.
+      // saturate the plain AVX2 tier's vpmaddubsw there, so it never gets them on that tier, and
+      // Q5_0 on the AVX-VNNI tier runs its x16t panels at every size (kernels.h).
+      const bool q5 = layout == kern::Layout::kQ5_0_R16;
       const int64_t panel_min = isa >= Isa::kAvx512 ? kern::kGgmlPanelMinTokensAvx512
-                                : isa == Isa::kAvxVnni ? kern::kGgmlPanelMinTokensAvxVnni
-                                : isa == Isa::kAvx2 && layout == kern::Layout::kQ5_0_R16 ? kern::kGgmlPanelMinTokensAvx2
-                                                                                          : -1;
+                                : isa == Isa::kAvxVnni ? (q5 ? -1 : kern::kGgmlPanelMinTokensAvxVnni)
+                                : isa == Isa::kAvx2 && q5 ? kern::kGgmlPanelMinTokensAvx2
+                                                          : -1;
       const bool panels = panel_min > 0 && n_tok >= panel_min;
-      return kFormQ8 | (panels ? kFormQ8U : 0u) | (!panels && isa >= Isa::kAvx512 ? kFormX4T : 0u);
+      // Below them Q5_0's kernels take the values unsigned against Act::x16t on every SIMD
+      // tier, IQ4_NL's (AVX-512 only) take them + 128 against Act::x4t.
+      const unsigned term = q5 ? (isa >= Isa::kAvx2 ? kFormX16T : 0u) : (isa >= Isa::kAvx512 ? kFormX4T : 0u);
+      return kFormQ8 | (panels ? kFormQ8U : term);
     }
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
@@ -545,6 +552,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     if (missing & kFormQ16) grow(b.q16, n);
     if (missing & kFormQ8U) grow(b.q8u, n);
     if (missing & kFormX4T) grow(b.x4t, n / 4);
+    if (missing & kFormX16T) grow(b.x16t, n / 4);
     if (missing & kFormIl) {
       uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
       p.il = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(il) + 63) & ~uintptr_t{63});
@@ -580,6 +588,13 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           for (int64_t i = 0; i < nc; i += 4) {
             const int8_t* v = q8 + o + static_cast<size_t>(i);
             terms[i / 4] = kern::kActIlBias0 - 128 * (v[0] + v[1] + v[2] + v[3]);
+          }
+        }
+        if (missing & kFormX16T) {
+          int32_t* terms = b.x16t.data() + o / 4;
+          for (int64_t i = 0; i < nc; i += 4) {
+            const int8_t* v = q8 + o + static_cast<size_t>(i);
+            terms[i / 4] = kern::kActIlBias0 - 16 * (v[0] + v[1] + v[2] + v[3]);
           }
         }
         if (missing & kFormQ8U) {
@@ -625,6 +640,7 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
   act->q16 = (want & kFormQ16) ? b.q16.data() : nullptr;
   act->q8u = (want & kFormQ8U) ? b.q8u.data() : nullptr;
   act->x4t = (want & kFormX4T) ? b.x4t.data() : nullptr;
+  act->x16t = (want & kFormX16T) ? b.x16t.data() : nullptr;
 }
 
 }  // namespace
@@ -711,6 +727,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       if (sub.q16 != nullptr) sub.q16 += o;
       if (sub.q8u != nullptr) sub.q8u += o;
       if (sub.x4t != nullptr) sub.x4t += o / 4;
+      if (sub.x16t != nullptr) sub.x16t += o / 4;
       if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
       g.act = &sub;
       g.y = y + (b - row_begin) + t0 * ldy;

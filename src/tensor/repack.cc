@@ -73,6 +73,18 @@ void repack_q4_1(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
   }
 }
 
+// The Q5_0_R16 / Q5_1_R16 5th bits of one row's block (the GGUF qh dword, bit j = value j) as
+// 4 bytes beside the row's nibble bytes: byte j, bit k4 = the 5th bit of value 4 * k4 + j.
+void q5_bit_planes(const uint8_t* qh, uint8_t* out) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  for (int j = 0; j < 4; ++j) {
+    uint8_t byte = 0;
+    for (int k4 = 0; k4 < 8; ++k4) byte = static_cast<uint8_t>(byte | (((h >> (4 * k4 + j)) & 1u) << k4));
+    out[j] = byte;
+  }
+}
+
 void repack_q5_1(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32;
   const size_t gbytes = kern::r16_q5_1_group_bytes(cols);
@@ -88,7 +100,7 @@ void repack_q5_1(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
         std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_1), sizeof(blk));
         std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
         for (int m = 0; m < 4; ++m) std::memcpy(rec + 64 + half * 256 + m * 64 + lane * 4, blk.qs + 4 * m, 4);
-        std::memcpy(rec + 576 + half * 64 + lane * 4, blk.qh, 4);
+        q5_bit_planes(blk.qh, rec + 576 + half * 64 + lane * 4);
         std::memcpy(rec + kern::kR16Q51MinOffset + half * 32 + lane * 2, &blk.m, 2);
       }
     }
@@ -110,7 +122,7 @@ void repack_q5_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
         std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_0), sizeof(blk));
         std::memcpy(rec + half * 32 + lane * 2, &blk.d, 2);
         for (int m = 0; m < 4; ++m) std::memcpy(rec + 64 + half * 256 + m * 64 + lane * 4, blk.qs + 4 * m, 4);
-        std::memcpy(rec + 576 + half * 64 + lane * 4, blk.qh, 4);
+        q5_bit_planes(blk.qh, rec + 576 + half * 64 + lane * 4);
       }
     }
   }

@@ -38,9 +38,8 @@ inline int r16_signed_value(Layout layout, const uint8_t* grp, int64_t b, int la
   const int nib = k < 16 ? byte & 0xF : byte >> 4;
   if (layout == Layout::kIQ4_NL_R16) return kIQ4NLValues[nib];
   if (layout == Layout::kQ4_1_R16) return nib;
-  uint32_t qh;
-  std::memcpy(&qh, rec + 576 + half * 64 + lane * 4, 4);
-  const int q = nib | static_cast<int>(((qh >> k) & 1) << 4);
+  const int bit = (rec[576 + half * 64 + lane * 4 + k % 4] >> (k / 4)) & 1;  // kR16Q5PairBytes' bit planes
+  const int q = nib | (bit << 4);
   return layout == Layout::kQ5_1_R16 ? q : q - 16;
 }
 
