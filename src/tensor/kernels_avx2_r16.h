@@ -440,8 +440,8 @@ inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, 
   return ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
 }
 // A Q5_0_R16 matmul with Act::x16t on the ymm tiers: one token straight from the record, a batch
-// through each group decoded once into a panel (its decode, ~5 operations a 32-byte line, is a
-// sixth of a token's dot work, so it pays from 2 tokens).
+// through each group decoded once into a panel (the unpacking, about as many operations as a
+// token's dot, is then done once per group instead of once per token).
 template <bool kVnni>
 inline void gemm_q5_0_r16_x16t(const GemmArgs& g) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group

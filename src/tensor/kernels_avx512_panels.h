@@ -127,20 +127,20 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     for (int t = 0; t < T; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(a.d8[(t0 + t) * nb + b]));
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
-      constexpr bool kX4T = kTerm != kTermNone;
+      constexpr bool kUnsigned = kTerm != kTermNone;
       __m512i aw;  // kTerm: the values + 128 or + 16 (unsigned); else |w|, the sign mask moved onto x
       __mmask64 neg = 0;
       if constexpr (kTerm == kTermX16T) {
         aw = Dec::uvals(rec, half, k4);
       } else {
         const __m512i w = Dec::vals(rec, half, k4);
-        aw = kX4T ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
-        if constexpr (!kX4T) neg = _mm512_movepi8_mask(w);
+        aw = kUnsigned ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
+        if constexpr (!kUnsigned) neg = _mm512_movepi8_mask(w);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
-        if (kX4T) {
+        if constexpr (kUnsigned) {
           // w + 128 (w + 16) against the signed x, the token's term kActIlBias0 - 128 (16) * (sum
           // of the 4 x) as the accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
           const int32_t* terms = kTerm == kTermX16T ? a.x16t : a.x4t;
