@@ -339,9 +339,9 @@ TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
 INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), case_name);
 
 // The ggml panel kernels of Q5_0_R16 / IQ4_NL_R16 (Act::q8u) start at a batch size per tier
-// (kGgmlPanelMinTokens*: 128 on the plain AVX2 tier, past the batches above): at 11 (below every
-// tier's), 130 and 300 tokens, with a row range inside the groups, every tier gives the scalar
-// reference kernel's bits.
+// (kGgmlPanelMinTokens*: 128 on the plain AVX2 tier, past the batches above; Q5_0 on the AVX-VNNI
+// tier runs its Act::x16t panels at every size instead): at 11 (below every tier's), 130 and 300
+// tokens, with a row range inside the groups, every tier gives the scalar reference kernel's bits.
 TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
   IsaGuard guard;
   ThreadPool pool(2);
