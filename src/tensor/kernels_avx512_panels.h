@@ -176,31 +176,25 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
   }
 }
 
-template <typename Dec>
-void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+// Tiles of 4 tokens unpack the 4-/5-bit values once for 4 (Q5_0 4864x896 at 8 tokens, 1
+// thread: 1.92-2.14x the Q8_0_R16 time against 2.28-2.46x with tiles of 2, 2.10-2.16x of 3).
+template <typename Dec, int kTerm>
+void r16_ggml_tiles(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
-  // Tiles of 4 tokens unpack the 4-/5-bit values once for 4 (Q5_0 4864x896 at 8 tokens, 1
-  // thread: 1.92-2.14x the Q8_0_R16 time against 2.28-2.46x with tiles of 2, 2.10-2.16x of 3).
+  for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, kTerm>(g, grp, lane0, lane1, out_r, t0);
+  for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, kTerm>(g, grp, lane0, lane1, out_r, t0);
+  if (t0 < n_tok) r16_ggml_tile<Dec, 1, kTerm>(g, grp, lane0, lane1, out_r, t0);
+}
+template <typename Dec>
+void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   if constexpr (!Dec::kMin) {
-    if (g.act->x4t != nullptr) {
-      for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
-      for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
-      if (t0 < n_tok) r16_ggml_tile<Dec, 1, kTermX4T>(g, grp, lane0, lane1, out_r, t0);
-      return;
-    }
+    if (g.act->x4t != nullptr) return r16_ggml_tiles<Dec, kTermX4T>(g, grp, lane0, lane1, out_r);
   }
   if constexpr (requires { Dec::uvals(nullptr, 0, 0); }) {
-    if (g.act->x16t != nullptr) {
-      for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
-      for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
-      if (t0 < n_tok) r16_ggml_tile<Dec, 1, kTermX16T>(g, grp, lane0, lane1, out_r, t0);
-      return;
-    }
+    if (g.act->x16t != nullptr) return r16_ggml_tiles<Dec, kTermX16T>(g, grp, lane0, lane1, out_r);
   }
-  for (; t0 + 4 <= n_tok; t0 += 4) r16_ggml_tile<Dec, 4>(g, grp, lane0, lane1, out_r, t0);
-  for (; t0 + 2 <= n_tok; t0 += 2) r16_ggml_tile<Dec, 2>(g, grp, lane0, lane1, out_r, t0);
-  if (t0 < n_tok) r16_ggml_tile<Dec, 1>(g, grp, lane0, lane1, out_r, t0);
+  r16_ggml_tiles<Dec, kTermNone>(g, grp, lane0, lane1, out_r);
 }
 
 // ---- Batches of the signed R16 layouts (Q5_0_R16, IQ4_NL_R16): one decoded panel per group --

@@ -431,6 +431,11 @@ enum Form : unsigned {
   kFormX16T = 1u << 9,  // Q5_0_R16 below the panels: Act::x16t (needs kFormQ8)
 };
 
+// Act::x4t / Act::x16t: per 4 consecutive q8 values, kActIlBias0 - factor * their sum.
+void four_value_terms(const int8_t* q8, int64_t n, int32_t factor, int32_t* terms) {
+  for (int64_t i = 0; i < n; i += 4) terms[i / 4] = kern::kActIlBias0 - factor * (q8[i] + q8[i + 1] + q8[i + 2] + q8[i + 3]);
+}
+
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
   switch (layout) {
     case kern::Layout::kF32: return 0;
@@ -583,20 +588,8 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           }
         }
         if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
-        if (missing & kFormX4T) {
-          int32_t* terms = b.x4t.data() + o / 4;
-          for (int64_t i = 0; i < nc; i += 4) {
-            const int8_t* v = q8 + o + static_cast<size_t>(i);
-            terms[i / 4] = kern::kActIlBias0 - 128 * (v[0] + v[1] + v[2] + v[3]);
-          }
-        }
-        if (missing & kFormX16T) {
-          int32_t* terms = b.x16t.data() + o / 4;
-          for (int64_t i = 0; i < nc; i += 4) {
-            const int8_t* v = q8 + o + static_cast<size_t>(i);
-            terms[i / 4] = kern::kActIlBias0 - 16 * (v[0] + v[1] + v[2] + v[3]);
-          }
-        }
+        if (missing & kFormX4T) four_value_terms(q8 + o, nc, 128, b.x4t.data() + o / 4);
+        if (missing & kFormX16T) four_value_terms(q8 + o, nc, 16, b.x16t.data() + o / 4);
         if (missing & kFormQ8U) {
           uint8_t* u = b.q8u.data() + o;
           for (int64_t i = 0; i < nc; ++i) u[i] = static_cast<uint8_t>(q8[o + static_cast<size_t>(i)]) ^ 0x80u;
