@@ -15,6 +15,9 @@
 // (see kOpShapes), 1-8 tokens, streamed from DRAM; frac_bw as in BM_Matmul.
 // BM_PrefetchAB/<type>/<op>/<n_tok>/<threads>: software prefetch on vs off, alternated (see there).
 // BM_ActPrepAB/<cols>/<n_tok>: activation preparation on one thread vs split over two (see there).
+// BM_MatmulHot/<type>/<op>/<n_tok>/<threads>: one copy of the op's weights used again and again
+// (op 5, 896x896, fits L2), so the kernel's compute rate shows without DRAM. type: 0 Q8_0,
+// 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 Q5_0. Counters: GB/s, ns/line (per 32 weights x 1 token).
 // BM_PrepQ8/<cols>/<n_tok>/<repack>: quantizing activations for a Q8_0 matmul (Matrix::prepare),
 // calling thread, input hot in cache; repack 0: the plain layout's Q8_0 blocks alone, 1: the
 // repacked (R16) layout's forms (plus the tile interleave on avx512/avxvnni, the int16 copy on
@@ -370,6 +373,31 @@ void prefetch_ab_args(benchmark::internal::Benchmark* b) {
         for (int n : {1, 2, 3, 4, 5, 8}) b->Args({t, op, n, th});
 }
 BENCHMARK(BM_PrefetchAB)->Apply(prefetch_ab_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
+
+// BM_MatmulHot/<type>/<op>/<n_tok>/<threads>: see the file's head.
+const DType kHotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0};
+void BM_MatmulHot(benchmark::State& state) {
+  const DType type = kHotTypes[state.range(0)];
+  const int64_t rows = kOpShapes[state.range(1)][0];
+  int64_t cols = kOpShapes[state.range(1)][1];
+  if (ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256) cols = (cols + 255) / 256 * 256;
+  const int64_t n_tok = state.range(2);
+  WeightSet& ws = weights(type, rows, cols, true);
+  std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 37 % 101) - 50) * 0.01f;
+  ThreadPool& pool = pool_for(static_cast<int>(state.range(3)));
+  for (auto _ : state) {
+    ws.mats[0].matmul(x.data(), n_tok, y.data(), &pool);
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(ws.mats[0].weight_bytes());
+  state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ns/line"] = benchmark::Counter(static_cast<double>(rows) * static_cast<double>(cols) / 32 / 1e9 * static_cast<double>(n_tok),
+                                                 benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string(ts::tensor::type_name(static_cast<uint32_t>(type))) + " " + std::to_string(rows) + "x" +
+                 std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()));
+}
+BENCHMARK(BM_MatmulHot)->ArgsProduct({{0, 1, 2, 3, 4}, {5}, {1, 2, 8}, {1}})->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
 
 // BM_ActPrepAB/<cols>/<n_tok>: the activation preparation a Q8_0 matmul makes (Matrix::prepare:
 // quantize + the ISA's interleave) on the calling thread alone against split over the 2-thread

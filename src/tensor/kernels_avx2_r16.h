@@ -46,6 +46,14 @@ inline void store256(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_ca
 // a reload per product; the store/load ports absorbed that in L2-resident measurements, so it
 // is hygiene, not a measured speed-up). Emits no instruction.
 inline void keep_reg(__m256i& v) { __asm__("" : "+x"(v)); }
+// Hides a pointer's value from the optimizer. The K-quant tiles read the same activation bytes in
+// both 8-row halves of a block; without this GCC keeps every broadcast of the first half alive
+// for the second and spills them to the stack (a store and a reload per broadcast).
+template <typename P>
+inline P opaque(P p) {
+  __asm__("" : "+r"(p));
+  return p;
+}
 
 // PrefetchSpread (kernels_x86_impl.h) spreads the next group's prefetch over a group's passes.
 
@@ -517,6 +525,8 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
       __m256i isum[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
@@ -534,7 +544,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
-            const int8_t* xq = xb[t]->qs + 64 * c + 4 * m;
+            const int8_t* xq = xqs[t] + 64 * c + 4 * m;
             slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
             shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
             keep_reg(slo[t]);
@@ -585,7 +595,7 @@ inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
     for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
@@ -612,6 +622,8 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
       __m256i isum[T], corr[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
@@ -644,20 +656,25 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
                 const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, m30));
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
-                  s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xb[t]->qs + 128 * c + 32 * i + 4 * m)));
+                  s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m)));
                   keep_reg(s16[t]);
                 }
               }
 #pragma GCC unroll 4
-              for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+              for (int t = 0; t < T; ++t) {
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                keep_reg(isum[t]);
+              }
             }
           }
         }
       }
       // Values are stored + 32: subtract 32 * sum_j sc_j * bsum_j (two sub-blocks a vpmaddwd).
+      // (The scales are read again here: opaque keeps GCC from holding the loads above alive.)
+      const uint8_t* scales = opaque(rec + 3072);
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m256i sp = pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h);
+        const __m256i sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
       }
@@ -677,7 +694,7 @@ inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
     for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }

@@ -19,19 +19,28 @@ constexpr int kTileT = 4;
 // all the passes keeps DRAM busy the whole time instead of in bursts that fill the line-fill
 // buffers and stall the compute (measured: an 8-token Q8_0 matmul from DRAM took the sum of
 // its memory and compute times, not their maximum).
+// With `one_pass` (the kernel reads the group once, front to back: the K-quant tiles at 1-2
+// tokens) the window runs kPrefetchAheadBytes ahead of the read position instead, reaching into
+// the next group only near the end of this one: with long rows (a down projection's 4864
+// columns make a 43-63 KB Q4_K/Q6_K group) a whole group ahead overflows L1 and the lines
+// arrive too early; 8 KB ahead cut a 1-token 896x4864 matmul from DRAM by 20-25 % on AVX2
+// (kernels_bench, alternated in one process; short rows keep the whole-group distance).
+constexpr size_t kPrefetchAheadBytes = 8192;
 struct PrefetchSpread {
   const char* next = nullptr;  // the next group, or null (nothing to prefetch)
   size_t bytes = 0;            // its size
   size_t done = 0;             // bytes prefetched so far
   size_t per_step = 64;        // bytes per block step, a multiple of 64
-  PrefetchSpread(const uint8_t* next_group, size_t group_bytes, int64_t steps)
+  size_t back = 0;             // the window starts at next - back (0: the next group itself)
+  PrefetchSpread(const uint8_t* next_group, size_t group_bytes, int64_t steps, bool one_pass = false)
       : next(reinterpret_cast<const char*>(next_group)), bytes(group_bytes) {
     if (steps > 0) per_step = ((group_bytes / static_cast<size_t>(steps)) / 64 + 1) * 64;
+    if (one_pass && group_bytes > kPrefetchAheadBytes) back = (group_bytes - kPrefetchAheadBytes) & ~size_t{63};
   }
   void step() {
     if (next == nullptr) return;
     const size_t end = done + per_step < bytes ? done + per_step : bytes;
-    for (; done < end; done += 64) _mm_prefetch(next + done, _MM_HINT_T0);
+    for (; done < end; done += 64) _mm_prefetch(next - back + done, _MM_HINT_T0);
   }
 };
 
