@@ -447,6 +447,51 @@ inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, 
   }
   return ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
 }
+// Both halves (16 rows) for token t, in two passes over the blocks: values 0-15 of every block
+// (acc lanes 0-3), then 16-31 (lanes 4-7). Each pass keeps 2 x 4 accumulators, so a k4's
+// activation and term broadcasts feed both halves' dots: on AVX-VNNI, where one vpdpbusd is
+// the whole dot, the loads bound the loop (3 per dot in q5u_half, 2 here; a stand-alone loop
+// ran 20 % faster). Each accumulator sees the same operations in the same order as in
+// q5u_half, so the results are identical. (AVX2's three-instruction dot leaves it ALU-bound:
+// no gain there, so it keeps q5u_half.)
+template <bool kVnni, typename Src>
+inline void q5u_group(const GemmArgs& g, const uint8_t* src, int64_t t, __m256& lo, __m256& hi) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq = a.q8 + t * a.cols;
+  const int32_t* term = a.x16t + t * (a.cols / 4);
+  const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
+  __m256 acc[2][8];
+#pragma GCC unroll 1
+  for (int pass = 0; pass < 2; ++pass) {
+    __m256 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) a0[i] = a1[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = Src::block(src, b);
+      const __m256 dx = _mm256_set1_ps(a.d8[t * nb + b]);
+      const __m256 d0 = _mm256_mul_ps(Src::scales(blk, b, 0), dx);
+      const __m256 d1 = _mm256_mul_ps(Src::scales(blk, b, 1), dx);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const int k4 = 4 * pass + i;
+        const __m256i tm = _mm256_set1_epi32(term[b * 8 + k4]);
+        const __m256i x = bcast4(xq + b * 32 + 4 * k4);
+        const __m256i p0 = q5u_dot<kVnni>(tm, Src::u(blk, b, k4, 0), x);
+        const __m256i p1 = q5u_dot<kVnni>(tm, Src::u(blk, b, k4, 1), x);
+        a0[i] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p0), biasf), d0, a0[i]);
+        a1[i] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p1), biasf), d1, a1[i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      acc[0][4 * pass + i] = a0[i];
+      acc[1][4 * pass + i] = a1[i];
+    }
+  }
+  lo = ggml_lanes_sum(acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[0][4], acc[0][5], acc[0][6], acc[0][7]);
+  hi = ggml_lanes_sum(acc[1][0], acc[1][1], acc[1][2], acc[1][3], acc[1][4], acc[1][5], acc[1][6], acc[1][7]);
+}
 // A Q5_0_R16 matmul with Act::x16t on the ymm tiers: one token straight from the record, a batch
 // through each group decoded once into a panel (the unpacking, about as many operations as a
 // token's dot, is then done once per group instead of once per token).
@@ -463,7 +508,9 @@ inline void gemm_q5_0_r16_x16t(const GemmArgs& g) {
     PrefetchSpread none(nullptr, 0, 1);
     for (int64_t t = 0; t < n_tok; ++t) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-      if (batched) {
+      if (batched && kVnni) {
+        q5u_group<kVnni, Q5uPanel>(g, g.scratch, t, lo, hi);
+      } else if (batched) {
         if (lane0 < 8) lo = q5u_half<kVnni, Q5uPanel>(g, g.scratch, 0, t, none);
         if (lane1 > 8) hi = q5u_half<kVnni, Q5uPanel>(g, g.scratch, 1, t, none);
       } else {
