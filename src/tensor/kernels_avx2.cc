@@ -68,6 +68,14 @@ void gemm_q6_k_r16(const GemmArgs& g) {
   gemm_kquant_r16_panels_avx2<true>(g);
 }
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
+void gemm_q4_k_r16_avxvnni(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<false, true>(g);
+}
+void gemm_q6_k_r16_avxvnni(const GemmArgs& g) {
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2(g);
+  gemm_kquant_r16_panels_avx2<true, true>(g);
+}
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
 void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ4_1256>(g); }
@@ -96,6 +104,8 @@ const KernelTable* avxvnni_kernels() {
     t.gemm[static_cast<int>(Layout::kQ4_0_R16)] = gemm_q4_0_r16_avxvnni;
     t.gemm[static_cast<int>(Layout::kQ5_0_R16)] = gemm_q5_0_r16_avxvnni;
     t.gemm[static_cast<int>(Layout::kIQ4_NL_R16)] = gemm_iq4_nl_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kQ4_K_R16)] = gemm_q4_k_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kQ6_K_R16)] = gemm_q6_k_r16_avxvnni;
     return t;
   }();
   return &table;

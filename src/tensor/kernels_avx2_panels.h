@@ -208,7 +208,10 @@ inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
 // Half h (8 rows) of a decoded panel for tokens [t0, t0 + T). kQ6: 16 sub-blocks of 16 values
 // (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
 // else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
-template <bool kQ6, int T>
+// kVnni (the AVX-VNNI tier): each sub-block's lines are summed in int32 by vpdpbusd and scaled
+// with one vpmulld per sub-block instead of vpmaddubsw + vpaddw per line and vpmaddwd per int16
+// group: the same integer sums (exact, no saturation either way), so the same results.
+template <bool kQ6, int T, bool kVnni = false>
 inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
                              PrefetchSpread& pf) {
   const Act& a = *g.act;
@@ -261,6 +264,22 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
 #pragma GCC unroll 1
     for (int j = 0; j < kSub; ++j) {
       const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+      if constexpr (kVnni) {
+        const __m256i sc32 = _mm256_srai_epi32(sc, 16);  // the (v, v) int16 pair -> v
+        __m256i s32[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int l = 0; l < kLines; ++l) {
+          const int k4 = j * kLines + l;
+          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], w, bcast4(xb[t]->qs + 4 * k4));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
+        continue;
+      }
 #pragma GCC unroll 4
       for (int q = 0; q < kLines / kGroup; ++q) {
         __m256i s16[T];
@@ -288,7 +307,7 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
   for (int t = 0; t < T; ++t) out[t] = acc[t];
 }
 
-template <bool kQ6>
+template <bool kQ6, bool kVnni = false>
 inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
   const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
@@ -306,8 +325,8 @@ inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
     for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 0, t0, lo, pf);
-      if (lane1 > 8) kpanel_half_avx2<kQ6, T>(g, g.scratch, 1, t0, hi, pf);
+      if (lane0 < 8) kpanel_half_avx2<kQ6, T, kVnni>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_half_avx2<kQ6, T, kVnni>(g, g.scratch, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });

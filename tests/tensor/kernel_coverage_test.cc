@@ -474,8 +474,8 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
   EXPECT_EQ(active_isa(), isa_available(Isa::kAmx) ? Isa::kAmx : detected_isa());
 }
 
-// The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16
-// and Q4_0_R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
+// The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16,
+// Q4_0_R16, Q4_K_R16 and Q6_K_R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
 // tokens and a few larger batches and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
 TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   IsaGuard guard;
@@ -495,8 +495,17 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   const int64_t rows = 45;
   // 96: 3 blocks, an odd block count per pair record. 1600 (50 blocks) and 2080 (65): Q8_0 runs
   // in K-chunks of 32 blocks (gemm_q8_0_r16_il_vnni, kVnniKChunk), the last one partial.
+  struct Shape {
+    DType type;
+    int64_t cols;
+  };
+  std::vector<Shape> shapes;
   for (int64_t cols : {int64_t{96}, int64_t{1600}, int64_t{2080}})
-  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType type : {DType::kQ8_0, DType::kQ4_0}) shapes.push_back({type, cols});
+  // Q4_K / Q6_K from 8 tokens: the K-quant panels with vpdpbusd sums and one vpmulld per sub-block.
+  for (int64_t cols : {int64_t{256}, int64_t{1536}})
+    for (DType type : {DType::kQ4_K, DType::kQ6_K}) shapes.push_back({type, cols});
+  for (const auto& [type, cols] : shapes) {
     const auto w = random_weights(type, rows, cols, 5u);
     // 16+ tokens: Q8_0 runs the interleaved-activation kernel (gemm_q8_0_r16_il_vnni) against
     // the AVX2 int16 panel kernel; 23, 31, 45 end in partial 8-token tiles of 7, 7 and 5 tokens;
