@@ -20,7 +20,7 @@ constexpr int kTileT = 4;
 // buffers and stall the compute (measured: an 8-token Q8_0 matmul from DRAM took the sum of
 // its memory and compute times, not their maximum).
 // With `one_pass` (the kernel reads the group once, front to back: the K-quant tiles at 1-2
-// tokens) the window runs kPrefetchAheadBytes ahead of the read position instead, reaching into
+// tokens, the AVX2 Q8_0 kernel at one) the window runs kPrefetchAheadBytes ahead of the read position instead, reaching into
 // the next group only near the end of this one: with long rows (a down projection's 4864
 // columns make a 43-63 KB Q4_K/Q6_K group) a whole group ahead overflows L1 and the lines
 // arrive too early; 8 KB ahead cut a 1-token 896x4864 matmul from DRAM by 20-25 % on AVX2
