@@ -40,6 +40,7 @@
 #include <memory>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench_isa.h"
@@ -336,11 +337,16 @@ int64_t alternate_ab(benchmark::State& state, WeightSet& ws, const float* x, int
   return blocks;
 }
 
+// Op `op`'s rows and columns for `type` (K-quants round the columns up to a multiple of 256).
+std::pair<int64_t, int64_t> op_dims(DType type, int64_t op) {
+  int64_t cols = kOpShapes[op][1];
+  if (ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256) cols = (cols + 255) / 256 * 256;
+  return {kOpShapes[op][0], cols};
+}
+
 void BM_PrefetchAB(benchmark::State& state) {
   const DType type = kAbTypes[state.range(0)];
-  const int64_t rows = kOpShapes[state.range(1)][0];
-  int64_t cols = kOpShapes[state.range(1)][1];
-  if (ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256) cols = (cols + 255) / 256 * 256;
+  const auto [rows, cols] = op_dims(type, state.range(1));
   const int64_t n_tok = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   WeightSet& ws = weights(type, rows, cols, true);
@@ -378,9 +384,7 @@ BENCHMARK(BM_PrefetchAB)->Apply(prefetch_ab_args)->Unit(benchmark::kMicrosecond)
 const DType kHotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0};
 void BM_MatmulHot(benchmark::State& state) {
   const DType type = kHotTypes[state.range(0)];
-  const int64_t rows = kOpShapes[state.range(1)][0];
-  int64_t cols = kOpShapes[state.range(1)][1];
-  if (ts::tensor::type_traits(static_cast<uint32_t>(type))->block_size == 256) cols = (cols + 255) / 256 * 256;
+  const auto [rows, cols] = op_dims(type, state.range(1));
   const int64_t n_tok = state.range(2);
   WeightSet& ws = weights(type, rows, cols, true);
   std::vector<float> x(static_cast<size_t>(n_tok * cols)), y(static_cast<size_t>(n_tok * rows));

@@ -19,12 +19,13 @@ constexpr int kTileT = 4;
 // all the passes keeps DRAM busy the whole time instead of in bursts that fill the line-fill
 // buffers and stall the compute (measured: an 8-token Q8_0 matmul from DRAM took the sum of
 // its memory and compute times, not their maximum).
-// With `one_pass` (the kernel reads the group once, front to back: the K-quant tiles at 1-2
-// tokens, the AVX2 Q8_0 kernel at one) the window runs kPrefetchAheadBytes ahead of the read position instead, reaching into
-// the next group only near the end of this one: with long rows (a down projection's 4864
-// columns make a 43-63 KB Q4_K/Q6_K group) a whole group ahead overflows L1 and the lines
-// arrive too early; 8 KB ahead cut a 1-token 896x4864 matmul from DRAM by 20-25 % on AVX2
-// (kernels_bench, alternated in one process; short rows keep the whole-group distance).
+// With `one_pass` (the kernel reads the group once, front to back: the AVX2 K-quant tiles at
+// 1-2 tokens, the AVX2 Q8_0 kernel at one) the window runs kPrefetchAheadBytes ahead of the
+// read position instead, reaching into the next group only near the end of this one: with long
+// rows (a down projection's 4864 columns make a 43-63 KB Q4_K/Q6_K group) a whole group ahead
+// overflows L1 and the lines arrive too early; 8 KB ahead cut a 1-token 896x4864 Q4_K/Q6_K
+// matmul from DRAM by 20-25 % on AVX2 (kernels_bench, alternated in one process; short rows
+// keep the whole-group distance).
 constexpr size_t kPrefetchAheadBytes = 8192;
 struct PrefetchSpread {
   const char* next = nullptr;  // the next group, or null (nothing to prefetch)
