@@ -1,0 +1,210 @@
+// AVX2 kernels over the K-quant R16 layouts (Q4_K_R16, Q6_K_R16) at 1-7 tokens: each 16-row
+// group read once per 2-token tile, the values unpacked in registers (8+ tokens: the decoded
+// panels of kernels_avx2_panels.h).
+//
+// NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, right
+// after kernels_avx2_r16.h (whose helpers it uses), under the same avx2,fma,f16c target pragma.
+
+// Hides a pointer's value from the optimizer. The K-quant tiles read the same activation bytes in
+// both 8-row halves of a block; without this GCC keeps every broadcast of the first half alive
+// for the second and spills them to the stack (a store and a reload per broadcast).
+template <typename P>
+inline P opaque(P p) {
+  __asm__("" : "+r"(p));
+  return p;
+}
+
+// ---- Q4_K_R16 x Q8_K -------------------------------------------------------------------------
+
+template <int T>
+inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
+      __m256i isum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 4; ++c) {
+        // Sub-blocks 2c (low nibbles) and 2c + 1 (high): 8 lines of 4 values each, summed in
+        // int16 (<= 8 * 3810), then scaled per row with vpmaddwd.
+        __m256i slo[T], shi[T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) slo[t] = shi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) {
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          const __m256i lo = _mm256_and_si256(v, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xqs[t] + 64 * c + 4 * m;
+            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
+            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+            keep_reg(slo[t]);
+            keep_reg(shi[t]);
+          }
+        }
+        const __m256i sc_lo = scale_pairs<false>(rec + 2048 + (2 * c) * 16 + 8 * h);
+        const __m256i sc_hi = scale_pairs<false>(rec + 2048 + (2 * c + 1) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(slo[t], sc_lo));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(shi[t], sc_hi));
+        }
+      }
+      // sum_j m_j * (activation sum of sub-block j), two sub-blocks per vpmaddwd.
+      __m256i msum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) msum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i mp = pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+          const __m256i xs = _mm256_set1_epi32(
+              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+          msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mp, xs));
+        }
+      }
+      const __m256 dv = load8_f16(rec + 2304 + 16 * h);
+      const __m256 dmv = load8_f16(rec + 2336 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 dx = _mm256_set1_ps(xb[t]->d);
+        // Mins first, then the scaled sum: the order of the batched panel kernel
+        // (kpanel_half_avx2), so a row's result does not depend on the batch size.
+        acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
+  });
+}
+
+// ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
+
+template <int T>
+inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                              PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
+      __m256i isum[T], corr[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          // Quarter i of the 128 values: q_i of lines m = 0..7 (values 128c + 32i + 4m..);
+          // lines 0-3 are sub-block 8c + 2i, lines 4-7 sub-block 8c + 2i + 1. Two lines'
+          // pairs (<= 2 * 16002) are summed in int16 before vpmaddwd with the row scales.
+#pragma GCC unroll 2
+          for (int hh = 0; hh < 2; ++hh) {
+            const __m256i sc = scale_pairs<true>(rec + 3072 + (8 * c + 2 * i + hh) * 16 + 8 * h);
+#pragma GCC unroll 2
+            for (int pr = 0; pr < 2; ++pr) {
+              __m256i s16[T];
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+              for (int mm = 0; mm < 2; ++mm) {
+                const int m = 4 * hh + 2 * pr + mm;
+                const __m256i l = loadu256(rec + (c * 16 + m + (i & 1) * 8) * 64 + 32 * h);
+                const __m256i qh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+                const __m256i low = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+                __m256i high;
+                if (i == 0) high = _mm256_slli_epi16(qh, 4);
+                else if (i == 1) high = _mm256_slli_epi16(qh, 2);
+                else if (i == 2) high = qh;
+                else high = _mm256_srli_epi16(qh, 2);
+                const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, m30));
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                  s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m)));
+                  keep_reg(s16[t]);
+                }
+              }
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) {
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                keep_reg(isum[t]);
+              }
+            }
+          }
+        }
+      }
+      // Values are stored + 32: subtract 32 * sum_j sc_j * bsum_j (two sub-blocks a vpmaddwd).
+      // (The scales are read again here: opaque keeps GCC from holding the loads above alive.)
+      const uint8_t* scales = opaque(rec + 3072);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m256i sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
+      }
+      const __m256 dv = load8_f16(rec + 3328 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
+  });
+}
