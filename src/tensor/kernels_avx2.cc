@@ -65,7 +65,7 @@ void gemm_q4_k_r16(const GemmArgs& g) {
   gemm_kquant_r16_panels_avx2<false>(g);
 }
 void gemm_q6_k_r16(const GemmArgs& g) {
-  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2(g);
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<false>(g);
   gemm_kquant_r16_panels_avx2<true>(g);
 }
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
@@ -74,7 +74,7 @@ void gemm_q4_k_r16_avxvnni(const GemmArgs& g) {
   gemm_kquant_r16_panels_avx2<false, true>(g);
 }
 void gemm_q6_k_r16_avxvnni(const GemmArgs& g) {
-  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2(g);
+  if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<true>(g);
   gemm_kquant_r16_panels_avx2<true, true>(g);
 }
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }

@@ -112,13 +112,27 @@ inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
 
 // ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
 
-template <int T>
+// Line m of quarter i of half c (8 rows, half h) of a Q6_K_R16 block: its values + 32 (0..63).
+inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
+  const __m256i l = loadu256(rec + (c * 16 + m + (i & 1) * 8) * 64 + 32 * h);
+  const __m256i qh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
+  const __m256i low = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+  __m256i high;
+  if (i == 0) high = _mm256_slli_epi16(qh, 4);
+  else if (i == 1) high = _mm256_slli_epi16(qh, 2);
+  else if (i == 2) high = qh;
+  else high = _mm256_srli_epi16(qh, 2);
+  return _mm256_or_si256(low, _mm256_and_si256(high, m30));
+}
+// kVnni (the AVX-VNNI tier): a sub-block's four lines summed in int32 by vpdpbusd and scaled by
+// one vpmulld (kpanel_half_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per
+// line pair: the same exact integer sums, so the same results.
+template <int T, bool kVnni = false>
 inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                               PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc[2][T];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -146,7 +160,27 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           // pairs (<= 2 * 16002) are summed in int16 before vpmaddwd with the row scales.
 #pragma GCC unroll 2
           for (int hh = 0; hh < 2; ++hh) {
-            const __m256i sc = scale_pairs<true>(rec + 3072 + (8 * c + 2 * i + hh) * 16 + 8 * h);
+            const uint8_t* scp = rec + 3072 + (8 * c + 2 * i + hh) * 16 + 8 * h;
+            if constexpr (kVnni) {
+              const __m256i sc32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scp)));
+              __m256i s32[T];
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+              for (int mm = 0; mm < 4; ++mm) {
+                const int m = 4 * hh + mm;
+                const __m256i q = q6_line(rec, c, i, m, h);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m));
+              }
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) {
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
+                keep_reg(isum[t]);
+              }
+              continue;
+            }
+            const __m256i sc = scale_pairs<true>(scp);
 #pragma GCC unroll 2
             for (int pr = 0; pr < 2; ++pr) {
               __m256i s16[T];
@@ -155,15 +189,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 2
               for (int mm = 0; mm < 2; ++mm) {
                 const int m = 4 * hh + 2 * pr + mm;
-                const __m256i l = loadu256(rec + (c * 16 + m + (i & 1) * 8) * 64 + 32 * h);
-                const __m256i qh = loadu256(rec + 2048 + (c * 8 + m) * 64 + 32 * h);
-                const __m256i low = i < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-                __m256i high;
-                if (i == 0) high = _mm256_slli_epi16(qh, 4);
-                else if (i == 1) high = _mm256_slli_epi16(qh, 2);
-                else if (i == 2) high = qh;
-                else high = _mm256_srli_epi16(qh, 2);
-                const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, m30));
+                const __m256i q = q6_line(rec, c, i, m, h);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                   s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m)));
@@ -199,12 +225,13 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
 }
 
+template <bool kVnni = false>
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
-    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
