@@ -101,13 +101,22 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
 }
 
-inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+// A K-quant R16 matmul through 2-token tiles: tile.template operator()<T>(grp, lane0, lane1,
+// out_r, t0, pf) for each group and tile (a single pass at 1-2 tokens: one_pass prefetch).
+template <typename Tile>
+inline void gemm_kquant_tiles_avx2(const GemmArgs& g, Tile&& tile) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
-    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
+    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { tile.template operator()<T>(grp, lane0, lane1, out_r, t0, pf); });
+  });
+}
+
+inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
+  gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
+    q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }
 
@@ -228,11 +237,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 
 template <bool kVnni = false>
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
-  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
-  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
-  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / kQK_K;
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 1) / 2 * nb, /*one_pass=*/n_tok <= 2);
-    for_tiles<2>(n_tok, [&]<int T>(int64_t t0) { q6k_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf); });
+  gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
+    q6k_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }

@@ -393,8 +393,9 @@ inline __m256i q5u_dot(__m256i term, __m256i u, __m256i x) {
     return _mm256_add_epi32(term, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones16()));
   }
 }
-// Where the unsigned values come from: the R16 record itself (one token), or a group decoded
-// once (batches): per 32 columns [8 k4][16 rows][4] u8 values and [16] float scales.
+// Where the unsigned values come from: the R16 record itself (read by the panel decode and, a
+// pair record at a time, by q5u_half_direct at one token), or a group decoded once (batches):
+// per 32 columns [8 k4][16 rows][4] u8 values and [16] float scales.
 constexpr size_t kQ5uPanelBlockBytes = 512 + 64;
 struct Q5uDirect {
   static const uint8_t* block(const uint8_t* grp, int64_t b) { return grp + static_cast<size_t>(b >> 1) * kR16Q5PairBytes; }
@@ -417,6 +418,17 @@ inline void decode_q5u_panel(const uint8_t* grp, int64_t nb, uint8_t* panel, Pre
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(reinterpret_cast<float*>(out + 512 + 32 * h), Q5uDirect::scales(rec, b, h));
   }
 }
+// One block of 8 rows for one token: acc[k4] += float(S_k4) * d, S_k4 the exact sum of values
+// 4*k4..4*k4+3 times the activations (ggml's lane order); u(k4) gives the unsigned values, term
+// and x point at the block's 8 terms and 32 activations.
+template <bool kVnni, typename U>
+inline void q5u_block(__m256* acc, const int32_t* term, const int8_t* x, __m256 d, __m256 biasf, U u) {
+#pragma GCC unroll 8
+  for (int k4 = 0; k4 < 8; ++k4) {
+    const __m256i p = q5u_dot<kVnni>(_mm256_set1_epi32(term[k4]), u(k4), bcast4(x + 4 * k4));
+    acc[k4] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d, acc[k4]);
+  }
+}
 // Half h (8 rows) for token t: acc[k4] sums values 4*k4.. of every block (ggml's lane order).
 template <bool kVnni, typename Src>
 inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, PrefetchSpread& pf) {
@@ -432,16 +444,11 @@ inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, 
     const uint8_t* blk = Src::block(src, b);
     const __m256 d = _mm256_mul_ps(Src::scales(blk, b, h), _mm256_set1_ps(a.d8[t * nb + b]));
     pf.step();
-#pragma GCC unroll 8
-    for (int k4 = 0; k4 < 8; ++k4) {
-      const __m256i p = q5u_dot<kVnni>(_mm256_set1_epi32(term[b * 8 + k4]), Src::u(blk, b, k4, h), bcast4(xq + b * 32 + 4 * k4));
-      acc[k4] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d, acc[k4]);
-    }
+    q5u_block<kVnni>(acc, term + b * 8, xq + b * 32, d, biasf, [&](int k4) { return Src::u(blk, b, k4, h); });
   }
   return ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
 }
-// One token straight from the records, half kH: q5u_half<kVnni, Q5uDirect>'s operations in its
-// order, walked a pair record at a time so that a block's half of the record (kHalf) and the
+// One token straight from the records, half kH: q5u_half's operations in its order, walked a pair record at a time so that a block's half of the record (kHalf) and the
 // row half are constants: the byte offsets fold into the loads, and the per-block address and
 // parity arithmetic (about a fifth of the loop's instructions) goes. One prefetch step a pair.
 template <bool kVnni, int kH>
@@ -457,12 +464,7 @@ inline __m256 q5u_half_direct(const GemmArgs& g, const uint8_t* grp, int64_t t, 
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
   auto block = [&]<int kHalf>(const uint8_t* rec, int64_t b) {
     const __m256 d = _mm256_mul_ps(load8_f16(rec + kHalf * 32 + 16 * kH), _mm256_set1_ps(d8[b]));
-#pragma GCC unroll 8
-    for (int k4 = 0; k4 < 8; ++k4) {
-      const __m256i p = q5u_dot<kVnni>(_mm256_set1_epi32(term[b * 8 + k4]), DecQ5_0256::uvals(rec, kHalf, k4, kH),
-                                       bcast4(xq + b * 32 + 4 * k4));
-      acc[k4] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d, acc[k4]);
-    }
+    q5u_block<kVnni>(acc, term + b * 8, xq + b * 32, d, biasf, [&](int k4) { return DecQ5_0256::uvals(rec, kHalf, k4, kH); });
   };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
