@@ -93,6 +93,33 @@ TEST(KernelsTest, ActivationPrepIsBitIdenticalToScalar) {
         EXPECT_EQ(0, std::memcmp(ka[i].qs, kb[i].qs, sizeof(ka[i].qs))) << "block " << i;
         EXPECT_EQ(0, std::memcmp(ka[i].bsums, kb[i].bsums, sizeof(ka[i].bsums))) << "block " << i;
       }
+      // Q8_K takes its scale's sign from the first element of largest magnitude: blocks where
+      // both signs reach it (within one 8-value group and across groups, either sign first),
+      // one where the only such element is the last value, and an all-zero block.
+      std::vector<float> xk(6 * 256);
+      for (size_t i = 0; i < xk.size(); ++i) xk[i] = x[i % x.size()] * 0.5f;
+      const float big = 9.0f;
+      xk[0 * 256 + 3] = -big, xk[0 * 256 + 5] = big;
+      xk[1 * 256 + 2] = big, xk[1 * 256 + 6] = -big;
+      xk[2 * 256 + 17] = -big, xk[2 * 256 + 200] = big;
+      xk[3 * 256 + 64] = big, xk[3 * 256 + 255] = -big;
+      xk[4 * 256 + 255] = -big;
+      std::fill(xk.begin() + 5 * 256, xk.end(), 0.0f);
+      std::vector<BlockQ8_K> ta(6), tb(6);
+      ref.act.q8_k(xk.data(), 6 * 256, ta.data());
+      kt->act.q8_k(xk.data(), 6 * 256, tb.data());
+      for (size_t i = 0; i < ta.size(); ++i) {
+        EXPECT_EQ(ta[i].d, tb[i].d) << "tie block " << i;
+        EXPECT_EQ(0, std::memcmp(ta[i].qs, tb[i].qs, sizeof(ta[i].qs))) << "tie block " << i;
+        EXPECT_EQ(0, std::memcmp(ta[i].bsums, tb[i].bsums, sizeof(ta[i].bsums))) << "tie block " << i;
+      }
+      // d = max / -127: negative where +9 came first, positive where -9 did.
+      EXPECT_GT(tb[0].d, 0.0f);
+      EXPECT_LT(tb[1].d, 0.0f);
+      EXPECT_GT(tb[2].d, 0.0f);
+      EXPECT_LT(tb[3].d, 0.0f);
+      EXPECT_GT(tb[4].d, 0.0f);
+      EXPECT_EQ(tb[5].d, 0.0f);
     }
   }
 }
