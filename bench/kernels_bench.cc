@@ -23,7 +23,8 @@
 // weights x 1 token). Session 38 (2-core Zen 5 PVM guest, ~0.22 us one way between the two
 // vCPUs' caches): Q8_0 at 1 token, avx512, 1 / 2 threads: 576x576 2.50 / 2.94 us, 192x576
 // 0.95 / 2.50 us, 896x896 7.18 / 4.78 us (avx2: 6.07 / 6.45, 1.93 / 3.49, 13.9 / 11.9): ~1.5-2 us
-// of fixed cost a 2-thread op, which DRAM streaming hides for all but the smallest (BM_MatmulOp).
+// of fixed cost a 2-thread op. Streamed from DRAM (BM_MatmulOp) the second thread's bandwidth
+// about pays for it at 192x576 (4.94 vs 4.98 us) and wins from ~0.3 MB (576x576 13.3 vs 9.68).
 // BM_PrepQ8/<cols>/<n_tok>/<repack>: quantizing activations for a Q8_0 matmul (Matrix::prepare),
 // calling thread, input hot in cache; repack 0: the plain layout's Q8_0 blocks alone, 1: the
 // repacked (R16) layout's forms (plus the tile interleave on avx512/avxvnni, the int16 copy on

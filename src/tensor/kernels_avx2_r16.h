@@ -448,9 +448,10 @@ inline __m256 q5u_half(const GemmArgs& g, const uint8_t* src, int h, int64_t t, 
   }
   return ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
 }
-// One token straight from the records, half kH: q5u_half's operations in its order, walked a pair record at a time so that a block's half of the record (kHalf) and the
-// row half are constants: the byte offsets fold into the loads, and the per-block address and
-// parity arithmetic (about a fifth of the loop's instructions) goes. One prefetch step a pair.
+// One token straight from the records, half kH: q5u_half's operations in its order, walked a
+// pair record at a time so that a block's half of the record (kHalf) and the row half are
+// constants: the byte offsets fold into the loads, and the per-block address and parity
+// arithmetic (about a fifth of the loop's instructions) goes. One prefetch step a pair.
 template <bool kVnni, int kH>
 inline __m256 q5u_half_direct(const GemmArgs& g, const uint8_t* grp, int64_t t, PrefetchSpread& pf) {
   const Act& a = *g.act;
