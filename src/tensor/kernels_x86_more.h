@@ -103,12 +103,37 @@ inline void gemm_q5_1_256(const GemmArgs& g) { gemm_q8_1<WQ5_1>(g); }
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
-// Two 16-value sub-block scales (a for the low 128-bit lane, b for the high) as int16 lanes.
-inline __m256i scale_pair16(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)), _mm_set1_epi16(static_cast<short>(a)));
+// 16 sub-block scales as int16 [s0..s7 | s8..s15] -> for 32-value chunk c (sub-blocks 2c, 2c+1):
+// s_2c in every int16 of the low 128-bit lane, s_2c+1 in the high one (vpmaddwd's scale operand).
+inline __m256i chunk_scales16(__m256i sc16, int c) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c));  // (s_2c, s_2c+1) everywhere
+  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                                        2, 3, 2, 3, 2, 3);
+  return _mm256_shuffle_epi8(pair, pick);
 }
 
-// kKind: 0 = Q2_K, 1 = Q3_K.
+// Q3_K's 16 signed 6-bit scales (12 packed bytes, quants.h q3k_scales) as int8 (value - 32):
+// low 4 bits from the nibbles of bytes 0-7 (j < 8: low nibble of byte j; else high nibble of
+// byte j - 8), high 2 bits from byte 8 + j % 4 at bit 2 * (j / 4). Reads only the 12 bytes.
+inline __m128i q3k_scales_vec(const uint8_t* p) {
+  uint64_t lo8;
+  uint32_t hi4;
+  __builtin_memcpy(&lo8, p, 8);
+  __builtin_memcpy(&hi4, p + 8, 4);
+  const __m128i a = _mm_set_epi64x(static_cast<long long>(hi4), static_cast<long long>(lo8));
+  const __m128i m4 = _mm_set1_epi8(0xF);
+  const __m128i lo = _mm_and_si128(_mm_unpacklo_epi64(a, _mm_srli_epi16(a, 4)), m4);
+  const __m128i h = _mm_shuffle_epi8(a, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+  __m128i hs = _mm_blend_epi32(h, _mm_srli_epi16(h, 2), 0x2);
+  hs = _mm_blend_epi32(hs, _mm_srli_epi16(h, 4), 0x4);
+  hs = _mm_blend_epi32(hs, _mm_srli_epi16(h, 6), 0x8);
+  const __m128i hi = _mm_slli_epi16(_mm_and_si128(hs, _mm_set1_epi8(3)), 4);
+  return _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
+}
+
+// kKind: 0 = Q2_K, 1 = Q3_K. Per block, 8 int32 lanes (lane l: values 4l..4l+3 of each 32-value
+// chunk, times their sub-block's scale) and one FMA a lane with d (Q2_K: then the mins' lanes,
+// bsums pairs times mins, with dmin; Q3_K: minus 4 x the same pairs times the scales).
 template <int kKind, int T>
 inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   const Act& a = *g.act;
@@ -122,20 +147,18 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * kBytes;
-    int sc[16];
     float d, dmin = 0;
+    __m256i sc16;    // the 16 sub-block scales as int16
     __m256i side16;  // Q2_K: the 16 mins; Q3_K: the 16 signed scales (for the -4 offset)
     if constexpr (kKind == 0) {
-      for (int j = 0; j < 16; ++j) sc[j] = blk[j] & 0xF;
       const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+      sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0xF)));
       side16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0xF)));
       d = load_f16(blk + 80);
       dmin = load_f16(blk + 82);
     } else {
-      alignas(16) int8_t s3[16];
-      q3k_scales(blk + 96, s3);
-      for (int j = 0; j < 16; ++j) sc[j] = s3[j];
-      side16 = _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(s3)));
+      sc16 = _mm256_cvtepi8_epi16(q3k_scales_vec(blk + 96));
+      side16 = sc16;
       d = load_f16(blk + 108);
     }
     const __m256i hm = kKind == 1 ? loadu256(blk) : _mm256_setzero_si256();
@@ -152,7 +175,7 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
           // Stored 3rd bit set means "no -4"; u + 4*bit - 4 is the value, -4 folded in below.
           u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2));
         }
-        const __m256i s16 = scale_pair16(sc[8 * n + 2 * j], sc[8 * n + 2 * j + 1]);
+        const __m256i s16 = chunk_scales16(sc16, 4 * n + j);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 128 * n + 32 * j;
@@ -186,6 +209,19 @@ inline void gemm_q23_k(const GemmArgs& g) {
 inline void gemm_q2_k_256(const GemmArgs& g) { gemm_q23_k<0>(g); }
 inline void gemm_q3_k_256(const GemmArgs& g) { gemm_q23_k<1>(g); }
 
+// Q4_K / Q5_K's 8 6-bit scales and 8 6-bit mins (12 packed bytes, quants.h q4k_scale_min), one
+// byte each, from three 32-bit words: j < 4 from the low 6 bits of bytes j (scales) and j + 4
+// (mins); j >= 4 from the nibbles of byte j + 4 with 2 high bits from the top of bytes j - 4 / j.
+inline void q4k_scales_mins8(const uint8_t* p, uint64_t* scales, uint64_t* mins) {
+  uint32_t u[3];
+  __builtin_memcpy(u, p, 12);
+  constexpr uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+  const uint32_t sc_hi = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  *scales = (u[0] & k6) | (static_cast<uint64_t>(sc_hi) << 32);
+  *mins = (u[1] & k6) | (static_cast<uint64_t>(mn_hi) << 32);
+}
+
 // Q5_K: Q4_K's scales and mins, plus a 5th bit per value from qh.
 template <int T>
 inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
@@ -199,10 +235,10 @@ inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * sizeof(BlockQ5_K);
     const float d = load_f16(blk), dmin = load_f16(blk + 2);
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk + 4, &sc[j], &mn[j]);
-    uint64_t mn64;
-    __builtin_memcpy(&mn64, mn, 8);
+    uint64_t sc64, mn64;
+    q4k_scales_mins8(blk + 4, &sc64, &mn64);
+    alignas(16) int16_t sc[8];  // broadcast from memory per sub-block
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc64))));
     const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn64)));
     const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     const __m256i qh = loadu256(blk + 16);
