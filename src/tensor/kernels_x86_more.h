@@ -103,13 +103,17 @@ inline void gemm_q5_1_256(const GemmArgs& g) { gemm_q8_1<WQ5_1>(g); }
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
-// 16 sub-block scales as int16 [s0..s7 | s8..s15] -> for 32-value chunk c (sub-blocks 2c, 2c+1):
-// s_2c in every int16 of the low 128-bit lane, s_2c+1 in the high one (vpmaddwd's scale operand).
-inline __m256i chunk_scales16(__m256i sc16, int c) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c));  // (s_2c, s_2c+1) everywhere
-  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
-                                        2, 3, 2, 3, 2, 3);
-  return _mm256_shuffle_epi8(pair, pick);
+// The 16 sub-block scales (int8) as int16 [s0 s2 .. s14 | s1 s3 .. s15]: chunk_scales16 then
+// needs one in-lane shuffle a 32-value chunk.
+inline __m256i even_odd_scales16(__m128i s8) {
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+}
+// For 32-value chunk c (sub-blocks 2c, 2c+1) from even_odd_scales16: s_2c in every int16 of the
+// low 128-bit lane, s_2c+1 in the high one (vpmaddwd's scale operand).
+inline __m256i chunk_scales16(__m256i eo16, int c) {
+  const char lo = static_cast<char>(2 * c), hi = static_cast<char>(2 * c + 1);
+  return _mm256_shuffle_epi8(eo16, _mm256_setr_epi8(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo,
+                                                    hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi));
 }
 
 // Q3_K's 16 signed 6-bit scales (12 packed bytes, quants.h q3k_scales) as int8 (value - 32):
@@ -142,23 +146,24 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   constexpr size_t kBytes = kKind == 0 ? sizeof(BlockQ2_K) : sizeof(BlockQ3_K);
   constexpr int kQs = kKind == 0 ? 16 : 32;  // offset of the 2-bit values
   const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i one = _mm256_set1_epi8(1);
+  const __m256i four = _mm256_set1_epi8(4);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * kBytes;
     float d, dmin = 0;
-    __m256i sc16;    // the 16 sub-block scales as int16
+    __m256i eo16;    // the 16 sub-block scales, even_odd_scales16
     __m256i side16;  // Q2_K: the 16 mins; Q3_K: the 16 signed scales (for the -4 offset)
     if constexpr (kKind == 0) {
       const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-      sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0xF)));
+      eo16 = even_odd_scales16(_mm_and_si128(s8, _mm_set1_epi8(0xF)));
       side16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0xF)));
       d = load_f16(blk + 80);
       dmin = load_f16(blk + 82);
     } else {
-      sc16 = _mm256_cvtepi8_epi16(q3k_scales_vec(blk + 96));
-      side16 = sc16;
+      const __m128i s8 = q3k_scales_vec(blk + 96);
+      eo16 = even_odd_scales16(s8);
+      side16 = _mm256_cvtepi8_epi16(s8);
       d = load_f16(blk + 108);
     }
     const __m256i hm = kKind == 1 ? loadu256(blk) : _mm256_setzero_si256();
@@ -173,9 +178,13 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
         __m256i u = _mm256_and_si256(srl16(q, 2 * j), m3);
         if constexpr (kKind == 1) {
           // Stored 3rd bit set means "no -4"; u + 4*bit - 4 is the value, -4 folded in below.
-          u = _mm256_or_si256(u, _mm256_slli_epi16(_mm256_and_si256(srl16(hm, 4 * n + j), one), 2));
+          // Bit 4n + j of each byte moved to bit 2 (16-bit shifts by at most 5: no other byte's
+          // bit lands on bit 2).
+          const int k = 4 * n + j;
+          const __m256i h = k >= 2 ? srl16(hm, k - 2) : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - k));
+          u = _mm256_or_si256(u, _mm256_and_si256(h, four));
         }
-        const __m256i s16 = chunk_scales16(sc16, 4 * n + j);
+        const __m256i s16 = chunk_scales16(eo16, 4 * n + j);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 128 * n + 32 * j;
