@@ -27,6 +27,7 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
 }
 
 #include "tensor/kernels_x86_impl.h"
+constexpr int kKTileMax = 4;  // kernels_x86_more.h for_ktoken_tiles
 #include "tensor/kernels_x86_more.h"
 #include "tensor/kernels_avx2_r16.h"
 #include "tensor/kernels_avx2_kquant.h"

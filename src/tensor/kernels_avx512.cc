@@ -31,6 +31,7 @@ inline __m256i mul_sum_us8(__m256i u8, __m256i s8) {
 inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
 
 #include "tensor/kernels_x86_impl.h"
+constexpr int kKTileMax = 8;  // kernels_x86_more.h for_ktoken_tiles
 #include "tensor/kernels_x86_more.h"
 
 inline __m512i bcast_dword(const void* p) {

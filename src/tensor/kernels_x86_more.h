@@ -11,6 +11,25 @@
 // kernels_avx512_panels.h); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS have no repacked layout or
 // decoded-panel GEMM yet on any ISA, so their batched/prefill throughput is below the others.
 
+// Token tiles of the K-type per-row kernels below: 8 tokens where the including file allows it
+// (kKTileMax, 8 on AVX-512: its 32 vector registers hold 8 tokens' int32 and float lanes, so
+// each block's values are unpacked once for 8 tokens instead of 4), then 4, 3, 2, 1. Each
+// token's operations do not depend on the tile it is in (bit-identical whatever the batch).
+template <typename F>
+inline void for_ktoken_tiles(int64_t n_tok, F&& tile) {
+  int64_t t0 = 0;
+  if constexpr (kKTileMax >= 8) {
+    for (; t0 + 8 <= n_tok; t0 += 8) tile.template operator()<8>(t0);
+  }
+  for (; t0 + 4 <= n_tok; t0 += 4) tile.template operator()<4>(t0);
+  switch (n_tok - t0) {
+    case 3: tile.template operator()<3>(t0); break;
+    case 2: tile.template operator()<2>(t0); break;
+    case 1: tile.template operator()<1>(t0); break;
+    default: break;
+  }
+}
+
 // 32 bits at p -> 32 bytes, byte j = 0xFF when bit j is set, else 0.
 inline __m256i bits_to_bytes(const uint8_t* p) {
   uint32_t v;
@@ -185,14 +204,14 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
           u = _mm256_or_si256(u, _mm256_and_si256(h, four));
         }
         const __m256i s16 = chunk_scales16(eo16, 4 * n + j);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 128 * n + 32 * j;
           isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(u, loadu256(xq)), s16);
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
       const __m256i side = _mm256_madd_epi16(loadu256(xb.bsums), side16);
@@ -211,7 +230,7 @@ inline void q23_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
 template <int kKind>
 inline void gemm_q23_k(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; ++r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
   }
 }
 
@@ -263,14 +282,14 @@ inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
       const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h_hi);
       const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]);
       const __m256i s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 64 * c;
         isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(lo, loadu256(xq)), s_lo);
         isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(hi, loadu256(xq + 32)), s_hi);
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
       const __m256i msum = _mm256_madd_epi16(loadu256(xb.bsums), mins);
@@ -283,7 +302,7 @@ inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
 
 inline void gemm_q5_k_256(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; ++r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile<T>(g, r, t0); });
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile<T>(g, r, t0); });
   }
 }
 
@@ -309,14 +328,14 @@ inline void iq4_xs_tile(const GemmArgs& g, int64_t r, int64_t t0) {
       const __m256i w = _mm256_shuffle_epi8(table, nibbles_32(blk + 8 + 16 * ib));
       const __m256i aw = _mm256_sign_epi8(w, w);
       const __m256i s16 = _mm256_set1_epi16(static_cast<short>(ls));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const __m256i x = loadu256(a.qk[(t0 + t) * nb + b].qs + 32 * ib);
         // |w|, |x| <= 127: a pair sums to at most 32258, no vpmaddubsw saturation.
         isum[t] = madd_acc16(isum[t], _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), s16);
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a.qk[(t0 + t) * nb + b].d), acc[t]);
     }
@@ -326,6 +345,6 @@ inline void iq4_xs_tile(const GemmArgs& g, int64_t r, int64_t t0) {
 
 inline void gemm_iq4_xs_256(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; ++r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
   }
 }
