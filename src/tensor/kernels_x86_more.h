@@ -250,6 +250,11 @@ inline void q4k_scales_mins8(const uint8_t* p, uint64_t* scales, uint64_t* mins)
   *mins = (u[1] & k6) | (static_cast<uint64_t>(mn_hi) << 32);
 }
 
+// v shifted (as 16-bit lanes) so that bit k (0..7) of each byte sits at bit 4.
+inline __m256i bit_to4(__m256i v, int k) {
+  return k <= 4 ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - k)) : srl16(v, k - 4);
+}
+
 // Q5_K: Q4_K's scales and mins, plus a 5th bit per value from qh.
 template <int T>
 inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
@@ -257,7 +262,7 @@ inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   const int64_t nb = a.cols / kQK_K;
   const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i one = _mm256_set1_epi8(1);
+  const __m256i b16 = _mm256_set1_epi8(0x10);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -276,8 +281,10 @@ inline void q5_k_tile(const GemmArgs& g, int64_t r, int64_t t0) {
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i v = loadu256(qs + 32 * c);
-      const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * c), one), 4);
-      const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * c + 1), one), 4);
+      // Bit k of each qh byte moved to bit 4 (16-bit shifts by at most 4: no other byte's bit
+      // lands on bit 4), then masked: the 5th bit's 16.
+      const __m256i h_lo = _mm256_and_si256(bit_to4(qh, 2 * c), b16);
+      const __m256i h_hi = _mm256_and_si256(bit_to4(qh, 2 * c + 1), b16);
       const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), h_lo);
       const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h_hi);
       const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]);
@@ -313,6 +320,7 @@ inline void iq4_xs_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   const int64_t nb = a.cols / kQK_K;
   const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
   const __m256i table = iq4nl_table();
+  const __m256i m4 = _mm256_set1_epi8(0xF);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -322,10 +330,18 @@ inline void iq4_xs_tile(const GemmArgs& g, int64_t r, int64_t t0) {
     __builtin_memcpy(&sh, blk + 2, 2);
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    __m256i nib[8];  // sub-block ib's nibbles in value order: 16 low, then 16 high
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {  // one 32-byte load holds sub-blocks 2i and 2i + 1
+      const __m256i v = loadu256(blk + 8 + 32 * i);
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      nib[2 * i] = _mm256_permute2x128_si256(lo, hi, 0x20);
+      nib[2 * i + 1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+    }
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) {
       const int ls = (((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
-      const __m256i w = _mm256_shuffle_epi8(table, nibbles_32(blk + 8 + 16 * ib));
+      const __m256i w = _mm256_shuffle_epi8(table, nib[ib]);
       const __m256i aw = _mm256_sign_epi8(w, w);
       const __m256i s16 = _mm256_set1_epi16(static_cast<short>(ls));
 #pragma GCC unroll 8
