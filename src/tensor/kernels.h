@@ -218,12 +218,16 @@ constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 
 // Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
+// Bytes of an AVX-512 lane panel (kernels_avx512_lanepanels.h) per 16 rows and 256 columns.
+constexpr size_t kLanePanelBlockBytes = 8 * 1216;
+
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
+  const size_t lane = static_cast<size_t>(cols / 256 + 1) * kLanePanelBlockBytes;  // Q2_K/Q3_K/Q5_K/IQ4_XS
   const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_r16.h)
   const size_t ggml = static_cast<size_t>(cols / 32) * kGgmlPanelBlockBytes;
-  const size_t m = std::max({r16, kq, ggml});
+  const size_t m = std::max({r16, kq, ggml, lane});
   return (m > q16 ? m : q16) + 64;
 }
 
