@@ -602,6 +602,7 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 #include "tensor/kernels_avx512_plain_panels.h"
 
 #include "tensor/kernels_avx512_lanepanels.h"
+#include "tensor/kernels_avx512_rowpairs.h"
 #include "tensor/kernels_avx512_more.h"
 #include "tensor/kernels_avx512_r16panels.h"
 

@@ -11,8 +11,8 @@
 // kernel in ggml's lane order first (like r16_ggml_tile below). Q5_0 / IQ4_NL: signed Q8_0-style
 // panels in ggml's order.
 void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_256); }
-void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_256); }
-void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_256); }
+void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_pairs); }
+void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_pairs); }
 template <typename W>
 void gemm_signed32_panels(const GemmArgs& g) {
   if (g.act->n_tok < kPanelMinTokens || g.scratch == nullptr) return gemm_q8<W>(g);

@@ -1,0 +1,167 @@
+// AVX-512 kernels for Q5_K and IQ4_XS batches below the lane panels (decode steps): two rows
+// per 512-bit vector.
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// kernels_x86_more.h and kernels_avx512_lanepanels.h, compiled for AVX-512.
+//
+// kernels_x86_more.h's per-row kernels run one row's 8 int32 lanes in a 256-bit vector; here
+// the low half of each vector holds row r and the high half row r + 1, with the same
+// operations on each half (the activations broadcast to both halves, each row's scales in its
+// own half), so the unpacking, the dot products and the per-block float steps run once for two
+// rows: bit-identical to the per-row kernels (same lanes, same operations, same hsum order).
+
+// The 16 int16 of v (one row's 8 in each half when idx says so) picked by vpermw.
+inline __m512i perm16(__m512i idx, __m512i v) { return _mm512_permutexvar_epi16(idx, v); }
+
+// idx for element k of rows A (int16 0..7) and B (8..15): k in the low half, 8 + k in the high.
+inline __m512i pick_pair16(int k) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(k))),
+                            _mm256_set1_epi16(static_cast<short>(8 + k)), 1);
+}
+
+inline __m512i load2x256(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(a)), loadu256(b), 1);
+}
+
+// Rows (r, r + 1) of the lanes' float sums to y, each in hsum_ps's order.
+template <int T>
+inline void store_row_pair(const GemmArgs& g, const __m512 (&acc)[T], int64_t r, int64_t t0) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    g.y[(t0 + t) * g.ldy + r] = hsum_ps(_mm512_castps512_ps256(acc[t]));
+    g.y[(t0 + t) * g.ldy + r + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t]), 1)));
+  }
+}
+
+template <int T>
+inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
+  const uint8_t* rowb = rowa + g.stride;
+  const __m512i m4 = _mm512_set1_epi8(0xF), b16 = _mm512_set1_epi8(0x10);
+  // mins as (m_l, m_l) int16 pairs per lane: elements 0,0,1,1,..,7,7 of each row.
+  const __m512i mins_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(0x10001));  // int16 pairs (i, i)
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* ba = rowa + b * sizeof(BlockQ5_K);
+    const uint8_t* bb = rowb + b * sizeof(BlockQ5_K);
+    const float da = load_f16(ba), dmina = load_f16(ba + 2), db = load_f16(bb), dminb = load_f16(bb + 2);
+    uint64_t sca, mna, scb, mnb;
+    q4k_scales_mins8(ba + 4, &sca, &mna);
+    q4k_scales_mins8(bb + 4, &scb, &mnb);
+    // int16 0..7: row A's scales (mins), 8..15: row B's.
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<long long>(scb), static_cast<long long>(sca))));
+    const __m512i mn16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_set_epi64x(static_cast<long long>(mnb), static_cast<long long>(mna))));
+    const __m512i mins = perm16(mins_idx, mn16);
+    const __m512i qh = load2x256(ba + 16, bb + 16);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = load2x256(ba + 48 + 32 * c, bb + 48 + 32 * c);
+      const __m512i h_lo = _mm512_and_si512(c == 2 ? qh : (c < 2 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * c)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(2 * c - 4))), b16);
+      const int k1 = 2 * c + 1;
+      const __m512i h_hi = _mm512_and_si512(k1 <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - k1)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(k1 - 4)), b16);
+      const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), h_lo);
+      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), h_hi);
+      const __m512i s_lo = perm16(pick_pair16(2 * c), sc16);
+      const __m512i s_hi = perm16(pick_pair16(2 * c + 1), sc16);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 64 * c;
+        const __m512i xl = _mm512_broadcast_i64x4(loadu256(xq)), xh = _mm512_broadcast_i64x4(loadu256(xq + 32));
+        isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(lo, xl), s_lo);
+        isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, xh), s_hi);
+      }
+    }
+    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
+    const __m512 mv = _mm512_insertf32x8(_mm512_set1_ps(dmina), _mm256_set1_ps(dminb), 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
+      const __m512i msum = _mm512_madd_epi16(_mm512_broadcast_i64x4(loadu256(xb.bsums)), mins);
+      const __m512 xd = _mm512_set1_ps(xb.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, xd), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mv, xd), acc[t]);
+    }
+  }
+  store_row_pair<T>(g, acc, r, t0);
+}
+
+inline void gemm_q5_k_pairs(const GemmArgs& g) {
+  int64_t r = 0;
+  for (; r + 2 <= g.num_rows; r += 2) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile2<T>(g, r, t0); });
+  }
+  if (r < g.num_rows) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile<T>(g, r, t0); });
+  }
+}
+
+// IQ4_XS's per-row tile (kernels_x86_more.h iq4_xs_tile) on rows (r, r + 1). vpsignb has no
+// 512-bit form: x is negated under w's sign mask instead (the same bytes wherever w != 0, and
+// |w| = 0 zeroes the product where w == 0).
+template <int T>
+inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
+  const uint8_t* rowb = rowa + g.stride;
+  const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
+  const __m512i m4 = _mm512_set1_epi8(0xF), zero = _mm512_setzero_si512();
+  // 128-bit lanes (lo L0, hi L0 | lo L2, hi L2) and (lo L1, hi L1 | lo L3, hi L3): each row's
+  // sub-blocks 2i and 2i + 1 in value order (16 low nibbles, then 16 high).
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* ba = rowa + b * sizeof(BlockIQ4_XS);
+    const uint8_t* bb = rowb + b * sizeof(BlockIQ4_XS);
+    uint16_t sha, shb;
+    __builtin_memcpy(&sha, ba + 2, 2);
+    __builtin_memcpy(&shb, bb + 2, 2);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i v = load2x256(ba + 8 + 32 * i, bb + 8 + 32 * i);
+      const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int ib = 2 * i + h;
+        const int lsa = (((ba[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sha >> (2 * ib)) & 3) << 4)) - 32;
+        const int lsb = (((bb[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((shb >> (2 * ib)) & 3) << 4)) - 32;
+        const __m512i w = _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, h == 0 ? even : odd, hi));
+        const __m512i aw = _mm512_abs_epi8(w);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        const __m512i s16 = _mm512_mask_set1_epi16(_mm512_set1_epi16(static_cast<short>(lsa)), 0xFFFF0000u,
+                                                   static_cast<short>(lsb));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m512i x = _mm512_broadcast_i64x4(loadu256(a.qk[(t0 + t) * nb + b].qs + 32 * ib));
+          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(x, neg, zero, x)), s16);
+        }
+      }
+    }
+    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(load_f16(ba)), _mm256_set1_ps(load_f16(bb)), 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512 xd = _mm512_set1_ps(a.qk[(t0 + t) * nb + b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, xd), acc[t]);
+    }
+  }
+  store_row_pair<T>(g, acc, r, t0);
+}
+
+inline void gemm_iq4_xs_pairs(const GemmArgs& g) {
+  int64_t r = 0;
+  for (; r + 2 <= g.num_rows; r += 2) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile2<T>(g, r, t0); });
+  }
+  if (r < g.num_rows) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
+  }
+}
