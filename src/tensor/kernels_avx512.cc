@@ -646,7 +646,7 @@ void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) {
 void act_q8_k(const float* x, int64_t n, BlockQ8_K* y) { quantize_q8_k_256(x, n, y); }
 void gemm_q4_1(const GemmArgs& g) { gemm_q4_1_256(g); }
 void gemm_q5_1(const GemmArgs& g) { gemm_q5_1_256(g); }
-void gemm_q2_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ2_K>(g, gemm_q2_k_256); }
+void gemm_q2_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ2_K>(g, gemm_q2_k_pairs); }
 
 }  // namespace
 }  // namespace ts::tensor::kern

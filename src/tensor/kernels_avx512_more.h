@@ -10,7 +10,7 @@
 // activation roundings (logit drift 0.2-0.3 > the 0.05 tolerance), so they need a panel
 // kernel in ggml's lane order first (like r16_ggml_tile below). Q5_0 / IQ4_NL: signed Q8_0-style
 // panels in ggml's order.
-void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_256); }
+void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_pairs); }
 void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_pairs); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_pairs); }
 template <typename W>

@@ -1,5 +1,5 @@
-// AVX-512 kernels for Q5_K and IQ4_XS batches below the lane panels (decode steps): two rows
-// per 512-bit vector.
+// AVX-512 kernels for Q2_K, Q3_K, Q5_K and IQ4_XS batches below the lane panels (decode steps):
+// two rows per 512-bit vector.
 //
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // kernels_x86_more.h and kernels_avx512_lanepanels.h, compiled for AVX-512.
@@ -19,9 +19,8 @@ inline __m512i pick_pair16(int k) {
                             _mm256_set1_epi16(static_cast<short>(8 + k)), 1);
 }
 
-inline __m512i load2x256(const uint8_t* a, const uint8_t* b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(a)), loadu256(b), 1);
-}
+inline __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512i load2x256(const uint8_t* a, const uint8_t* b) { return pair256(loadu256(a), loadu256(b)); }
 
 // Rows (r, r + 1) of the lanes' float sums to y, each in hsum_ps's order.
 template <int T>
@@ -165,3 +164,93 @@ inline void gemm_iq4_xs_pairs(const GemmArgs& g) {
     for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
   }
 }
+
+// Q2_K / Q3_K's per-row tile (kernels_x86_more.h q23_k_tile) on rows (r, r + 1).
+template <int kKind, int T>
+inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
+  const uint8_t* rowb = rowa + g.stride;
+  constexpr size_t kBytes = kKind == 0 ? sizeof(BlockQ2_K) : sizeof(BlockQ3_K);
+  constexpr int kQs = kKind == 0 ? 16 : 32;
+  const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* ba = rowa + b * kBytes;
+    const uint8_t* bb = rowb + b * kBytes;
+    __m512i eo16, side16;
+    float da, db, dmina = 0, dminb = 0;
+    if constexpr (kKind == 0) {
+      const __m128i sa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ba));
+      const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bb));
+      const __m128i f = _mm_set1_epi8(0xF);
+      eo16 = pair256(even_odd_scales16(_mm_and_si128(sa, f)), even_odd_scales16(_mm_and_si128(sb, f)));
+      side16 = pair256(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sa, 4), f)),
+                       _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), f)));
+      da = load_f16(ba + 80);
+      dmina = load_f16(ba + 82);
+      db = load_f16(bb + 80);
+      dminb = load_f16(bb + 82);
+    } else {
+      const __m128i sa = q3k_scales_vec(ba + 96), sb = q3k_scales_vec(bb + 96);
+      eo16 = pair256(even_odd_scales16(sa), even_odd_scales16(sb));
+      side16 = pair256(_mm256_cvtepi8_epi16(sa), _mm256_cvtepi8_epi16(sb));
+      da = load_f16(ba + 108);
+      db = load_f16(bb + 108);
+    }
+    const __m512i hm = kKind == 1 ? load2x256(ba, bb) : _mm512_setzero_si512();
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+      const __m512i q = load2x256(ba + kQs + 32 * n, bb + kQs + 32 * n);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i u = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * j)), m3);
+        if constexpr (kKind == 1) {
+          const int k = 4 * n + j;
+          const __m512i h = k >= 2 ? _mm512_srl_epi16(hm, _mm_cvtsi32_si128(k - 2)) : _mm512_sll_epi16(hm, _mm_cvtsi32_si128(2 - k));
+          u = _mm512_or_si512(u, _mm512_and_si512(h, four));
+        }
+        const __m256i pick = chunk_scales16_pattern(4 * n + j);
+        const __m512i s16 = _mm512_shuffle_epi8(eo16, _mm512_inserti64x4(_mm512_castsi256_si512(pick), pick, 1));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a.qk[(t0 + t) * nb + b].qs + 128 * n + 32 * j;
+          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(u, _mm512_broadcast_i64x4(loadu256(xq))), s16);
+        }
+      }
+    }
+    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
+    const __m512 mv = _mm512_insertf32x8(_mm512_set1_ps(dmina), _mm256_set1_ps(dminb), 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
+      const __m512i side = _mm512_madd_epi16(_mm512_broadcast_i64x4(loadu256(xb.bsums)), side16);
+      const __m512 xd = _mm512_set1_ps(xb.d);
+      if constexpr (kKind == 0) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, xd), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, xd), acc[t]);
+      } else {
+        const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side, 2));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dv, xd), acc[t]);
+      }
+    }
+  }
+  store_row_pair<T>(g, acc, r, t0);
+}
+
+template <int kKind>
+inline void gemm_q23_k_pairs(const GemmArgs& g) {
+  int64_t r = 0;
+  for (; r + 2 <= g.num_rows; r += 2) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile2<kKind, T>(g, r, t0); });
+  }
+  if (r < g.num_rows) {
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
+  }
+}
+inline void gemm_q2_k_pairs(const GemmArgs& g) { gemm_q23_k_pairs<0>(g); }
+inline void gemm_q3_k_pairs(const GemmArgs& g) { gemm_q23_k_pairs<1>(g); }

@@ -129,11 +129,12 @@ inline __m256i even_odd_scales16(__m128i s8) {
 }
 // For 32-value chunk c (sub-blocks 2c, 2c+1) from even_odd_scales16: s_2c in every int16 of the
 // low 128-bit lane, s_2c+1 in the high one (vpmaddwd's scale operand).
-inline __m256i chunk_scales16(__m256i eo16, int c) {
+inline __m256i chunk_scales16_pattern(int c) {
   const char lo = static_cast<char>(2 * c), hi = static_cast<char>(2 * c + 1);
-  return _mm256_shuffle_epi8(eo16, _mm256_setr_epi8(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo,
-                                                    hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi));
+  return _mm256_setr_epi8(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi,
+                          lo, hi, lo, hi, lo, hi, lo, hi);
 }
+inline __m256i chunk_scales16(__m256i eo16, int c) { return _mm256_shuffle_epi8(eo16, chunk_scales16_pattern(c)); }
 
 // Q3_K's 16 signed 6-bit scales (12 packed bytes, quants.h q3k_scales) as int8 (value - 32):
 // low 4 bits from the nibbles of bytes 0-7 (j < 8: low nibble of byte j; else high nibble of
