@@ -22,6 +22,16 @@ inline __m512i pick_pair16(int k) {
 inline __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 inline __m512i load2x256(const uint8_t* a, const uint8_t* b) { return pair256(loadu256(a), loadu256(b)); }
 
+// A row pair's two streams are each one row long (a few KB), too short for the hardware
+// prefetcher to pick up (decode from DRAM ran at half the speed of the per-row kernels, whose
+// rows make one long stream): the next pair's rows (2 x stride contiguous bytes) are
+// prefetched, spread over this pair's blocks.
+inline PrefetchSpread next_pair_prefetch(const GemmArgs& g, int64_t r) {
+  const bool more = g.sw_prefetch && r + 4 <= g.num_rows;
+  const uint8_t* next = g.w + static_cast<size_t>(r + 2) * g.stride;
+  return PrefetchSpread(more ? next : nullptr, 2 * g.stride, g.act->cols / kQK_K);
+}
+
 // Rows (r, r + 1) of the lanes' float sums to y, each in hsum_ps's order.
 template <int T>
 inline void store_row_pair(const GemmArgs& g, const __m512 (&acc)[T], int64_t r, int64_t t0) {
@@ -33,7 +43,7 @@ inline void store_row_pair(const GemmArgs& g, const __m512 (&acc)[T], int64_t r,
 }
 
 template <int T>
-inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread* pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
@@ -45,6 +55,7 @@ inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) pf->step();
     const uint8_t* ba = rowa + b * sizeof(BlockQ5_K);
     const uint8_t* bb = rowb + b * sizeof(BlockQ5_K);
     const float da = load_f16(ba), dmina = load_f16(ba + 2), db = load_f16(bb), dminb = load_f16(bb + 2);
@@ -93,7 +104,8 @@ inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
 inline void gemm_q5_k_pairs(const GemmArgs& g) {
   int64_t r = 0;
   for (; r + 2 <= g.num_rows; r += 2) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile2<T>(g, r, t0); });
+    PrefetchSpread pf = next_pair_prefetch(g, r);
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile2<T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
   }
   if (r < g.num_rows) {
     for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile<T>(g, r, t0); });
@@ -104,7 +116,7 @@ inline void gemm_q5_k_pairs(const GemmArgs& g) {
 // 512-bit form: x is negated under w's sign mask instead (the same bytes wherever w != 0, and
 // |w| = 0 zeroes the product where w == 0).
 template <int T>
-inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread* pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
@@ -117,6 +129,7 @@ inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) pf->step();
     const uint8_t* ba = rowa + b * sizeof(BlockIQ4_XS);
     const uint8_t* bb = rowb + b * sizeof(BlockIQ4_XS);
     uint16_t sha, shb;
@@ -158,7 +171,8 @@ inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
 inline void gemm_iq4_xs_pairs(const GemmArgs& g) {
   int64_t r = 0;
   for (; r + 2 <= g.num_rows; r += 2) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile2<T>(g, r, t0); });
+    PrefetchSpread pf = next_pair_prefetch(g, r);
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile2<T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
   }
   if (r < g.num_rows) {
     for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
@@ -167,7 +181,7 @@ inline void gemm_iq4_xs_pairs(const GemmArgs& g) {
 
 // Q2_K / Q3_K's per-row tile (kernels_x86_more.h q23_k_tile) on rows (r, r + 1).
 template <int kKind, int T>
-inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
+inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread* pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const uint8_t* rowa = g.w + static_cast<size_t>(r) * g.stride;
@@ -178,6 +192,7 @@ inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) pf->step();
     const uint8_t* ba = rowa + b * kBytes;
     const uint8_t* bb = rowb + b * kBytes;
     __m512i eo16, side16;
@@ -246,7 +261,8 @@ template <int kKind>
 inline void gemm_q23_k_pairs(const GemmArgs& g) {
   int64_t r = 0;
   for (; r + 2 <= g.num_rows; r += 2) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile2<kKind, T>(g, r, t0); });
+    PrefetchSpread pf = next_pair_prefetch(g, r);
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile2<kKind, T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
   }
   if (r < g.num_rows) {
     for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
