@@ -2,7 +2,8 @@
 # Side-by-side benchmark: tokenserve against llama.cpp on this host, in one run.
 #
 #   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
-#                             (--models also takes qwen-q4km, smollm-q4km: see model_file)
+#                             (--models also takes qwen-q4km, smollm-q4km and the wide-* K-quant
+#                             files wide-q4km wide-q5km wide-q3km wide-q2k wide-iq4xs: see model_file)
 #                             [--quick] [--skip-server] [--out DIR]
 #                             [--llama-isa native|avx512|avxvnni|avx2|matched]
 #                             [--server-isa "avx2"]  (server load tiers; default: --isa without scalar)
@@ -146,13 +147,24 @@ for f in $LLAMA_FLAVORS; do build_llama "$f"; done
 # `tokenserve quantize ... Q4_K_M` from F16, the mix users download for these models: rows of
 # 896 or 576 columns are not whole 256-blocks, so most matrices fall back to Q5_0 (as in the
 # published Qwen2.5-0.5B / SmolLM2-135M Q4_K_M files), the rest Q4_K / Q6_K, embeddings Q8_0.
+# wide-*: a 1024-wide, 16-layer Llama-style shape (~0.3B parameters) whose every matrix has whole
+# 256-value blocks, so the K-quant presets keep their own types throughout (Q5_K_M: Q5_K + Q6_K;
+# Q3_K_M: Q3_K + Q4_K/Q5_K; Q2_K: Q2_K + Q3_K/Q4_K; IQ4_XS), as in the 1B-8B files users run.
+wide_preset() {
+  case "$1" in
+    wide-q4km) echo Q4_K_M ;; wide-q5km) echo Q5_K_M ;; wide-q3km) echo Q3_K_M ;;
+    wide-q2k) echo Q2_K ;; wide-iq4xs) echo IQ4_XS ;; *) return 1 ;;
+  esac
+}
 model_file() {
   case "$1" in
     qwen) echo "$CACHE/qwen2.5-0.5b-shape-q8_0.gguf" ;;
     smollm) echo "$CACHE/smollm2-135m-shape-q8_0.gguf" ;;
     qwen-q4km) echo "$CACHE/qwen2.5-0.5b-shape-q4_k_m.gguf" ;;
     smollm-q4km) echo "$CACHE/smollm2-135m-shape-q4_k_m.gguf" ;;
-    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm|qwen-q4km|smollm-q4km)" >&2; exit 2 ;;
+    wide-*) wide_preset "$1" >/dev/null || { echo "compare_llamacpp: unknown model $1" >&2; exit 2; }
+            echo "$CACHE/wide-1024-shape-$(wide_preset "$1").gguf" ;;
+    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm|qwen-q4km|smollm-q4km|wide-q4km|wide-q5km|wide-q3km|wide-q2k|wide-iq4xs)" >&2; exit 2 ;;
   esac
 }
 synth_shape() {  # NAME TYPE OUT: the model shape NAME (qwen|smollm) with TYPE weights
@@ -160,6 +172,8 @@ synth_shape() {  # NAME TYPE OUT: the model shape NAME (qwen|smollm) with TYPE w
     qwen) "$TS" synth --arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ffn 4864 --tied \
             --rope-base 1000000 --vocab-from "$VOCAB/ggml-vocab-qwen2.gguf" --type "$2" -o "$3" >/dev/null ;;
     smollm) "$TS" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ffn 1536 --tied \
+            --vocab-from "$VOCAB/ggml-vocab-starcoder.gguf" --type "$2" -o "$3" >/dev/null ;;
+    wide) "$TS" synth --arch llama --layers 16 --embd 1024 --heads 16 --kv-heads 4 --ffn 4096 --tied \
             --vocab-from "$VOCAB/ggml-vocab-starcoder.gguf" --type "$2" -o "$3" >/dev/null ;;
   esac
 }
@@ -169,6 +183,10 @@ make_model() {
   log "synthesizing $f"
   case "$1" in
     qwen | smollm) synth_shape "$1" q8_0 "$f" ;;
+    wide-*)
+      synth_shape wide f16 "$f.f16.gguf"
+      "$TS" quantize "$f.f16.gguf" "$f" "$(wide_preset "$1")" >/dev/null 2>&1
+      rm -f "$f.f16.gguf" ;;
     *-q4km)
       synth_shape "${1%-q4km}" f16 "$f.f16.gguf"
       "$TS" quantize "$f.f16.gguf" "$f" Q4_K_M >/dev/null 2>&1
