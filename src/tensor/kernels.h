@@ -217,10 +217,10 @@ constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
 constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 
-// Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 // Bytes of an AVX-512 lane panel (kernels_avx512_lanepanels.h) per 16 rows and 256 columns.
 constexpr size_t kLanePanelBlockBytes = 8 * 1216;
 
+// Scratch a kernel may use for one 16-row panel of a matrix with `cols` columns.
 inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)

@@ -4,12 +4,12 @@
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // kernels_avx512_panels.h (compiled for AVX-512 only).
 
-// The other K-types keep the per-row 256-bit VNNI kernels at every batch size: a K-quant panel
-// for Q3_K/Q5_K/IQ4_XS sums each block exactly in int32 and scales once, which differs from
-// ggml's 8-lane float order by a few ulps; on the golden models those ulps flip later
-// activation roundings (logit drift 0.2-0.3 > the 0.05 tolerance), so they need a panel
-// kernel in ggml's lane order first (like r16_ggml_tile below). Q5_0 / IQ4_NL: signed Q8_0-style
-// panels in ggml's order.
+// Q3_K / Q5_K / IQ4_XS (and Q2_K, kernels_avx512.cc): two rows a vector below
+// kLanePanelMinTokens, decoded int16 lane panels from there, both in the per-row kernels' 8-lane
+// order (kernels_avx512_rowpairs.h, kernels_avx512_lanepanels.h). A K-quant panel that summed
+// each block exactly in int32 and scaled once would differ from that order by a few ulps; on the
+// golden models those ulps flip later activation roundings (logit drift 0.2-0.3 > the 0.05
+// tolerance). Q5_0 / IQ4_NL: signed Q8_0-style panels in ggml's order.
 void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_pairs); }
 void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_pairs); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_pairs); }

@@ -7,7 +7,8 @@
 // AVX-512, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
 // +1-3%; one layout for both tiers, each with its own kernels), and the Matrix no longer reads
 // `data` after create(); repacked() tells which. The other types (Q2_K, Q3_K, Q5_K,
-// IQ4_XS) run plain per-row SIMD kernels on every ISA.
+// IQ4_XS) keep their GGUF layout: per-row SIMD kernels (AVX-512: two rows a vector, and
+// batches of 16+ tokens through panels decoded per matmul).
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
