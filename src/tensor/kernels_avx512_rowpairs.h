@@ -101,15 +101,25 @@ inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread*
   store_row_pair<T>(g, acc, r, t0);
 }
 
-inline void gemm_q5_k_pairs(const GemmArgs& g) {
+// Rows in pairs through pair.template operator()<T>(r, t0, pf) (pf: the next pair's prefetch, on
+// the first token tile), an odd last row through single.template operator()<T>(r, t0) (the
+// per-row kernel), token tiles as the per-row kernels take them.
+template <typename Pair, typename Single>
+inline void gemm_row_pairs(const GemmArgs& g, Pair&& pair, Single&& single) {
   int64_t r = 0;
   for (; r + 2 <= g.num_rows; r += 2) {
     PrefetchSpread pf = next_pair_prefetch(g, r);
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile2<T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { pair.template operator()<T>(r, t0, t0 == 0 ? &pf : nullptr); });
   }
   if (r < g.num_rows) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q5_k_tile<T>(g, r, t0); });
+    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { single.template operator()<T>(r, t0); });
   }
+}
+
+inline void gemm_q5_k_pairs(const GemmArgs& g) {
+  gemm_row_pairs(
+      g, [&]<int T>(int64_t r, int64_t t0, PrefetchSpread* pf) { q5_k_tile2<T>(g, r, t0, pf); },
+      [&]<int T>(int64_t r, int64_t t0) { q5_k_tile<T>(g, r, t0); });
 }
 
 // IQ4_XS's per-row tile (kernels_x86_more.h iq4_xs_tile) on rows (r, r + 1). vpsignb has no
@@ -169,14 +179,9 @@ inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSprea
 }
 
 inline void gemm_iq4_xs_pairs(const GemmArgs& g) {
-  int64_t r = 0;
-  for (; r + 2 <= g.num_rows; r += 2) {
-    PrefetchSpread pf = next_pair_prefetch(g, r);
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile2<T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
-  }
-  if (r < g.num_rows) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
-  }
+  gemm_row_pairs(
+      g, [&]<int T>(int64_t r, int64_t t0, PrefetchSpread* pf) { iq4_xs_tile2<T>(g, r, t0, pf); },
+      [&]<int T>(int64_t r, int64_t t0) { iq4_xs_tile<T>(g, r, t0); });
 }
 
 // Q2_K / Q3_K's per-row tile (kernels_x86_more.h q23_k_tile) on rows (r, r + 1).
@@ -259,14 +264,9 @@ inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread
 
 template <int kKind>
 inline void gemm_q23_k_pairs(const GemmArgs& g) {
-  int64_t r = 0;
-  for (; r + 2 <= g.num_rows; r += 2) {
-    PrefetchSpread pf = next_pair_prefetch(g, r);
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile2<kKind, T>(g, r, t0, t0 == 0 ? &pf : nullptr); });
-  }
-  if (r < g.num_rows) {
-    for_ktoken_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
-  }
+  gemm_row_pairs(
+      g, [&]<int T>(int64_t r, int64_t t0, PrefetchSpread* pf) { q23_k_tile2<kKind, T>(g, r, t0, pf); },
+      [&]<int T>(int64_t r, int64_t t0) { q23_k_tile<kKind, T>(g, r, t0); });
 }
 inline void gemm_q2_k_pairs(const GemmArgs& g) { gemm_q23_k_pairs<0>(g); }
 inline void gemm_q3_k_pairs(const GemmArgs& g) { gemm_q23_k_pairs<1>(g); }
