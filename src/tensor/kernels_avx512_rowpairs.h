@@ -20,6 +20,14 @@ inline __m512i pick_pair16(int k) {
 }
 
 inline __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+// [a x 8 | b x 8]: a per-row float for the two rows' lanes.
+inline __m512 halves_ps(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
+// A block's end with mins (Q5_K, Q2_K; the per-row kernels' order): acc + isum x (d x xd), then
+// minus side x (dmin x xd).
+inline __m512 block_end_mins(__m512 acc, __m512i isum, __m512i side, __m512 dv, __m512 mv, __m512 xd) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dv, xd), acc);
+  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, xd), acc);
+}
 inline __m512i load2x256(const uint8_t* a, const uint8_t* b) { return pair256(loadu256(a), loadu256(b)); }
 
 // A row pair's two streams are each one row long (a few KB), too short for the hardware
@@ -87,15 +95,12 @@ inline void q5_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread*
         isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(hi, xh), s_hi);
       }
     }
-    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
-    const __m512 mv = _mm512_insertf32x8(_mm512_set1_ps(dmina), _mm256_set1_ps(dminb), 1);
+    const __m512 dv = halves_ps(da, db), mv = halves_ps(dmina, dminb);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
       const __m512i msum = _mm512_madd_epi16(_mm512_broadcast_i64x4(loadu256(xb.bsums)), mins);
-      const __m512 xd = _mm512_set1_ps(xb.d);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, xd), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mv, xd), acc[t]);
+      acc[t] = block_end_mins(acc[t], isum[t], msum, dv, mv, _mm512_set1_ps(xb.d));
     }
   }
   store_row_pair<T>(g, acc, r, t0);
@@ -168,7 +173,7 @@ inline void iq4_xs_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSprea
         }
       }
     }
-    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(load_f16(ba)), _mm256_set1_ps(load_f16(bb)), 1);
+    const __m512 dv = halves_ps(load_f16(ba), load_f16(bb));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(a.qk[(t0 + t) * nb + b].d);
@@ -243,16 +248,14 @@ inline void q23_k_tile2(const GemmArgs& g, int64_t r, int64_t t0, PrefetchSpread
         }
       }
     }
-    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
-    const __m512 mv = _mm512_insertf32x8(_mm512_set1_ps(dmina), _mm256_set1_ps(dminb), 1);
+    const __m512 dv = halves_ps(da, db), mv = halves_ps(dmina, dminb);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const BlockQ8_K& xb = a.qk[(t0 + t) * nb + b];
       const __m512i side = _mm512_madd_epi16(_mm512_broadcast_i64x4(loadu256(xb.bsums)), side16);
       const __m512 xd = _mm512_set1_ps(xb.d);
       if constexpr (kKind == 0) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, xd), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, xd), acc[t]);
+        acc[t] = block_end_mins(acc[t], isum[t], side, dv, mv, xd);
       } else {
         const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side, 2));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dv, xd), acc[t]);
