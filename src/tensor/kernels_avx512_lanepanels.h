@@ -48,11 +48,12 @@ inline void lane_decode_row(const uint8_t* blk, int16_t* w, uint32_t* side, floa
     for (int i = 0; i < 4; ++i) {
       const __m256i v = loadu256(blk + 8 + 32 * i);
       const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i nibs[2] = {_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31)};
       for (int h = 0; h < 2; ++h) {
         const int ib = 2 * i + h;
         const int16_t ls = static_cast<int16_t>(
             (((blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4)) - 32);
-        const __m256i nib = _mm256_permute2x128_si256(lo, hi, h == 0 ? 0x20 : 0x31);
+        const __m256i nib = nibs[h];
         put32(32 * ib, _mm256_shuffle_epi8(table, nib), true, ls, ls);
       }
     }
