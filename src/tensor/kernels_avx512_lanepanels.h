@@ -165,6 +165,13 @@ void lane_decode_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
   }
 }
 
+// A block's end with mins (Q5_K, Q2_K; the per-row kernels' order): acc + isum x (d x xd), then
+// minus side x (dmin x xd). Also used by kernels_avx512_rowpairs.h.
+inline __m512 block_end_mins(__m512 acc, __m512i isum, __m512i side, __m512 dv, __m512 mv, __m512 xd) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dv, xd), acc);
+  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, xd), acc);
+}
+
 // Pairs [p0, p0 + P) of a decoded panel for tokens [t0, t0 + T); xab: per token, per chunk of
 // the row, the activations as A then B (16 int16 each: the 8 lanes' pairs (x_4l, x_4l+1), then
 // (x_4l+2, x_4l+3)), broadcast to both rows of a pair. Writes the rows that exist (lanes).
@@ -226,8 +233,7 @@ inline void lane_tile(const GemmArgs& g, const uint8_t* panel, const int16_t* xa
         } else {
           const __m512 mv = _mm512_load_ps(reinterpret_cast<const float*>(pp + kLpDmin));
           const __m512i side = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sp, bs);
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dv, dx), acc[p][t]);
-          acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, dx), acc[p][t]);
+          acc[p][t] = block_end_mins(acc[p][t], isum[p][t], side, dv, mv, dx);
         }
       }
     }
@@ -269,8 +275,9 @@ inline void lane_activations(const Act& a, int64_t t0, int16_t* xab) {
 }
 
 // Token tiles of kLaneT over each decoded 16-row group: the tile's activations are arranged
-// once per group into an L1-sized buffer (kLaneT tokens x cols x 4 bytes), then every pair of
-// rows runs against them.
+// into an L1-sized buffer (kLaneT tokens x cols x 2 bytes), then every pair of rows runs against
+// them. The arranging is redone for every group (about a fifth of the tile's operations at 16
+// rows); arranging a token tile once for all groups would need every group's panel at once.
 constexpr int kLaneT = 4;
 template <LaneKind K>
 void gemm_lane_panels(const GemmArgs& g) {

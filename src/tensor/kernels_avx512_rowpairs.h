@@ -22,12 +22,7 @@ inline __m512i pick_pair16(int k) {
 inline __m512i pair256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 // [a x 8 | b x 8]: a per-row float for the two rows' lanes.
 inline __m512 halves_ps(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
-// A block's end with mins (Q5_K, Q2_K; the per-row kernels' order): acc + isum x (d x xd), then
-// minus side x (dmin x xd).
-inline __m512 block_end_mins(__m512 acc, __m512i isum, __m512i side, __m512 dv, __m512 mv, __m512 xd) {
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dv, xd), acc);
-  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side), _mm512_mul_ps(mv, xd), acc);
-}
+
 inline __m512i load2x256(const uint8_t* a, const uint8_t* b) { return pair256(loadu256(a), loadu256(b)); }
 
 // A row pair's two streams are each one row long (a few KB), too short for the hardware
