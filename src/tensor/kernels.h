@@ -40,6 +40,10 @@ enum class Layout : int {
   kQ5_0_R16,    // 16 rows interleaved, see below
   kQ4_1_R16,    // 16 rows interleaved, see below
   kQ5_1_R16,    // 16 rows interleaved, see below
+  kQ5_K_R16,    // 16 rows interleaved, see below
+  kQ3_K_R16,    // 16 rows interleaved, see below
+  kQ2_K_R16,    // 16 rows interleaved, see below
+  kIQ4_XS_R16,  // 16 rows interleaved, see below
   kCount,
 };
 
@@ -96,9 +100,32 @@ constexpr size_t kR16Q51MinOffset = kR16Q5PairBytes;
 inline size_t r16_q5_1_group_bytes(int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * kR16Q51PairBytes;
 }
+// The other K-quant R16 layouts: rows padded to a multiple of 16, group g is cols/256 block
+// records (same bits as the GGUF blocks, the sub-block scales decoded to one byte each; every
+// line of values is [16 rows][4] u8, 64 bytes):
+// Q5_K_R16 (kQ5KR16BlockBytes): the Q4_K_R16 record (qs lines, scales, mins, d, dmin), then
+//   [8 m][16 rows][4] u8  GGUF qh bytes 4m .. 4m+3 (bit 2c of byte i: the 5th bit of value
+//                         64c + 4m + i; bit 2c + 1: of value 64c + 32 + 4m + i)
+constexpr size_t kQ5KR16BlockBytes = kQ4KR16BlockBytes + 512;
+// Q3_K_R16 (kQ3KR16BlockBytes):
+//   [2 c][8 m][16 rows][4] u8  GGUF qs bytes 32c + 4m .. (bits 2s, 2s + 1 of byte i: the low bits
+//                              of value 128c + 32s + 4m + i)
+//   [8 m][16 rows][4] u8       GGUF hmask bytes 4m .. (bit 4c + s of byte i: that value's high bit)
+//   [16][16] int8 sub-block scales (-32..31), [16] fp16 d, 32 bytes of padding
+constexpr size_t kQ3KR16BlockBytes = 1024 + 512 + 256 + 32 + 32;
+// Q2_K_R16 (kQ2KR16BlockBytes): the qs lines as Q3_K_R16, [16][16] u8 GGUF scale bytes
+//   (scale | min << 4), [16] fp16 d, [16] fp16 dmin
+constexpr size_t kQ2KR16BlockBytes = 1024 + 256 + 32 + 32;
+// IQ4_XS_R16 (kIQ4XSR16BlockBytes):
+//   [8 ib][4 m][16 rows][4] u8  GGUF qs bytes 16ib + 4m .. (low nibbles: table indices of values
+//                               32ib + 4m + i, high nibbles: of values 32ib + 16 + 4m + i)
+//   [8][16] int8 sub-block scales (-32..31), [16] fp16 d, 32 bytes of padding
+constexpr size_t kIQ4XSR16BlockBytes = 2048 + 128 + 32 + 32;
+
 inline bool is_r16(Layout l) {
   return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16 ||
-         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16 || l == Layout::kQ4_1_R16 || l == Layout::kQ5_1_R16;
+         l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16 || l == Layout::kQ4_1_R16 || l == Layout::kQ5_1_R16 ||
+         l == Layout::kQ5_K_R16 || l == Layout::kQ3_K_R16 || l == Layout::kQ2_K_R16 || l == Layout::kIQ4_XS_R16;
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

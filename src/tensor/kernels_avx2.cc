@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
@@ -63,25 +65,40 @@ void gemm_iq4_nl(const GemmArgs& g) { gemm_iq4_nl_256(g); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_iq4_xs_256(g); }
 void gemm_q4_k_r16(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
-  gemm_kquant_r16_panels_avx2<false>(g);
+  gemm_kquant_r16_panels_avx2<DecQ4KR16Avx2>(g);
 }
 void gemm_q6_k_r16(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<false>(g);
-  gemm_kquant_r16_panels_avx2<true>(g);
+  gemm_kquant_r16_panels_avx2<DecQ6KR16Avx2>(g);
 }
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
 void gemm_q4_k_r16_avxvnni(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
-  gemm_kquant_r16_panels_avx2<false, true>(g);
+  gemm_kquant_r16_panels_avx2<DecQ4KR16Avx2, true>(g);
 }
 void gemm_q6_k_r16_avxvnni(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<true>(g);
-  gemm_kquant_r16_panels_avx2<true, true>(g);
+  gemm_kquant_r16_panels_avx2<DecQ6KR16Avx2, true>(g);
 }
 void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
 void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ4_1256>(g); }
 void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_1256>(g); }
+// Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16: the decoded panels at every batch size (block by
+// block up to kAvx2KFusedMaxTokens; batch-invariant), or the reference without the caller's scratch.
+template <typename Dec, Layout kL, bool kVnni>
+void gemm_kr16_avx2(const GemmArgs& g) {
+  if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
+  gemm_kquant_r16_panels_avx2<Dec, kVnni, /*kFused=*/true>(g);
+}
+template <bool kVnni>
+void gemm_q5_k_r16(const GemmArgs& g) { gemm_kr16_avx2<DecQ5KR16Avx2, Layout::kQ5_K_R16, kVnni>(g); }
+template <bool kVnni>
+void gemm_q3_k_r16(const GemmArgs& g) { gemm_kr16_avx2<DecQ3KR16Avx2, Layout::kQ3_K_R16, kVnni>(g); }
+template <bool kVnni>
+void gemm_q2_k_r16(const GemmArgs& g) { gemm_kr16_avx2<DecQ2KR16Avx2, Layout::kQ2_K_R16, kVnni>(g); }
+template <bool kVnni>
+void gemm_iq4_xs_r16(const GemmArgs& g) { gemm_kr16_avx2<DecIQ4XSR16Avx2<kVnni>, Layout::kIQ4_XS_R16, kVnni>(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -94,7 +111,8 @@ const KernelTable* avx2_kernels() {
   static const KernelTable table = {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
-       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16},
+       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16, gemm_q5_k_r16<false>, gemm_q3_k_r16<false>,
+       gemm_q2_k_r16<false>, gemm_iq4_xs_r16<false>},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }
@@ -108,6 +126,10 @@ const KernelTable* avxvnni_kernels() {
     t.gemm[static_cast<int>(Layout::kIQ4_NL_R16)] = gemm_iq4_nl_r16_avxvnni;
     t.gemm[static_cast<int>(Layout::kQ4_K_R16)] = gemm_q4_k_r16_avxvnni;
     t.gemm[static_cast<int>(Layout::kQ6_K_R16)] = gemm_q6_k_r16_avxvnni;
+    t.gemm[static_cast<int>(Layout::kQ5_K_R16)] = gemm_q5_k_r16<true>;
+    t.gemm[static_cast<int>(Layout::kQ3_K_R16)] = gemm_q3_k_r16<true>;
+    t.gemm[static_cast<int>(Layout::kQ2_K_R16)] = gemm_q2_k_r16<true>;
+    t.gemm[static_cast<int>(Layout::kIQ4_XS_R16)] = gemm_iq4_xs_r16<true>;
     return t;
   }();
   return &table;

@@ -144,12 +144,76 @@ static_assert(Avx2KPanel::kBlock == 5760, "panel_scratch_bytes() reserves 5760 b
 constexpr int64_t kAvx2KPanelMinTokens = 8;
 
 
-inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
-    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
-    pf.step();
+// What a K-quant panel holds and how its lines are summed (Avx2KPanel): kSub sub-blocks per
+// 256 values (8 of 32, or 16 of 16); kMins: the pairs are mins, scaled by the dmin row (Q4_K,
+// Q5_K, Q2_K), else sub-block scales for the values' offset; kShift: the values are stored
+// + 2^kShift (0: as they are); kGroup: lines whose vpmaddubsw pairs are summed in int16 before
+// vpmaddwd (each pair <= 2 * 127 * the largest value, so kGroup times that <= 32767); kSigned:
+// the values are stored signed (IQ4_XS on the plain AVX2 tier: |w| against x with w's sign).
+template <int kSub_, bool kMins_, int kShift_, int kGroup_, bool kSigned_ = false>
+struct KSpec {
+  static constexpr int kSub = kSub_, kShift = kShift_, kGroup = kGroup_;
+  static constexpr bool kMins = kMins_, kSigned = kSigned_;
+};
+using KSpecQ4K = KSpec<8, true, 0, 8>;     // 0..15
+using KSpecQ6K = KSpec<16, false, 5, 2>;   // 0..63 = q + 32
+using KSpecQ5K = KSpec<8, true, 0, 4>;     // 0..31
+using KSpecQ2K = KSpec<16, true, 0, 4>;    // 0..3
+using KSpecQ3K = KSpec<16, false, 2, 4>;   // 0..7 = q + 4
+using KSpecIQ4XSS = KSpec<8, false, 0, 1, true>;  // -127..113 (plain AVX2)
+using KSpecIQ4XSU = KSpec<8, false, 7, 1>;        // 1..241 = q + 128 (AVX-VNNI only: vpdpbusd)
+
+// 8 bytes (one per row) -> the rows' values as int16 pairs (v, v) for vpmaddwd (scale_pairs on
+// a register).
+inline __m256i scale_pairs_u8(__m128i b) {
+  const __m256i v = _mm256_cvtepu8_epi32(b);
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+inline void store_f16_row(uint8_t* p, const uint8_t* f16) { _mm256_storeu_ps(reinterpret_cast<float*>(p), load8_f16(f16)); }
+
+// Bit kFrom (0..7) of every byte moved to bit kTo (other bits unspecified; the caller masks).
+template <int kFrom, int kTo>
+inline __m256i bit_to256(__m256i v) {
+  if constexpr (kFrom < kTo) return _mm256_slli_epi16(v, kTo - kFrom);
+  else if constexpr (kFrom > kTo) return _mm256_srli_epi16(v, kFrom - kTo);
+  else return v;
+}
+template <int N, typename F>
+inline void static_for256(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+// A Q4_K_R16 / Q5_K_R16 record's scales, mins, d and dmin -> the panel block (both halves).
+inline void decode_q4_k_r16_sides_avx2(const uint8_t* rec, uint8_t* pb) {
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 8; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<false>(rec + 2048 + j * 16 + 8 * h));
+    for (int i = 0; i < 4; ++i) {
+      store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h));
+    }
+    store_f16_row(pb + Avx2KPanel::kD + 32 * h, rec + 2304 + 16 * h);
+    store_f16_row(pb + Avx2KPanel::kDmin + 32 * h, rec + 2336 + 16 * h);
+  }
+}
+
+// Signed per-row sub-block scales ([S][16] int8 at sc) and the fp16 d row -> the panel block.
+template <int kSub>
+inline void decode_signed_scales_avx2(const uint8_t* sc, const uint8_t* d, uint8_t* pb) {
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < kSub; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<true>(sc + j * 16 + 8 * h));
+    for (int i = 0; i < kSub / 2; ++i) {
+      store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<true>(sc + (2 * i) * 16 + 8 * h));
+    }
+    store_f16_row(pb + Avx2KPanel::kD + 32 * h, d + 16 * h);
+  }
+}
+
+// Block decoders: block(rec, pb) turns one 256-value block record of a 16-row group into the
+// panel block at pb.
+struct DecQ4KR16Avx2 {
+  using Spec = KSpecQ4K;
+  static constexpr size_t kBytes = kQ4KR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int c = 0; c < 4; ++c) {
       for (int m = 0; m < 8; ++m) {
         // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later.
@@ -160,24 +224,16 @@ inline void decode_q4_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
         }
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      for (int j = 0; j < 8; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<false>(rec + 2048 + j * 16 + 8 * h));
-      for (int i = 0; i < 4; ++i) {
-        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h));
-      }
-      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 2304 + 16 * h));
-      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kDmin + 32 * h), load8_f16(rec + 2336 + 16 * h));
-    }
+    decode_q4_k_r16_sides_avx2(rec, pb);
   }
-}
+};
 
-inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
-    uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock;
-    pf.step();
+struct DecQ6KR16Avx2 {
+  using Spec = KSpecQ6K;
+  static constexpr size_t kBytes = kQ6KR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
     for (int c = 0; c < 2; ++c) {
       for (int m = 0; m < 8; ++m) {
         for (int h = 0; h < 2; ++h) {
@@ -195,50 +251,137 @@ inline void decode_q6_k_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* 
         }
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      for (int j = 0; j < 16; ++j) store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs<true>(rec + 3072 + j * 16 + 8 * h));
-      for (int i = 0; i < 8; ++i) {
-        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, pair_of_rows<true>(rec + 3072 + (2 * i) * 16 + 8 * h));
+    decode_signed_scales_avx2<16>(rec + 3072, rec + 3328, pb);
+  }
+};
+
+struct DecQ5KR16Avx2 {
+  using Spec = KSpecQ5K;
+  static constexpr size_t kBytes = kQ5KR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), b4 = _mm256_set1_epi8(0x10);
+    for (int m = 0; m < 8; ++m) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i hb = loadu256(rec + kQ4KR16BlockBytes + m * 64 + 32 * h);
+        static_for256<4>([&]<int c>() {
+          // Q4_K_R16's line (c, m) with the 5th bits: bits 2c and 2c + 1 of the qh line.
+          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(bit_to256<2 * c, 4>(hb), b4));
+          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                             _mm256_and_si256(bit_to256<2 * c + 1, 4>(hb), b4));
+          store256(pb + Avx2KPanel::kVals + (16 * c + m) * 64 + 32 * h, lo);
+          store256(pb + Avx2KPanel::kVals + (16 * c + 8 + m) * 64 + 32 * h, hi);
+        });
       }
-      _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2KPanel::kD + 32 * h), load8_f16(rec + 3328 + 16 * h));
+    }
+    decode_q4_k_r16_sides_avx2(rec, pb);
+  }
+};
+
+// Q3_K / Q2_K value lines: values 128c + 32s + 4m.. at k4 32c + 8s + m; Q3_K adds the high bit
+// 4c + s of the hmask line as 4 (stored q + 4).
+template <bool kQ3>
+inline void decode_q2_lines_avx2(const uint8_t* rec, uint8_t* pb) {
+  const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+  for (int m = 0; m < 8; ++m) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i hm = kQ3 ? loadu256(rec + 1024 + m * 64 + 32 * h) : _mm256_setzero_si256();
+      static_for256<2>([&]<int c>() {
+        const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+        static_for256<4>([&]<int s>() {
+          __m256i q = _mm256_and_si256(s == 0 ? v : _mm256_srli_epi16(v, 2 * s), m3);
+          if constexpr (kQ3) q = _mm256_or_si256(q, _mm256_and_si256(bit_to256<4 * c + s, 2>(hm), b2));
+          store256(pb + Avx2KPanel::kVals + (32 * c + 8 * s + m) * 64 + 32 * h, q);
+        });
+      });
     }
   }
 }
 
-// Half h (8 rows) of a decoded panel for tokens [t0, t0 + T). kQ6: 16 sub-blocks of 16 values
-// (pairs up to 16002: two lines summed in int16 before vpmaddwd), values stored + 32;
-// else Q4_K: 8 sub-blocks of 32 (eight lines of nibble pairs <= 3810 summed in int16), mins.
+struct DecQ3KR16Avx2 {
+  using Spec = KSpecQ3K;
+  static constexpr size_t kBytes = kQ3KR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    decode_q2_lines_avx2<true>(rec, pb);
+    decode_signed_scales_avx2<16>(rec + 1536, rec + 1792, pb);
+  }
+};
+
+struct DecQ2KR16Avx2 {
+  using Spec = KSpecQ2K;
+  static constexpr size_t kBytes = kQ2KR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    decode_q2_lines_avx2<false>(rec, pb);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    for (int h = 0; h < 2; ++h) {
+      // Scale bytes: the scale in the low nibble, the min in the high one.
+      __m128i mn[16];
+      for (int j = 0; j < 16; ++j) {
+        const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16 + 8 * h));
+        store256(pb + Avx2KPanel::kSc + j * 64 + 32 * h, scale_pairs_u8(_mm_and_si128(raw, m4)));
+        mn[j] = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+      }
+      for (int i = 0; i < 8; ++i) {
+        store256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn[2 * i], mn[2 * i + 1])));
+      }
+      store_f16_row(pb + Avx2KPanel::kD + 32 * h, rec + 1280 + 16 * h);
+      store_f16_row(pb + Avx2KPanel::kDmin + 32 * h, rec + 1312 + 16 * h);
+    }
+  }
+};
+
+// IQ4_XS: kUnsigned (the AVX-VNNI tier) stores the table values + 128, else signed.
+template <bool kUnsigned>
+struct DecIQ4XSR16Avx2 {
+  using Spec = std::conditional_t<kUnsigned, KSpecIQ4XSU, KSpecIQ4XSS>;
+  static constexpr size_t kBytes = kIQ4XSR16BlockBytes;
+  static void block(const uint8_t* rec, uint8_t* pb) {
+    alignas(16) int8_t t[16];
+    for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kIQ4NLValues[i] + (kUnsigned ? 128 : 0));
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int m = 0; m < 4; ++m) {
+        for (int h = 0; h < 2; ++h) {
+          // Line (ib, m): low nibbles index values 32ib + 4m.. (k4 8ib + m), high ones 16 later.
+          const __m256i v = loadu256(rec + (ib * 4 + m) * 64 + 32 * h);
+          store256(pb + Avx2KPanel::kVals + (8 * ib + m) * 64 + 32 * h, _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4)));
+          store256(pb + Avx2KPanel::kVals + (8 * ib + 4 + m) * 64 + 32 * h,
+                   _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
+        }
+      }
+    }
+    decode_signed_scales_avx2<8>(rec + 2048, rec + 2176, pb);
+  }
+};
+
+// Half h (8 rows) of one decoded panel block (pb: the block + 32h) for T tokens (xb[t]: each
+// token's Q8_K block) into acc[T], in the order of Spec (KSpec).
 // kVnni (the AVX-VNNI tier): each sub-block's lines are summed in int32 by vpdpbusd and scaled
 // with one vpmulld per sub-block instead of vpmaddubsw + vpaddw per line and vpmaddwd per int16
 // group: the same integer sums (exact, no saturation either way), so the same results.
-template <bool kQ6, int T, bool kVnni = false>
-inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
-                             PrefetchSpread& pf) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / kQK_K;
-  constexpr int kSub = kQ6 ? 16 : 8;
-  constexpr int kLines = 64 / kSub;      // 4-value lines per sub-block
-  constexpr int kGroup = kQ6 ? 2 : 8;    // lines summed in int16
-  __m256 acc[T];
+template <typename Spec, int T, bool kVnni = false>
+inline void kpanel_half_block(const uint8_t* pb, const BlockQ8_K* const* xb, __m256* acc) {
+  constexpr int kSub = Spec::kSub;
+  constexpr bool kSub16 = kSub == 16;  // 16-value sub-blocks: one bsum per sub-block
+  constexpr int kLines = 64 / kSub;    // 4-value lines per sub-block
+  constexpr int kGroup = Spec::kGroup;
+  static_assert(!Spec::kSigned || (!kVnni && kGroup == 1 && Spec::kShift == 0 && !Spec::kMins));
+  static_assert(kVnni || Spec::kShift < 7, "values + 128 would saturate vpmaddubsw");
+  constexpr bool kSide = Spec::kMins || Spec::kShift > 0;
+  // Side term first (frees its registers): sum_j sc_j * bsum_j for the values' offset, or
+  // sum_j m_j * (x sum of sub-block j) for the mins.
+  __m256i isum[T];
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h;
-    pf.step();
-    const BlockQ8_K* xb[T];
-    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
-    // Side term first (frees its registers): Q6_K sum_j sc_j * bsum_j (the + 32 of every value),
-    // Q4_K sum_j m_j * (x sum of sub-block j).
-    __m256i isum[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+  for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+  if constexpr (kSide) {
 #pragma GCC unroll 8
     for (int i = 0; i < kSub / 2; ++i) {
       const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         __m256i xs;
-        if constexpr (kQ6) {
+        if constexpr (kSub16) {
           xs = bcast4(xb[t]->bsums + 2 * i);
         } else {
           const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
@@ -249,84 +392,147 @@ inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, xs));
       }
     }
-    const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
-    if constexpr (kQ6) {
+  }
+  const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
+  if constexpr (Spec::kMins) {
+    const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], 5));
-    } else {
-      const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
-        isum[t] = _mm256_setzero_si256();
-      }
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
+      isum[t] = _mm256_setzero_si256();
     }
+  } else if constexpr (Spec::kShift > 0) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], Spec::kShift));
+  }
 #pragma GCC unroll 1
-    for (int j = 0; j < kSub; ++j) {
-      const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
-      if constexpr (kVnni) {
-        const __m256i sc32 = _mm256_srai_epi32(sc, 16);  // the (v, v) int16 pair -> v
-        __m256i s32[T];
+  for (int j = 0; j < kSub; ++j) {
+    const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+    if constexpr (kVnni) {
+      const __m256i sc32 = _mm256_srai_epi32(sc, 16);  // the (v, v) int16 pair -> v
+      __m256i s32[T];
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int l = 0; l < kLines; ++l) {
-          const int k4 = j * kLines + l;
-          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+      for (int l = 0; l < kLines; ++l) {
+        const int k4 = j * kLines + l;
+        const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
 #pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], w, bcast4(xb[t]->qs + 4 * k4));
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
-        continue;
+        for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], w, bcast4(xb[t]->qs + 4 * k4));
       }
 #pragma GCC unroll 4
-      for (int q = 0; q < kLines / kGroup; ++q) {
-        __m256i s16[T];
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
+      continue;
+    }
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+    for (int q = 0; q < kLines / kGroup; ++q) {
+      __m256i s16[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int l = 0; l < kGroup; ++l) {
-          const int k4 = j * kLines + q * kGroup + l;
-          const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+      for (int l = 0; l < kGroup; ++l) {
+        const int k4 = j * kLines + q * kGroup + l;
+        const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+        if constexpr (Spec::kSigned) {
+          const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            s16[t] = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xb[t]->qs + 4 * k4), w));
+          }
+        } else {
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
             s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
             keep_reg(s16[t]);
           }
         }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
       }
-    }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
     }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+  }
+}
+
+// Every block of half h of a decoded panel for tokens [t0, t0 + T) (kpanel_half_block per block).
+template <typename Spec, int T, bool kVnni = false>
+inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
+                             PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  __m256 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+    kpanel_half_block<Spec, T, kVnni>(panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h, xb, acc);
   }
   for (int t = 0; t < T; ++t) out[t] = acc[t];
 }
 
-template <bool kQ6, bool kVnni = false>
+// Up to this many tokens (Q5_K / Q3_K / Q2_K / IQ4_XS R16) a group is decoded one block at a
+// time into an L1-resident panel block and multiplied right away; from the next size on, the
+// whole group is decoded once and every 4-token tile runs over it. The same kpanel_half_block
+// per block either way, so a row's result does not depend on the batch size.
+constexpr int64_t kAvx2KFusedMaxTokens = 4;
+
+template <typename Dec, int T, bool kVnni>
+inline void kquant_r16_fused_group_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
+                                        PrefetchSpread& pf) {
+  using Spec = typename Dec::Spec;
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  __m256 lo[T], hi[T];
+  for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
+    Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, g.scratch);
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + t * nb + b;
+    if (lane0 < 8) kpanel_half_block<Spec, T, kVnni>(g.scratch, xb, lo);
+    if (lane1 > 8) kpanel_half_block<Spec, T, kVnni>(g.scratch + 32, xb, hi);
+  }
+  for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t, lane0, lane1, out_r);
+}
+
+// Per group: the panel decode (streaming the group), then every tile of 4 tokens over both
+// halves; the decode and the compute passes prefetch the next group. kFused: small batches as
+// above.
+template <typename Dec, bool kVnni = false, bool kFused = false>
 inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
+  using Spec = typename Dec::Spec;
   const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t tiles = (n_tok + 3) / 4;
+  const bool fused = kFused && n_tok <= kAvx2KFusedMaxTokens;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
-    // The decode pass streams this group; it and the compute passes over the panel prefetch the next.
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (1 + tiles * halves) * nb);
-    if constexpr (kQ6) {
-      decode_q6_k_r16_panel_avx2(grp, nb, g.scratch, pf);
-    } else {
-      decode_q4_k_r16_panel_avx2(grp, nb, g.scratch, pf);
+    const uint8_t* next = g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr;
+    if (fused) {
+      PrefetchSpread pf(next, g.stride, nb);
+      switch (n_tok) {
+        case 4: return kquant_r16_fused_group_avx2<Dec, 4, kVnni>(g, grp, lane0, lane1, out_r, pf);
+        case 3: return kquant_r16_fused_group_avx2<Dec, 3, kVnni>(g, grp, lane0, lane1, out_r, pf);
+        case 2: return kquant_r16_fused_group_avx2<Dec, 2, kVnni>(g, grp, lane0, lane1, out_r, pf);
+        default: return kquant_r16_fused_group_avx2<Dec, 1, kVnni>(g, grp, lane0, lane1, out_r, pf);
+      }
+    }
+    PrefetchSpread pf(next, g.stride, (1 + tiles * halves) * nb);
+    for (int64_t b = 0; b < nb; ++b) {
+      pf.step();
+      Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, g.scratch + static_cast<size_t>(b) * Avx2KPanel::kBlock);
     }
     for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) kpanel_half_avx2<kQ6, T, kVnni>(g, g.scratch, 0, t0, lo, pf);
-      if (lane1 > 8) kpanel_half_avx2<kQ6, T, kVnni>(g, g.scratch, 1, t0, hi, pf);
+      if (lane0 < 8) kpanel_half_avx2<Spec, T, kVnni>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_half_avx2<Spec, T, kVnni>(g, g.scratch, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });

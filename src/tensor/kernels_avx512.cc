@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "tensor/kernels.h"
@@ -605,6 +606,7 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 #include "tensor/kernels_avx512_rowpairs.h"
 #include "tensor/kernels_avx512_more.h"
 #include "tensor/kernels_avx512_r16panels.h"
+#include "tensor/kernels_avx512_kr16.h"
 
 void gemm_f32(const GemmArgs& g) { zgemm_float<Z32>(g); }
 void gemm_f16(const GemmArgs& g) { zgemm_float<Z16>(g); }
@@ -647,6 +649,16 @@ void act_q8_k(const float* x, int64_t n, BlockQ8_K* y) { quantize_q8_k_256(x, n,
 void gemm_q4_1(const GemmArgs& g) { gemm_q4_1_256(g); }
 void gemm_q5_1(const GemmArgs& g) { gemm_q5_1_256(g); }
 void gemm_q2_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ2_K>(g, gemm_q2_k_pairs); }
+// The panels need the caller's scratch (Matrix always gives it); without it, the reference.
+template <typename Dec, Layout kL>
+void gemm_kr16_or_ref(const GemmArgs& g) {
+  if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
+  gemm_kr16<Dec>(g);
+}
+void gemm_q5_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ5KR16, Layout::kQ5_K_R16>(g); }
+void gemm_q3_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ3KR16, Layout::kQ3_K_R16>(g); }
+void gemm_q2_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ2KR16, Layout::kQ2_K_R16>(g); }
+void gemm_iq4_xs_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecIQ4XSR16, Layout::kIQ4_XS_R16>(g); }
 
 }  // namespace
 }  // namespace ts::tensor::kern
@@ -662,7 +674,8 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table = {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16_any, gemm_q6_k_r16_any, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
-       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16},
+       gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16, gemm_q5_k_r16, gemm_q3_k_r16, gemm_q2_k_r16,
+       gemm_iq4_xs_r16},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

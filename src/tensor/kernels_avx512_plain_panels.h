@@ -184,76 +184,82 @@ void decode_q6_k_panel(const GemmArgs& g, int64_t r, int lanes, uint8_t* panel) 
 
 inline __m512i load_panel(const uint8_t* p) { return _mm512_load_si512(reinterpret_cast<const __m512i*>(p)); }
 
-// kSub: sub-blocks per 256-value block (16 of 16 values, or 8 of 32). kShift > 0: the panel
-// values are stored + 2^kShift (Q6_K 32, Q3_K 4, IQ4_XS 128) and the pairs hold the sub-block
-// scales; kShift == 0: Q4_K-style mins in the pairs, scaled by the dmin row.
+// One panel block (pb) for T tokens (xb[t]: each token's Q8_K block) into acc[T]. kSub:
+// sub-blocks per 256-value block (16 of 16 values, or 8 of 32). kShift > 0: the panel values
+// are stored + 2^kShift (Q6_K 32, Q3_K 4, IQ4_XS 128) and the pairs hold the sub-block scales;
+// kShift == 0: Q4_K-style mins in the pairs, scaled by the dmin row.
+template <int kSub, int kShift, int T>
+inline void kpanel_block(const uint8_t* pb, const BlockQ8_K* const* xb, __m512* acc) {
+  constexpr bool kQ6 = kSub == 16;         // 16-value sub-blocks: one bsum per sub-block
+  constexpr int kK4 = kQ6 ? 4 : 8;         // 4-value groups per sub-block
+  __m512i isum[T], side[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    isum[t] = _mm512_setzero_si512();
+    side[t] = _mm512_setzero_si512();
+  }
+  for (int j = 0; j < kSub; ++j) {
+    __m512i isub[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isub[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < kK4; ++k4) {
+      const __m512i w = load_panel(pb + KPanel::kVals + (j * kK4 + k4) * 64);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        isub[t] = _mm512_dpbusd_epi32(isub[t], w, bcast_dword(xb[t]->qs + (j * kK4 + k4) * 4));
+      }
+    }
+    const __m512i sc = load_panel(pb + KPanel::kSc + j * 64);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[t], sc));
+  }
+  // Side term: Q4_K sum_j m_j * (x sum of sub-block j); Q6_K sum_j sc_j * bsum_j (for -32).
+#pragma GCC unroll 8
+  for (int i = 0; i < kSub / 2; ++i) {
+    const __m512i pr = load_panel(pb + KPanel::kPairs + i * 64);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      __m512i xs;
+      if constexpr (kQ6) {
+        xs = bcast_dword(xb[t]->bsums + 2 * i);
+      } else {
+        const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
+        const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
+        xs = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+      }
+      side[t] = _mm512_dpwssd_epi32(side[t], pr, xs);
+    }
+  }
+  const __m512 dv = _mm512_load_ps(reinterpret_cast<const float*>(pb + KPanel::kD));
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 dx = _mm512_set1_ps(xb[t]->d);
+    if constexpr (kShift > 0) {
+      const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side[t], kShift));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dv, dx), acc[t]);
+    } else {
+      const __m512 dm = _mm512_load_ps(reinterpret_cast<const float*>(pb + KPanel::kDmin));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side[t]), _mm512_mul_ps(dm, dx), acc[t]);
+    }
+  }
+}
+
+// Every block of a decoded panel for tokens [t0, t0 + T) (kpanel_block per block).
 template <int kSub, int kShift, int T>
 inline void kpanel_tile(const GemmArgs& g, const uint8_t* panel, int lanes, int64_t r, int64_t t0,
                         PrefetchSpread* pf = nullptr) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
-  constexpr bool kQ6 = kSub == 16;         // 16-value sub-blocks: one bsum per sub-block
-  constexpr int kK4 = kQ6 ? 4 : 8;         // 4-value groups per sub-block
   const KPanel p{const_cast<uint8_t*>(panel)};
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = p.blk(b);
     if (pf != nullptr) pf->step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
-    __m512i isum[T], side[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_setzero_si512();
-      side[t] = _mm512_setzero_si512();
-    }
-    for (int j = 0; j < kSub; ++j) {
-      __m512i isub[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isub[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int k4 = 0; k4 < kK4; ++k4) {
-        const __m512i w = load_panel(pb + KPanel::kVals + (j * kK4 + k4) * 64);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          isub[t] = _mm512_dpbusd_epi32(isub[t], w, bcast_dword(xb[t]->qs + (j * kK4 + k4) * 4));
-        }
-      }
-      const __m512i sc = load_panel(pb + KPanel::kSc + j * 64);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[t], sc));
-    }
-    // Side term: Q4_K sum_j m_j * (x sum of sub-block j); Q6_K sum_j sc_j * bsum_j (for -32).
-#pragma GCC unroll 8
-    for (int i = 0; i < kSub / 2; ++i) {
-      const __m512i pr = load_panel(pb + KPanel::kPairs + i * 64);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        __m512i xs;
-        if constexpr (kQ6) {
-          xs = bcast_dword(xb[t]->bsums + 2 * i);
-        } else {
-          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
-          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
-          xs = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
-        }
-        side[t] = _mm512_dpwssd_epi32(side[t], pr, xs);
-      }
-    }
-    const __m512 dv = _mm512_load_ps(reinterpret_cast<const float*>(pb + KPanel::kD));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(xb[t]->d);
-      if constexpr (kShift > 0) {
-        const __m512i s = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(side[t], kShift));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dv, dx), acc[t]);
-      } else {
-        const __m512 dm = _mm512_load_ps(reinterpret_cast<const float*>(pb + KPanel::kDmin));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(side[t]), _mm512_mul_ps(dm, dx), acc[t]);
-      }
-    }
+    kpanel_block<kSub, kShift, T>(p.blk(b), xb, acc);
   }
   for (int t = 0; t < T; ++t) store_lanes(g, acc[t], t0 + t, r, lanes);
 }

@@ -11,15 +11,18 @@
 constexpr int64_t kR16PanelMinTokens = 8;
 
 // Lanes [lane0, lane0 + n) of a 16-dword vector moved to lanes [0, n), the others zero.
+// (A whole group, lanes [0, 16), is the identity: no permute.)
 struct LaneShift {
   __m512i idx;
   __mmask16 keep;
+  bool whole;
   LaneShift(int lane0, int n)
       : idx(_mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                              _mm512_set1_epi32(lane0))),
-        keep(static_cast<__mmask16>((1u << n) - 1)) {}
-  __m512i operator()(__m512i v) const { return _mm512_maskz_permutexvar_epi32(keep, idx, v); }
-  __m512 ps(__m512 v) const { return _mm512_maskz_permutexvar_ps(keep, idx, v); }
+        keep(static_cast<__mmask16>((1u << n) - 1)),
+        whole(lane0 == 0 && n == 16) {}
+  __m512i operator()(__m512i v) const { return whole ? v : _mm512_maskz_permutexvar_epi32(keep, idx, v); }
+  __m512 ps(__m512 v) const { return whole ? v : _mm512_maskz_permutexvar_ps(keep, idx, v); }
 };
 
 inline void store_panel(uint8_t* p, __m512i v) { _mm512_store_si512(reinterpret_cast<__m512i*>(p), v); }
@@ -31,6 +34,17 @@ inline __m512i s8x16_to_i32(const uint8_t* p) {
 }
 inline __m512i pair16(__m512i lo, __m512i hi) {
   return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(hi, 16));
+}
+
+// A Q4_K_R16 (or Q5_K_R16) block record's scales, mins, d and dmin -> the KPanel block at pb.
+inline void decode_q4_k_r16_sides(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+  for (int j = 0; j < 8; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(u8x16_to_i32(rec + 2048 + j * 16)));
+  for (int i = 0; i < 4; ++i) {
+    store_panel(pb + KPanel::kPairs + i * 64,
+                sh(pair16(u8x16_to_i32(rec + 2176 + (2 * i) * 16), u8x16_to_i32(rec + 2176 + (2 * i + 1) * 16))));
+  }
+  _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2304)))));
+  _mm512_store_ps(pb + KPanel::kDmin, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2336)))));
 }
 
 void decode_q4_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, uint8_t* panel) {
@@ -47,13 +61,7 @@ void decode_q4_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, 
         store_panel(pb + KPanel::kVals + (16 * c + 8 + m) * 64, sh(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4)));
       }
     }
-    for (int j = 0; j < 8; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(u8x16_to_i32(rec + 2048 + j * 16)));
-    for (int i = 0; i < 4; ++i) {
-      store_panel(pb + KPanel::kPairs + i * 64,
-                  sh(pair16(u8x16_to_i32(rec + 2176 + (2 * i) * 16), u8x16_to_i32(rec + 2176 + (2 * i + 1) * 16))));
-    }
-    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)))));
-    _mm512_store_ps(pb + KPanel::kDmin, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)))));
+    decode_q4_k_r16_sides(rec, sh, pb);
   }
 }
 

@@ -430,66 +430,85 @@ void gemm_k(const GemmArgs& g, Dot dot) {
 // Q2_K / Q3_K value e (0..255): 2 low bits at byte 32*(e/128) + e%32, shift 2*((e%128)/32).
 inline int q2_bits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
 
-void gemm_q2_k(const GemmArgs& g) {
-  gemm_k<BlockQ2_K>(g, [](const BlockQ2_K& blk, const BlockQ8_K& xb) {
-    int32_t sumi = 0, summ = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t dot = 0;
-      for (int e = 16 * j; e < 16 * j + 16; ++e) dot += q2_bits(blk.qs, e) * xb.qs[e];
-      sumi += (blk.scales[j] & 0xF) * dot;
-      summ += (blk.scales[j] >> 4) * xb.bsums[j];
-    }
-    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
-  });
+float q2_k_dot(const BlockQ2_K& blk, const BlockQ8_K& xb) {
+  int32_t sumi = 0, summ = 0;
+  for (int j = 0; j < 16; ++j) {
+    int32_t dot = 0;
+    for (int e = 16 * j; e < 16 * j + 16; ++e) dot += q2_bits(blk.qs, e) * xb.qs[e];
+    sumi += (blk.scales[j] & 0xF) * dot;
+    summ += (blk.scales[j] >> 4) * xb.bsums[j];
+  }
+  return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
 }
 
-void gemm_q3_k(const GemmArgs& g) {
-  gemm_k<BlockQ3_K>(g, [](const BlockQ3_K& blk, const BlockQ8_K& xb) {
-    int8_t sc[16];
-    q3k_scales(blk.scales, sc);
-    int32_t sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t dot = 0;
-      for (int e = 16 * j; e < 16 * j + 16; ++e) {
-        const int hbit = (blk.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
-        dot += (q2_bits(blk.qs, e) - (hbit ? 0 : 4)) * xb.qs[e];
-      }
-      sumi += sc[j] * dot;
+float q3_k_dot(const BlockQ3_K& blk, const BlockQ8_K& xb) {
+  int8_t sc[16];
+  q3k_scales(blk.scales, sc);
+  int32_t sumi = 0;
+  for (int j = 0; j < 16; ++j) {
+    int32_t dot = 0;
+    for (int e = 16 * j; e < 16 * j + 16; ++e) {
+      const int hbit = (blk.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
+      dot += (q2_bits(blk.qs, e) - (hbit ? 0 : 4)) * xb.qs[e];
     }
-    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
-  });
+    sumi += sc[j] * dot;
+  }
+  return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
 }
 
-void gemm_q5_k(const GemmArgs& g) {
-  gemm_k<BlockQ5_K>(g, [](const BlockQ5_K& blk, const BlockQ8_K& xb) {
-    int32_t sumi = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      q4k_scale_min(j, blk.scales, &sc, &m);
-      int32_t dot = 0;
-      for (int e = 32 * j; e < 32 * j + 32; ++e) {
-        const int c = e / 64, h = (e % 64) / 32, l = e % 32;
-        const int lo = h ? blk.qs[32 * c + l] >> 4 : blk.qs[32 * c + l] & 0xF;
-        dot += (lo | (((blk.qh[l] >> (2 * c + h)) & 1) << 4)) * xb.qs[e];
-      }
-      sumi += sc * dot;
-      summ += m * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+float q5_k_dot(const BlockQ5_K& blk, const BlockQ8_K& xb) {
+  int32_t sumi = 0, summ = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    q4k_scale_min(j, blk.scales, &sc, &m);
+    int32_t dot = 0;
+    for (int e = 32 * j; e < 32 * j + 32; ++e) {
+      const int c = e / 64, h = (e % 64) / 32, l = e % 32;
+      const int lo = h ? blk.qs[32 * c + l] >> 4 : blk.qs[32 * c + l] & 0xF;
+      dot += (lo | (((blk.qh[l] >> (2 * c + h)) & 1) << 4)) * xb.qs[e];
     }
-    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
-  });
+    sumi += sc * dot;
+    summ += m * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+  }
+  return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi) - fp16_to_fp32(blk.dmin) * xb.d * static_cast<float>(summ);
 }
 
-void gemm_iq4_xs(const GemmArgs& g) {
-  gemm_k<BlockIQ4_XS>(g, [](const BlockIQ4_XS& blk, const BlockQ8_K& xb) {
-    int32_t sumi = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      int32_t dot = 0;
-      for (int j = 0; j < 32; ++j) dot += kIQ4NLValues[nibble32(blk.qs + 16 * ib, j)] * xb.qs[32 * ib + j];
-      sumi += iq4xs_scale(blk, ib) * dot;
+float iq4_xs_dot(const BlockIQ4_XS& blk, const BlockQ8_K& xb) {
+  int32_t sumi = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    int32_t dot = 0;
+    for (int j = 0; j < 32; ++j) dot += kIQ4NLValues[nibble32(blk.qs + 16 * ib, j)] * xb.qs[32 * ib + j];
+    sumi += iq4xs_scale(blk, ib) * dot;
+  }
+  return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+}
+
+void gemm_q2_k(const GemmArgs& g) { gemm_k<BlockQ2_K>(g, q2_k_dot); }
+void gemm_q3_k(const GemmArgs& g) { gemm_k<BlockQ3_K>(g, q3_k_dot); }
+void gemm_q5_k(const GemmArgs& g) { gemm_k<BlockQ5_K>(g, q5_k_dot); }
+void gemm_iq4_xs(const GemmArgs& g) { gemm_k<BlockIQ4_XS>(g, iq4_xs_dot); }
+
+// Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16: each row's blocks back in the GGUF layout, then
+// the plain reference above (so the same results as the plain layout's reference).
+template <Layout kL, typename Block>
+void gemm_k_r16(const GemmArgs& g, float (*dot)(const Block&, const BlockQ8_K&)) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
+    const BlockQ8_K* xk = a.qk + t * nb;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      Block blk;
+      kquant_r16_block(kL, grp, lane, b, &blk);
+      s += dot(blk, xk[b]);
     }
-    return fp16_to_fp32(blk.d) * xb.d * static_cast<float>(sumi);
+    return s;
   });
 }
+void gemm_q5_k_r16(const GemmArgs& g) { gemm_k_r16<Layout::kQ5_K_R16, BlockQ5_K>(g, q5_k_dot); }
+void gemm_q3_k_r16(const GemmArgs& g) { gemm_k_r16<Layout::kQ3_K_R16, BlockQ3_K>(g, q3_k_dot); }
+void gemm_q2_k_r16(const GemmArgs& g) { gemm_k_r16<Layout::kQ2_K_R16, BlockQ2_K>(g, q2_k_dot); }
+void gemm_iq4_xs_r16(const GemmArgs& g) { gemm_k_r16<Layout::kIQ4_XS_R16, BlockIQ4_XS>(g, iq4_xs_dot); }
 
 void round_f16_row(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = round_fp16(x[i]);
@@ -526,6 +545,10 @@ const KernelTable& scalar_kernels() {
       gemm_signed32_r16<Layout::kQ5_0_R16>,
       gemm_affine32_r16<Layout::kQ4_1_R16>,
       gemm_affine32_r16<Layout::kQ5_1_R16>,
+      gemm_q5_k_r16,
+      gemm_q3_k_r16,
+      gemm_q2_k_r16,
+      gemm_iq4_xs_r16,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

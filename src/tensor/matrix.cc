@@ -71,6 +71,10 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ5_0: return kern::Layout::kQ5_0_R16;
     case DType::kQ4_1: return kern::Layout::kQ4_1_R16;
     case DType::kQ5_1: return kern::Layout::kQ5_1_R16;
+    case DType::kQ5_K: return kern::Layout::kQ5_K_R16;
+    case DType::kQ3_K: return kern::Layout::kQ3_K_R16;
+    case DType::kQ2_K: return kern::Layout::kQ2_K_R16;
+    case DType::kIQ4_XS: return kern::Layout::kIQ4_XS_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -481,6 +485,10 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kQ4_K:
     case kern::Layout::kQ4_K_R16:
     case kern::Layout::kQ6_K_R16:
+    case kern::Layout::kQ5_K_R16:
+    case kern::Layout::kQ3_K_R16:
+    case kern::Layout::kQ2_K_R16:
+    case kern::Layout::kIQ4_XS_R16:
     case kern::Layout::kQ6_K: return kFormQK;
     case kern::Layout::kCount: break;
   }

@@ -172,6 +172,100 @@ void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
   }
 }
 
+// Q5_K / Q3_K / Q2_K / IQ4_XS (kernels.h): each row's block, scales decoded, into its lane.
+void repack_q5_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ5KR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ5KR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales, mins and d are 0
+        BlockQ5_K blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_K), sizeof(blk));
+        for (int c = 0; c < 4; ++c) {
+          for (int m = 0; m < 8; ++m) std::memcpy(rec + (c * 8 + m) * 64 + lane * 4, blk.qs + 32 * c + 4 * m, 4);
+        }
+        for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, rec + 2048 + j * 16 + lane, rec + 2176 + j * 16 + lane);
+        std::memcpy(rec + 2304 + lane * 2, &blk.d, 2);
+        std::memcpy(rec + 2336 + lane * 2, &blk.dmin, 2);
+        for (int m = 0; m < 8; ++m) std::memcpy(rec + kern::kQ4KR16BlockBytes + m * 64 + lane * 4, blk.qh + 4 * m, 4);
+      }
+    }
+  }
+}
+
+// The 2-bit value lines of Q3_K / Q2_K: [2 c][8 m][16 rows][4] GGUF qs bytes 32c + 4m ...
+void q2_lines(const uint8_t* qs, int lane, uint8_t* rec) {
+  for (int c = 0; c < 2; ++c) {
+    for (int m = 0; m < 8; ++m) std::memcpy(rec + (c * 8 + m) * 64 + lane * 4, qs + 32 * c + 4 * m, 4);
+  }
+}
+
+void repack_q3_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ3KR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ3KR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales and d are 0
+        BlockQ3_K blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ3_K), sizeof(blk));
+        q2_lines(blk.qs, lane, rec);
+        for (int m = 0; m < 8; ++m) std::memcpy(rec + 1024 + m * 64 + lane * 4, blk.hmask + 4 * m, 4);
+        int8_t sc[16];
+        q3k_scales(blk.scales, sc);
+        for (int j = 0; j < 16; ++j) std::memcpy(rec + 1536 + j * 16 + lane, &sc[j], 1);
+        std::memcpy(rec + 1792 + lane * 2, &blk.d, 2);
+      }
+    }
+  }
+}
+
+void repack_q2_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ2KR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ2KR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales, mins and d are 0
+        BlockQ2_K blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ2_K), sizeof(blk));
+        q2_lines(blk.qs, lane, rec);
+        for (int j = 0; j < 16; ++j) rec[1024 + j * 16 + lane] = blk.scales[j];
+        std::memcpy(rec + 1280 + lane * 2, &blk.d, 2);
+        std::memcpy(rec + 1312 + lane * 2, &blk.dmin, 2);
+      }
+    }
+  }
+}
+
+void repack_iq4_xs(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQK_K;
+  const size_t gbytes = static_cast<size_t>(nb) * kern::kIQ4XSR16BlockBytes;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kIQ4XSR16BlockBytes;
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t r = g * 16 + lane;
+        if (r >= rows) continue;  // zero-filled: scales and d are 0
+        BlockIQ4_XS blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockIQ4_XS), sizeof(blk));
+        for (int ib = 0; ib < 8; ++ib) {
+          for (int m = 0; m < 4; ++m) std::memcpy(rec + (ib * 4 + m) * 64 + lane * 4, blk.qs + 16 * ib + 4 * m, 4);
+          rec[2048 + ib * 16 + lane] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(blk, ib)));
+        }
+        std::memcpy(rec + 2176 + lane * 2, &blk.d, 2);
+      }
+    }
+  }
+}
+
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -190,6 +284,10 @@ size_t r16_group_stride(kern::Layout layout, int64_t cols) {
     case kern::Layout::kQ5_0_R16: return kern::r16_q5_group_bytes(cols);
     case kern::Layout::kQ4_1_R16: return kern::r16_q4_1_group_bytes(cols);
     case kern::Layout::kQ5_1_R16: return kern::r16_q5_1_group_bytes(cols);
+    case kern::Layout::kQ5_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ5KR16BlockBytes;
+    case kern::Layout::kQ3_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ3KR16BlockBytes;
+    case kern::Layout::kQ2_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ2KR16BlockBytes;
+    case kern::Layout::kIQ4_XS_R16: return static_cast<size_t>(cols / kQK_K) * kern::kIQ4XSR16BlockBytes;
     default: break;
   }
   TS_CHECK(false, "r16_group_stride: not an R16 layout");
@@ -207,6 +305,10 @@ void repack_r16(kern::Layout layout, const uint8_t* src, size_t row_bytes, int64
     case kern::Layout::kQ5_0_R16: return repack_q5_0(src, row_bytes, rows, cols, dst);
     case kern::Layout::kQ4_1_R16: return repack_q4_1(src, row_bytes, rows, cols, dst);
     case kern::Layout::kQ5_1_R16: return repack_q5_1(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ5_K_R16: return repack_q5_k(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ3_K_R16: return repack_q3_k(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kQ2_K_R16: return repack_q2_k(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kIQ4_XS_R16: return repack_iq4_xs(src, row_bytes, rows, cols, dst);
     default: break;
   }
   TS_CHECK(false, "repack_r16: not an R16 layout");
@@ -262,6 +364,21 @@ void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64
     }
     return;
   }
+  if (layout == kern::Layout::kQ5_K_R16 || layout == kern::Layout::kQ3_K_R16 || layout == kern::Layout::kQ2_K_R16 ||
+      layout == kern::Layout::kIQ4_XS_R16) {
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      alignas(8) uint8_t blk[sizeof(BlockQ5_K)];
+      kquant_r16_block(layout, grp, lane, b, blk);
+      float* y = out + b * kQK_K;
+      switch (layout) {
+        case kern::Layout::kQ5_K_R16: dequantize_row_q5_k(reinterpret_cast<const BlockQ5_K*>(blk), y, kQK_K); break;
+        case kern::Layout::kQ3_K_R16: dequantize_row_q3_k(reinterpret_cast<const BlockQ3_K*>(blk), y, kQK_K); break;
+        case kern::Layout::kQ2_K_R16: dequantize_row_q2_k(reinterpret_cast<const BlockQ2_K*>(blk), y, kQK_K); break;
+        default: dequantize_row_iq4_xs(reinterpret_cast<const BlockIQ4_XS*>(blk), y, kQK_K); break;
+      }
+    }
+    return;
+  }
   TS_CHECK(layout == kern::Layout::kQ4_K_R16, "dequantize_r16_row: not an R16 layout");
   for (int64_t b = 0; b < cols / kQK_K; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ4KR16BlockBytes;
@@ -290,6 +407,77 @@ void q6_k_r16_block(const uint8_t* grp, int lane, int64_t b, BlockQ6_K* out) {
   }
   for (int j = 0; j < 16; ++j) std::memcpy(&out->scales[j], rec + 3072 + j * 16 + lane, 1);
   std::memcpy(&out->d, rec + 3328 + lane * 2, 2);
+}
+
+void kquant_r16_block(kern::Layout layout, const uint8_t* grp, int lane, int64_t b, void* out) {
+  switch (layout) {
+    case kern::Layout::kQ5_K_R16: {
+      const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ5KR16BlockBytes;
+      BlockQ5_K blk{};
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) std::memcpy(blk.qs + 32 * c + 4 * m, rec + (c * 8 + m) * 64 + lane * 4, 4);
+      }
+      for (int m = 0; m < 8; ++m) std::memcpy(blk.qh + 4 * m, rec + kern::kQ4KR16BlockBytes + m * 64 + lane * 4, 4);
+      // The 12 packed bytes of q4k_scale_min's (scale, min) pairs.
+      uint8_t sc[8], mn[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = rec[2048 + j * 16 + lane];
+        mn[j] = rec[2176 + j * 16 + lane];
+      }
+      for (int j = 0; j < 4; ++j) {
+        blk.scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        blk.scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        blk.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4));
+      }
+      std::memcpy(&blk.d, rec + 2304 + lane * 2, 2);
+      std::memcpy(&blk.dmin, rec + 2336 + lane * 2, 2);
+      std::memcpy(out, &blk, sizeof(blk));
+      return;
+    }
+    case kern::Layout::kQ3_K_R16: {
+      const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ3KR16BlockBytes;
+      BlockQ3_K blk{};
+      for (int c = 0; c < 2; ++c) {
+        for (int m = 0; m < 8; ++m) std::memcpy(blk.qs + 32 * c + 4 * m, rec + (c * 8 + m) * 64 + lane * 4, 4);
+      }
+      for (int m = 0; m < 8; ++m) std::memcpy(blk.hmask + 4 * m, rec + 1024 + m * 64 + lane * 4, 4);
+      for (int j = 0; j < 16; ++j) {  // q3k_scales' packing of the 6-bit (scale + 32)
+        const int u = static_cast<int8_t>(rec[1536 + j * 16 + lane]) + 32;
+        blk.scales[j % 8] = static_cast<uint8_t>(blk.scales[j % 8] | ((u & 0xF) << (j < 8 ? 0 : 4)));
+        blk.scales[8 + j % 4] = static_cast<uint8_t>(blk.scales[8 + j % 4] | ((u >> 4) << (2 * (j / 4))));
+      }
+      std::memcpy(&blk.d, rec + 1792 + lane * 2, 2);
+      std::memcpy(out, &blk, sizeof(blk));
+      return;
+    }
+    case kern::Layout::kQ2_K_R16: {
+      const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kQ2KR16BlockBytes;
+      BlockQ2_K blk{};
+      for (int c = 0; c < 2; ++c) {
+        for (int m = 0; m < 8; ++m) std::memcpy(blk.qs + 32 * c + 4 * m, rec + (c * 8 + m) * 64 + lane * 4, 4);
+      }
+      for (int j = 0; j < 16; ++j) blk.scales[j] = rec[1024 + j * 16 + lane];
+      std::memcpy(&blk.d, rec + 1280 + lane * 2, 2);
+      std::memcpy(&blk.dmin, rec + 1312 + lane * 2, 2);
+      std::memcpy(out, &blk, sizeof(blk));
+      return;
+    }
+    case kern::Layout::kIQ4_XS_R16: {
+      const uint8_t* rec = grp + static_cast<size_t>(b) * kern::kIQ4XSR16BlockBytes;
+      BlockIQ4_XS blk{};
+      for (int ib = 0; ib < 8; ++ib) {
+        for (int m = 0; m < 4; ++m) std::memcpy(blk.qs + 16 * ib + 4 * m, rec + (ib * 4 + m) * 64 + lane * 4, 4);
+        const int ls = static_cast<int8_t>(rec[2048 + ib * 16 + lane]) + 32;
+        blk.scales_l[ib / 2] = static_cast<uint8_t>(blk.scales_l[ib / 2] | ((ls & 0xF) << (4 * (ib % 2))));
+        blk.scales_h = static_cast<uint16_t>(blk.scales_h | ((ls >> 4) << (2 * ib)));
+      }
+      std::memcpy(&blk.d, rec + 2176 + lane * 2, 2);
+      std::memcpy(out, &blk, sizeof(blk));
+      return;
+    }
+    default: break;
+  }
+  TS_CHECK(false, "kquant_r16_block: not a Q5_K / Q3_K / Q2_K / IQ4_XS R16 layout");
 }
 
 }  // namespace ts::tensor

@@ -62,4 +62,8 @@ void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64
 // Block b of row `lane` of a Q6_K_R16 group, back in the GGUF layout.
 void q6_k_r16_block(const uint8_t* grp, int lane, int64_t b, BlockQ6_K* out);
 
+// Block b of row `lane` of a Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 group, back in the GGUF
+// layout (the same bytes as the source block): a BlockQ5_K / Q3_K / Q2_K / IQ4_XS at out.
+void kquant_r16_block(kern::Layout layout, const uint8_t* grp, int lane, int64_t b, void* out);
+
 }  // namespace ts::tensor

@@ -19,6 +19,7 @@
 #include "tensor/fp16.h"
 #include "tensor/matrix.h"
 #include "tensor/quants.h"
+#include "tensor/repack.h"
 
 namespace ts::tensor {
 namespace {
@@ -381,6 +382,37 @@ TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
 
 // Known answers, worked out by hand from the ggml block layouts (guards against a layout
 // misreading shared by the dequantizer and the kernels).
+// The Q5_K / Q3_K / Q2_K / IQ4_XS R16 records keep every bit of their rows: each row's block,
+// read back from a repacked group (scales re-packed from their decoded bytes), is the GGUF
+// block byte for byte, padding rows included in a partial last group.
+TEST(KQuantR16, RecordsGiveBackEveryBlock) {
+  struct Case {
+    DType type;
+    kern::Layout layout;
+    size_t block_bytes;
+  };
+  const Case cases[] = {{DType::kQ5_K, kern::Layout::kQ5_K_R16, sizeof(BlockQ5_K)},
+                        {DType::kQ3_K, kern::Layout::kQ3_K_R16, sizeof(BlockQ3_K)},
+                        {DType::kQ2_K, kern::Layout::kQ2_K_R16, sizeof(BlockQ2_K)},
+                        {DType::kIQ4_XS, kern::Layout::kIQ4_XS_R16, sizeof(BlockIQ4_XS)}};
+  const int64_t rows = 37, cols = 768, nb = cols / 256;
+  for (const Case& c : cases) {
+    const auto w = random_weights(c.type, rows, cols, 31u + static_cast<uint32_t>(c.type));
+    const size_t rb = w.size() / rows, gs = r16_group_stride(c.layout, cols);
+    std::vector<uint8_t> packed(gs * 3 + 64, 0);
+    uint8_t* dst = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(packed.data()) + 63) & ~uintptr_t{63});
+    repack_r16(c.layout, w.data(), rb, rows, cols, dst);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t blk[sizeof(BlockQ5_K)] = {};
+        kquant_r16_block(c.layout, dst + static_cast<size_t>(r / 16) * gs, static_cast<int>(r % 16), b, blk);
+        ASSERT_EQ(0, std::memcmp(blk, w.data() + static_cast<size_t>(r) * rb + b * c.block_bytes, c.block_bytes))
+            << type_name(static_cast<uint32_t>(c.type)) << " row " << r << " block " << b;
+      }
+    }
+  }
+}
+
 TEST(KnownAnswers, Q5_0HighBitsAndQ4_1Min) {
   BlockQ5_0 q5{};
   q5.d = fp32_to_fp16(0.5f);
@@ -475,7 +507,7 @@ TEST(IsaRequest, ResolvesAndClampsWithAWarning) {
 }
 
 // The avxvnni tier (AVX2 + vpdpbusd on ymm): forced where the CPU has AVX-VNNI, its Q8_0_R16,
-// Q4_0_R16, Q4_K_R16 and Q6_K_R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
+// Q4_0_R16 and K-quant R16 kernels give the AVX2 kernels' bits (same integer block sums, same float steps) for 1..17
 // tokens and a few larger batches and rows that are not a multiple of 16; elsewhere a request for it falls back to avx2.
 TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   IsaGuard guard;
@@ -502,9 +534,12 @@ TEST(IsaRequest, AvxVnniTierMatchesAvx2BitForBit) {
   std::vector<Shape> shapes;
   for (int64_t cols : {int64_t{96}, int64_t{1600}, int64_t{2080}})
     for (DType type : {DType::kQ8_0, DType::kQ4_0}) shapes.push_back({type, cols});
-  // Q4_K / Q6_K from 8 tokens: the K-quant panels with vpdpbusd sums and one vpmulld per sub-block.
+  // Q4_K / Q6_K from 8 tokens, Q5_K / Q3_K / Q2_K / IQ4_XS at every size: the K-quant panels with
+  // vpdpbusd sums and one vpmulld per sub-block (IQ4_XS: values + 128 against the AVX2 tier's
+  // signed values with vpsignb).
   for (int64_t cols : {int64_t{256}, int64_t{1536}})
-    for (DType type : {DType::kQ4_K, DType::kQ6_K}) shapes.push_back({type, cols});
+    for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_K, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS})
+      shapes.push_back({type, cols});
   for (const auto& [type, cols] : shapes) {
     const auto w = random_weights(type, rows, cols, 5u);
     // 16+ tokens: Q8_0 runs the interleaved-activation kernel (gemm_q8_0_r16_il_vnni) against

@@ -1,0 +1,207 @@
+// AVX-512 kernels for the Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 layouts (kernels.h), at
+// every batch size: each 16-row group is decoded once per matmul into the K-quant panel format
+// (KPanel: unsigned int8 values in [k4][16 rows][4] order, int32 sub-block scales, int16 pairs,
+// float d / dmin) and multiplied per block by kpanel_block, as the Q4_K_R16 / Q6_K_R16 batches:
+//   Q5_K    8 sub-blocks of 32, values 0..31, mins            kpanel_tile<8, 0>
+//   Q2_K   16 sub-blocks of 16, values 0..3, mins             kpanel_tile<16, 0>
+//   Q3_K   16 sub-blocks of 16, values -4..3 stored + 4       kpanel_tile<16, 2>
+//   IQ4_XS  8 sub-blocks of 32, values -127..113 stored + 128 kpanel_tile<8, 7>
+// The same block kernel at every batch size, so a row's result does not depend on the batch. The integer
+// block sums are exact; per block, one float step per row (two with mins), in kpanel_tile's order.
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// kernels_avx512_r16panels.h (LaneShift, store_panel, pair16, the Q4_K_R16 side decode).
+
+// Calls f.template operator()<I>() for I = 0 .. N-1 (shift counts that must be constants).
+template <int N, typename F>
+inline void static_for(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+// Bit kFrom (0..7) of every byte of v moved to bit kTo; the other bits are unspecified (the
+// caller masks). 16-bit shifts never carry a byte's own bit across its boundary for kFrom <= 7.
+template <int kFrom, int kTo>
+inline __m512i bit_to(__m512i v) {
+  if constexpr (kFrom < kTo) return _mm512_slli_epi16(v, kTo - kFrom);
+  else if constexpr (kFrom > kTo) return _mm512_srli_epi16(v, kFrom - kTo);
+  else return v;
+}
+
+inline __m512i load_rec(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+struct DecQ5KR16 {
+  static constexpr int kSub = 8, kShift = 0;
+  static constexpr size_t kBytes = kQ5KR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), b4 = _mm512_set1_epi8(0x10);
+    for (int m = 0; m < 8; ++m) {
+      const __m512i hb = load_rec(rec + kQ4KR16BlockBytes + m * 64);
+      static_for<4>([&]<int c>() {
+        // Line (c, m): low nibbles are values 64c + 4m.. (k4 16c + m), high ones 32 later;
+        // their 5th bits are bits 2c and 2c + 1 of the qh line.
+        const __m512i v = load_rec(rec + (c * 8 + m) * 64);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(bit_to<2 * c, 4>(hb), b4));
+        const __m512i hi =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_and_si512(bit_to<2 * c + 1, 4>(hb), b4));
+        store_panel(pb + KPanel::kVals + (16 * c + m) * 64, sh(lo));
+        store_panel(pb + KPanel::kVals + (16 * c + 8 + m) * 64, sh(hi));
+      });
+    }
+    decode_q4_k_r16_sides(rec, sh, pb);  // same scales, mins, d and dmin bytes as Q4_K_R16
+  }
+};
+
+// The 16 sub-block scales of a 16-value-sub-block type (int32 per row, and (sc_2i, sc_2i+1)
+// int16 pairs) from [16][16] int8 at p, and the fp16 d row at d.
+inline void kpanel_signed_scales16(const uint8_t* p, const uint8_t* d, const LaneShift& sh, uint8_t* pb) {
+  for (int j = 0; j < 16; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(p + j * 16)));
+  for (int i = 0; i < 8; ++i) {
+    store_panel(pb + KPanel::kPairs + i * 64, sh(pair16(s8x16_to_i32(p + (2 * i) * 16), s8x16_to_i32(p + (2 * i + 1) * 16))));
+  }
+  _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)))));
+}
+
+struct DecQ3KR16 {
+  static constexpr int kSub = 16, kShift = 2;
+  static constexpr size_t kBytes = kQ3KR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m3 = _mm512_set1_epi8(3), b2 = _mm512_set1_epi8(4);
+    for (int m = 0; m < 8; ++m) {
+      const __m512i hm = load_rec(rec + 1024 + m * 64);
+      static_for<2>([&]<int c>() {
+        const __m512i v = load_rec(rec + (c * 8 + m) * 64);
+        static_for<4>([&]<int s>() {
+          // Values 128c + 32s + 4m..: low bits 2s, 2s + 1 of the qs line, high bit 4c + s of
+          // the hmask line; stored q + 4 = low | 4 * high (0..7), k4 32c + 8s + m.
+          const __m512i lo = _mm512_and_si512(s == 0 ? v : _mm512_srli_epi16(v, 2 * s), m3);
+          const __m512i q = _mm512_or_si512(lo, _mm512_and_si512(bit_to<4 * c + s, 2>(hm), b2));
+          store_panel(pb + KPanel::kVals + (32 * c + 8 * s + m) * 64, sh(q));
+        });
+      });
+    }
+    kpanel_signed_scales16(rec + 1536, rec + 1792, sh, pb);
+  }
+};
+
+struct DecQ2KR16 {
+  static constexpr int kSub = 16, kShift = 0;
+  static constexpr size_t kBytes = kQ2KR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int m = 0; m < 8; ++m) {
+      static_for<2>([&]<int c>() {
+        const __m512i v = load_rec(rec + (c * 8 + m) * 64);
+        static_for<4>([&]<int s>() {
+          const __m512i q = _mm512_and_si512(s == 0 ? v : _mm512_srli_epi16(v, 2 * s), m3);
+          store_panel(pb + KPanel::kVals + (32 * c + 8 * s + m) * 64, sh(q));
+        });
+      });
+    }
+    // Scale bytes: the scale in the low nibble, the min in the high one.
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    __m512i mn[16];
+    for (int j = 0; j < 16; ++j) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16));
+      store_panel(pb + KPanel::kSc + j * 64, sh(_mm512_cvtepu8_epi32(_mm_and_si128(raw, m4))));
+      mn[j] = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+    }
+    for (int i = 0; i < 8; ++i) store_panel(pb + KPanel::kPairs + i * 64, sh(pair16(mn[2 * i], mn[2 * i + 1])));
+    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 1280)))));
+    _mm512_store_ps(pb + KPanel::kDmin, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 1312)))));
+  }
+};
+
+// IQ4_XS's table values + 128 (1..241), as vpshufb bytes.
+inline __m512i iq4_table_u8() {
+  alignas(16) uint8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIQ4NLValues[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+}
+
+struct DecIQ4XSR16 {
+  static constexpr int kSub = 8, kShift = 7;
+  static constexpr size_t kBytes = kIQ4XSR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), tab = iq4_table_u8();
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int m = 0; m < 4; ++m) {
+        // Line (ib, m): low nibbles index values 32ib + 4m.. (k4 8ib + m), high ones 16 later.
+        const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
+        store_panel(pb + KPanel::kVals + (8 * ib + m) * 64, sh(_mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4))));
+        store_panel(pb + KPanel::kVals + (8 * ib + 4 + m) * 64,
+                    sh(_mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4))));
+      }
+    }
+    for (int j = 0; j < 8; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(rec + 2048 + j * 16)));
+    for (int i = 0; i < 4; ++i) {
+      store_panel(pb + KPanel::kPairs + i * 64,
+                  sh(pair16(s8x16_to_i32(rec + 2048 + (2 * i) * 16), s8x16_to_i32(rec + 2048 + (2 * i + 1) * 16))));
+    }
+    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2176)))));
+  }
+};
+
+// Up to this many tokens a group is decoded one block at a time into an L1-resident panel block
+// and multiplied right away (kpanel_block, accumulators in registers); from the next size on,
+// the whole group is decoded once and every 4-token tile runs over it (kpanel_tile). The same
+// kpanel_block per block either way, so a row's result does not depend on the batch size.
+constexpr int64_t kKr16FusedMaxTokens = 4;
+
+template <typename Dec, int T>
+void kr16_fused_group(const GemmArgs& g, const uint8_t* grp, const LaneShift& sh, int lanes, int64_t out_r,
+                      PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step();
+    Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, g.scratch);
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + t * nb + b;
+    kpanel_block<Dec::kSub, Dec::kShift, T>(g.scratch, xb, acc);
+  }
+  for (int t = 0; t < T; ++t) store_lanes(g, acc[t], t, out_r, lanes);
+}
+
+// Per group: decode and multiply (see kKr16FusedMaxTokens); the next group is prefetched
+// meanwhile.
+template <typename Dec>
+void gemm_kr16(const GemmArgs& g) {
+  const int64_t n_tok = g.act->n_tok;
+  const int64_t nb = g.act->cols / kQK_K;
+  const bool fused = n_tok <= kKr16FusedMaxTokens;
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    const int lanes = lane1 - lane0;
+    const LaneShift sh(lane0, lanes);
+    const bool more = done + lanes < g.num_rows;
+    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, fused ? nb : (n_tok + 3) / 4 * nb);
+    if (fused) {
+      switch (n_tok) {
+        case 4: kr16_fused_group<Dec, 4>(g, grp, sh, lanes, done, pf); break;
+        case 3: kr16_fused_group<Dec, 3>(g, grp, sh, lanes, done, pf); break;
+        case 2: kr16_fused_group<Dec, 2>(g, grp, sh, lanes, done, pf); break;
+        default: kr16_fused_group<Dec, 1>(g, grp, sh, lanes, done, pf); break;
+      }
+    } else {
+      const KPanel p{g.scratch};
+      for (int64_t b = 0; b < nb; ++b) Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, p.blk(b));
+      int64_t t0 = 0;
+      for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<Dec::kSub, Dec::kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
+      switch (n_tok - t0) {
+        case 3: kpanel_tile<Dec::kSub, Dec::kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
+        case 2: kpanel_tile<Dec::kSub, Dec::kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
+        case 1: kpanel_tile<Dec::kSub, Dec::kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
+        default: break;
+      }
+    }
+    done += lanes;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
