@@ -404,20 +404,24 @@ void gemm_q8_0_r16(const GemmArgs& g) { gemm_r16_groups<128, false>(g); }
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_r16_groups<8, true>(g); }
 
 // ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
+// kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16; the
+// same integer sums and float steps as kpanel_block<8, 0> (kernels_avx512_kr16.h).
 
-template <int T>
+template <int T, bool kQ5 = false>
 inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
   const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i b16 = _mm512_set1_epi8(16);
   const BlockQ8_K* xk[T];
   for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
-    if (g.sw_prefetch) prefetch_record<kQ4KR16BlockBytes>(rec);
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
+    if (g.sw_prefetch) prefetch_record<kRecBytes>(rec);
     __m512i isum[T], msum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -437,11 +441,19 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
           ih[k][t] = _mm512_setzero_si512();
         }
       }
+      // Q5: the 5th bits of line (c, m) are bits 2c and 2c + 1 of qh line m.
+      const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
+      const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
 #pragma GCC unroll 8
       for (int m = 0; m < 8; ++m) {
         const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kQ5) {
+          const __m512i hb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + kQ4KR16BlockBytes + m * 64));
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, bit_lo), lo, b16);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bit_hi), hi, b16);
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = xk[t][b].qs + 64 * c + 4 * m;
@@ -493,6 +505,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   }
 }
 
+template <bool kQ5 = false>
 void gemm_q4_k_r16(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
@@ -500,7 +513,7 @@ void gemm_q4_k_r16(const GemmArgs& g) {
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T>(g, grp, lane0, lane1, done, t0); });
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, done, t0); });
     done += lane1 - lane0;
     lane0 = 0;
     grp += g.stride;
@@ -508,20 +521,28 @@ void gemm_q4_k_r16(const GemmArgs& g) {
 }
 
 // ---- Q6_K_R16: three zmm (ql low half, ql high half, qh) = 16 values of 16 rows ------------
+// The same tile serves the other R16 types of 16 sub-blocks of 16 values (K16 kinds): Q3_K_R16
+// (a qs line and an hmask line give 16 values + 4 of 16 rows) and Q2_K_R16 (a qs line, mins),
+// with the integer sums and float steps of kpanel_block<16, 2> / <16, 0> (kernels_avx512_kr16.h).
+enum class K16 { kQ6_K, kQ3_K, kQ2_K };
 
-template <int T>
+template <int T, K16 kKind = K16::kQ6_K>
 inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kKind == K16::kQ6_K ? kQ6KR16BlockBytes : kKind == K16::kQ3_K ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
+  constexpr int kOffset = kKind == K16::kQ6_K ? 32 : kKind == K16::kQ3_K ? 4 : 0;  // values stored + kOffset
+  constexpr bool kMins = kKind == K16::kQ2_K;
   const __m512i m4 = _mm512_set1_epi8(0xF);
   const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
   const BlockQ8_K* xk[T];
   for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
-    if (g.sw_prefetch) prefetch_record<kQ6KR16BlockBytes>(rec);
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
+    if (g.sw_prefetch) prefetch_record<kRecBytes>(rec);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
@@ -534,22 +555,40 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
         for (int i = 0; i < 4; ++i) {
 #pragma GCC unroll 2
           for (int t = 0; t < T; ++t) {
-            // Values are stored + 32: start from -32 * (sum of the sub-block's activations).
-            isub[i][t] = _mm512_set1_epi32(-32 * xk[t][b].bsums[8 * c + 2 * i + hh]);
+            // Values are stored + kOffset: start from -kOffset * (sum of the sub-block's activations).
+            isub[i][t] = _mm512_set1_epi32(-kOffset * xk[t][b].bsums[8 * c + 2 * i + hh]);
           }
         }
 #pragma GCC unroll 4
         for (int mm = 0; mm < 4; ++mm) {
           const int m = 4 * hh + mm;
-          const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
-          const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
-          const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
           __m512i q[4];
-          q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
-          q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
-          q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
-          q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4),
-                                 _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+          if constexpr (kKind == K16::kQ6_K) {
+            const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
+            const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
+            const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
+            q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
+            q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
+            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4),
+                                   _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+          } else {
+            // Q3_K / Q2_K: bits 2i, 2i + 1 of qs line (c, m) are values 128c + 32i + 4m..;
+            // Q3_K adds 4 where bit 4c + i of hmask line m is set.
+            const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+            q[0] = _mm512_and_si512(v, m3);
+            q[1] = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
+            q[2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m3);
+            q[3] = _mm512_and_si512(_mm512_srli_epi16(v, 6), m3);
+            if constexpr (kKind == K16::kQ3_K) {
+              const __m512i hm = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 1024 + m * 64));
+#pragma GCC unroll 4
+              for (int i = 0; i < 4; ++i) {
+                const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * c + i)));
+                q[i] = _mm512_mask_add_epi8(q[i], _mm512_test_epi8_mask(hm, bit), q[i], b4);
+              }
+            }
+          }
 #pragma GCC unroll 4
           for (int i = 0; i < 4; ++i) {
 #pragma GCC unroll 2
@@ -560,16 +599,46 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-          const __m512i sc = _mm512_cvtepi8_epi32(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + (8 * c + 2 * i + hh) * 16)));
+          const int j = 8 * c + 2 * i + hh;
+          __m512i sc;
+          if constexpr (kKind == K16::kQ6_K) {
+            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + j * 16)));
+          } else if constexpr (kKind == K16::kQ3_K) {
+            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1536 + j * 16)));
+          } else {  // Q2_K: the scale is the low nibble of the scale byte
+            sc = _mm512_and_si512(
+                _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))),
+                _mm512_set1_epi32(0xF));
+          }
 #pragma GCC unroll 2
           for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
         }
       }
     }
-    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 3328)));
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+    constexpr size_t kD = kKind == K16::kQ6_K ? 3328 : kKind == K16::kQ3_K ? 1792 : 1280;
+    const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kD)));
+    if constexpr (kMins) {
+      // Q2_K: sum_j min_j * bsum_j (the high nibbles), then kpanel_block's two float steps.
+      __m512i msum[T];
+      for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const __m512i mj = _mm512_srli_epi32(
+            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))), 4);
+        for (int t = 0; t < T; ++t) {
+          msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, _mm512_set1_epi32(xk[t][b].bsums[j])));
+        }
+      }
+      const __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 1312)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(xk[t][b].d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
+      }
+    } else {
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+      }
     }
   }
   if (lane0 == 0 && lane1 == 16) {
@@ -583,6 +652,7 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   }
 }
 
+template <K16 kKind = K16::kQ6_K>
 void gemm_q6_k_r16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   int64_t done = 0;
@@ -592,8 +662,8 @@ void gemm_q6_k_r16(const GemmArgs& g) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
     int64_t t0 = 0;
-    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2>(g, grp, lane0, lane1, done, t0);
-    if (t0 < n_tok) q6k_r16_tile<1>(g, grp, lane0, lane1, done, t0);
+    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, done, t0);
+    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, done, t0);
     done += lane1 - lane0;
     lane0 = 0;
     grp += g.stride;
@@ -655,10 +725,25 @@ void gemm_kr16_or_ref(const GemmArgs& g) {
   if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
   gemm_kr16<Dec>(g);
 }
-void gemm_q5_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ5KR16, Layout::kQ5_K_R16>(g); }
-void gemm_q3_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ3KR16, Layout::kQ3_K_R16>(g); }
-void gemm_q2_k_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecQ2KR16, Layout::kQ2_K_R16>(g); }
-void gemm_iq4_xs_r16(const GemmArgs& g) { gemm_kr16_or_ref<DecIQ4XSR16, Layout::kIQ4_XS_R16>(g); }
+// Q5_K_R16 below the panels' batch size: Q4_K_R16's register tiles with the 5th bits (the same
+// results as the panels, kpanel_block<8, 0>).
+void gemm_q5_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q4_k_r16<true>(g);
+  gemm_kr16_or_ref<DecQ5KR16, Layout::kQ5_K_R16>(g);
+}
+// Q3_K_R16 / Q2_K_R16 below the panels' batch size: Q6_K_R16's register tiles (K16 kinds).
+void gemm_q3_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q6_k_r16<K16::kQ3_K>(g);
+  gemm_kr16_or_ref<DecQ3KR16, Layout::kQ3_K_R16>(g);
+}
+void gemm_q2_k_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q6_k_r16<K16::kQ2_K>(g);
+  gemm_kr16_or_ref<DecQ2KR16, Layout::kQ2_K_R16>(g);
+}
+void gemm_iq4_xs_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kR16PanelMinTokens) return gemm_iq4_xs_r16_tiles(g);
+  gemm_kr16_or_ref<DecIQ4XSR16, Layout::kIQ4_XS_R16>(g);
+}
 
 }  // namespace
 }  // namespace ts::tensor::kern

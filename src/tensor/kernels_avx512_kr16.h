@@ -141,6 +141,68 @@ struct DecIQ4XSR16 {
   }
 };
 
+// IQ4_XS_R16 below the panels' batch size: the values looked up (+ 128) in registers per token
+// tile, the same integer sums and float step as kpanel_block<8, 7>: per sub-block ib,
+// sc_ib * (sum (w + 128) x - 128 * bsum_ib), one vpmulld per sub-block and token.
+template <int T>
+inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lanes, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  const __m512i m4 = _mm512_set1_epi8(0xF), tab = iq4_table_u8();
+  const BlockQ8_K* xk[T];
+  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kIQ4XSR16BlockBytes;
+    if (g.sw_prefetch) prefetch_record<kIQ4XSR16BlockBytes>(rec);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int ib = 0; ib < 8; ++ib) {
+      // Two chains (low and high nibbles), the offset folded into the first.
+      __m512i il[T], ih[T];
+      for (int t = 0; t < T; ++t) {
+        il[t] = _mm512_set1_epi32(-128 * (xk[t][b].bsums[2 * ib] + xk[t][b].bsums[2 * ib + 1]));
+        ih[t] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
+        const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+        const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = xk[t][b].qs + 32 * ib + 4 * m;
+          il[t] = _mm512_dpbusd_epi32(il[t], lo, bcast_dword(xq));
+          ih[t] = _mm512_dpbusd_epi32(ih[t], hi, bcast_dword(xq + 16));
+        }
+      }
+      const __m512i sc = s8x16_to_i32(rec + 2048 + ib * 16);
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(il[t], ih[t]), sc));
+    }
+    const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2176)));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+    }
+  }
+  const LaneShift sh(lane0, lanes);
+  for (int t = 0; t < T; ++t) store_lanes(g, sh.ps(acc[t]), t0 + t, out_r, lanes);
+}
+
+inline void gemm_iq4_xs_r16_tiles(const GemmArgs& g) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lanes = left < 16 - lane0 ? static_cast<int>(left) : 16 - lane0;
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4xs_r16_tile<T>(g, grp, lane0, lanes, done, t0); });
+    done += lanes;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
 // Up to this many tokens a group is decoded one block at a time into an L1-resident panel block
 // and multiplied right away (kpanel_block, accumulators in registers); from the next size on,
 // the whole group is decoded once and every 4-token tile runs over it (kpanel_tile). The same
