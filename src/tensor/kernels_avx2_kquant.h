@@ -17,12 +17,18 @@ inline P opaque(P p) {
 
 // ---- Q4_K_R16 x Q8_K -------------------------------------------------------------------------
 
-template <int T>
+// kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16, and
+// the lines' vpmaddubsw pairs (<= 2 * 31 * 127) summed in int16 four at a time instead of eight;
+// the same integer sums and float steps as kpanel_half_block<KSpecQ5K>.
+template <int T, bool kQ5 = false>
 inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                               PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
+  constexpr int kGroupM = kQ5 ? 4 : 8;  // lines summed in int16
   const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i b16 = _mm256_set1_epi8(16);
   __m256 acc[2][T];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -30,7 +36,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
     pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
@@ -44,30 +50,40 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 1
       for (int c = 0; c < 4; ++c) {
         // Sub-blocks 2c (low nibbles) and 2c + 1 (high): 8 lines of 4 values each, summed in
-        // int16 (<= 8 * 3810), then scaled per row with vpmaddwd.
-        __m256i slo[T], shi[T];
+        // int16 (Q4_K: all 8, <= 8 * 3810; Q5_K: 4 at a time), then scaled per row with vpmaddwd.
+        [[maybe_unused]] const __m128i hshift = _mm_cvtsi32_si128(2 * c);  // Q5: bits 2c, 2c + 1 of the qh line -> bits 0, 1
+#pragma GCC unroll 2
+        for (int q = 0; q < 8 / kGroupM; ++q) {
+          __m256i slo[T], shi[T];
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) slo[t] = shi[t] = _mm256_setzero_si256();
+          for (int t = 0; t < T; ++t) slo[t] = shi[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int m = 0; m < 8; ++m) {
-          const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
-          const __m256i lo = _mm256_and_si256(v, m4);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          for (int mm = 0; mm < kGroupM; ++mm) {
+            const int m = q * kGroupM + mm;
+            const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if constexpr (kQ5) {
+              const __m256i hb = _mm256_srl_epi16(loadu256(rec + kQ4KR16BlockBytes + m * 64 + 32 * h), hshift);
+              lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), b16));
+              hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), b16));
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+              const int8_t* xq = xqs[t] + 64 * c + 4 * m;
+              slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
+              shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+              keep_reg(slo[t]);
+              keep_reg(shi[t]);
+            }
+          }
+          const __m256i sc_lo = scale_pairs<false>(rec + 2048 + (2 * c) * 16 + 8 * h);
+          const __m256i sc_hi = scale_pairs<false>(rec + 2048 + (2 * c + 1) * 16 + 8 * h);
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
-            const int8_t* xq = xqs[t] + 64 * c + 4 * m;
-            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast4(xq)));
-            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
-            keep_reg(slo[t]);
-            keep_reg(shi[t]);
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(slo[t], sc_lo));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(shi[t], sc_hi));
           }
-        }
-        const __m256i sc_lo = scale_pairs<false>(rec + 2048 + (2 * c) * 16 + 8 * h);
-        const __m256i sc_hi = scale_pairs<false>(rec + 2048 + (2 * c + 1) * 16 + 8 * h);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(slo[t], sc_lo));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(shi[t], sc_hi));
         }
       }
       // sum_j m_j * (activation sum of sub-block j), two sub-blocks per vpmaddwd.
@@ -114,13 +130,31 @@ inline void gemm_kquant_tiles_avx2(const GemmArgs& g, Tile&& tile) {
   });
 }
 
+template <bool kQ5 = false>
 inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
   gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
-    q4k_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf);
+    q4k_r16_tile_avx2<T, kQ5>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }
 
 // ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
+
+// The other R16 types of 16 sub-blocks of 16 values share Q6_K_R16's tile (K16 kinds below):
+// Q3_K_R16 (values + 4 from a qs line and an hmask line) and Q2_K_R16 (qs line, mins).
+enum class K16 { kQ6_K, kQ3_K, kQ2_K };
+
+// Line m of quarter i of half c (8 rows, half h) of a Q3_K_R16 / Q2_K_R16 block: bits 2i, 2i + 1
+// of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set.
+template <K16 kKind>
+inline __m256i q2_line(const uint8_t* rec, int c, int i, int m, int h) {
+  const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+  __m256i q = _mm256_and_si256(i == 0 ? v : _mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * i)), _mm256_set1_epi8(3));
+  if constexpr (kKind == K16::kQ3_K) {
+    const __m256i hm = _mm256_srl_epi16(loadu256(rec + 1024 + m * 64 + 32 * h), _mm_cvtsi32_si128(4 * c + i));
+    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(hm, 2), _mm256_set1_epi8(4)));
+  }
+  return q;
+}
 
 // Line m of quarter i of half c (8 rows, half h) of a Q6_K_R16 block: its values + 32 (0..63).
 inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
@@ -138,11 +172,32 @@ inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
 // kVnni (the AVX-VNNI tier): a sub-block's four lines summed in int32 by vpdpbusd and scaled by
 // one vpmulld (kpanel_half_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per
 // line pair: the same exact integer sums, so the same results.
-template <int T, bool kVnni = false>
+template <K16 kKind>
+inline __m256i k16_line(const uint8_t* rec, int c, int i, int m, int h) {
+  if constexpr (kKind == K16::kQ6_K) {
+    return q6_line(rec, c, i, m, h);
+  } else {
+    return q2_line<kKind>(rec, c, i, m, h);
+  }
+}
+// Sub-block scales of 8 rows at p: Q6_K / Q3_K int8; Q2_K the low nibbles of its scale bytes.
+template <K16 kKind>
+inline __m128i k16_scale8(const uint8_t* p) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return kKind == K16::kQ2_K ? _mm_and_si128(b, _mm_set1_epi8(0xF)) : b;
+}
+
+// K16 kinds: the same integer sums and float steps as kpanel_half_block<KSpecQ6K / KSpecQ3K /
+// KSpecQ2K> (Q2_K: the mins' term first, as there).
+template <int T, bool kVnni = false, K16 kKind = K16::kQ6_K>
 inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                               PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kKind == K16::kQ6_K ? kQ6KR16BlockBytes : kKind == K16::kQ3_K ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
+  constexpr size_t kScales = kKind == K16::kQ6_K ? 3072 : kKind == K16::kQ3_K ? 1536 : 1024;
+  constexpr size_t kD = kKind == K16::kQ6_K ? 3328 : kKind == K16::kQ3_K ? 1792 : 1280;
+  constexpr int kShift = kKind == K16::kQ6_K ? 5 : kKind == K16::kQ3_K ? 2 : 0;  // values stored + 2^kShift
   __m256 acc[2][T];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -150,7 +205,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
     pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
@@ -170,16 +225,16 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           // pairs (<= 2 * 16002) are summed in int16 before vpmaddwd with the row scales.
 #pragma GCC unroll 2
           for (int hh = 0; hh < 2; ++hh) {
-            const uint8_t* scp = rec + 3072 + (8 * c + 2 * i + hh) * 16 + 8 * h;
+            const uint8_t* scp = rec + kScales + (8 * c + 2 * i + hh) * 16 + 8 * h;
             if constexpr (kVnni) {
-              const __m256i sc32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scp)));
+              const __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp)) : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
               __m256i s32[T];
 #pragma GCC unroll 4
               for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
               for (int mm = 0; mm < 4; ++mm) {
                 const int m = 4 * hh + mm;
-                const __m256i q = q6_line(rec, c, i, m, h);
+                const __m256i q = k16_line<kKind>(rec, c, i, m, h);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m));
               }
@@ -190,7 +245,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
               }
               continue;
             }
-            const __m256i sc = scale_pairs<true>(scp);
+            const __m256i sc = kKind == K16::kQ2_K ? scale_pairs_u8(k16_scale8<kKind>(scp)) : scale_pairs<true>(scp);
 #pragma GCC unroll 2
             for (int pr = 0; pr < 2; ++pr) {
               __m256i s16[T];
@@ -199,7 +254,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 2
               for (int mm = 0; mm < 2; ++mm) {
                 const int m = 4 * hh + 2 * pr + mm;
-                const __m256i q = q6_line(rec, c, i, m, h);
+                const __m256i q = k16_line<kKind>(rec, c, i, m, h);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                   s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m)));
@@ -215,20 +270,132 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           }
         }
       }
-      // Values are stored + 32: subtract 32 * sum_j sc_j * bsum_j (two sub-blocks a vpmaddwd).
+      // Values stored + 2^kShift: subtract 2^kShift * sum_j sc_j * bsum_j (two sub-blocks a
+      // vpmaddwd); Q2_K: sum_j min_j * bsum_j, the mins being the scale bytes' high nibbles.
       // (The scales are read again here: opaque keeps GCC from holding the loads above alive.)
-      const uint8_t* scales = opaque(rec + 3072);
+      const uint8_t* scales = opaque(rec + kScales);
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m256i sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
+        __m256i sp;
+        if constexpr (kKind == K16::kQ2_K) {
+          const __m128i m4 = _mm_set1_epi8(0xF);
+          const __m128i lo = _mm_and_si128(_mm_srli_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i) * 16 + 8 * h)), 4), m4);
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i + 1) * 16 + 8 * h)), 4), m4);
+          sp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(lo, hi));
+        } else {
+          sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
       }
-      const __m256 dv = load8_f16(rec + 3328 + 16 * h);
+      const __m256 dv = load8_f16(rec + kD + 16 * h);
+      if constexpr (kKind == K16::kQ2_K) {
+        const __m256 dmv = load8_f16(rec + 1312 + 16 * h);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256 dx = _mm256_set1_ps(xb[t]->d);
+          acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
+          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], kShift));
+          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+template <bool kVnni = false, K16 kKind = K16::kQ6_K>
+inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+  gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
+    q6k_r16_tile_avx2<T, kVnni, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
+  });
+}
+
+// ---- IQ4_XS_R16 x Q8_K ------------------------------------------------------------------------
+
+// Values looked up per token tile: signed against x with w's sign (vpsignb) on the plain AVX2
+// tier, + 128 against x (vpdpbusd, the -128 * bsum folded into the sub-block's sum) with kVnni;
+// the same integer sums and float step as kpanel_half_block<KSpecIQ4XSS / KSpecIQ4XSU>.
+template <int T, bool kVnni = false>
+inline void iq4xs_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                                PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  alignas(16) int8_t tv[16];
+  for (int i = 0; i < 16; ++i) tv[i] = static_cast<int8_t>(kIQ4NLValues[i] + (kVnni ? 128 : 0));
+  const __m256i tab = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(tv)));
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kIQ4XSR16BlockBytes;
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
+      __m256i isum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int ib = 0; ib < 8; ++ib) {
+        const uint8_t* scp = rec + 2048 + ib * 16 + 8 * h;
+        if constexpr (kVnni) {
+          __m256i s32[T];
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) s32[t] = _mm256_set1_epi32(-128 * (xb[t]->bsums[2 * ib] + xb[t]->bsums[2 * ib + 1]));
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const __m256i v = loadu256(rec + (ib * 4 + m) * 64 + 32 * h);
+            const __m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+            const __m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+              s32[t] = dpbusd_vex(s32[t], lo, bcast4(xqs[t] + 32 * ib + 4 * m));
+              s32[t] = dpbusd_vex(s32[t], hi, bcast4(xqs[t] + 32 * ib + 16 + 4 * m));
+            }
+          }
+          const __m256i sc32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scp)));
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
+            keep_reg(isum[t]);
+          }
+        } else {
+          const __m256i sc = scale_pairs<true>(scp);
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            const __m256i v = loadu256(rec + (ib * 4 + m) * 64 + 32 * h);
+            const __m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+            const __m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            const __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+              // |w| * (x with w's sign): each pair <= 2 * 127 * 127, one line per vpmaddwd.
+              const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bcast4(xqs[t] + 32 * ib + 4 * m), lo));
+              const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bcast4(xqs[t] + 32 * ib + 16 + 4 * m), hi));
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(plo, sc));
+              isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(phi, sc));
+              keep_reg(isum[t]);
+            }
+          }
+        }
+      }
+      const __m256 dv = load8_f16(rec + 2176 + 16 * h);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
-        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
       }
     }
   }
@@ -236,8 +403,8 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 }
 
 template <bool kVnni = false>
-inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
+inline void gemm_iq4_xs_r16_avx2(const GemmArgs& g) {
   gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
-    q6k_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf);
+    iq4xs_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }

@@ -163,12 +163,6 @@ using KSpecQ3K = KSpec<16, false, 2, 4>;   // 0..7 = q + 4
 using KSpecIQ4XSS = KSpec<8, false, 0, 1, true>;  // -127..113 (plain AVX2)
 using KSpecIQ4XSU = KSpec<8, false, 7, 1>;        // 1..241 = q + 128 (AVX-VNNI only: vpdpbusd)
 
-// 8 bytes (one per row) -> the rows' values as int16 pairs (v, v) for vpmaddwd (scale_pairs on
-// a register).
-inline __m256i scale_pairs_u8(__m128i b) {
-  const __m256i v = _mm256_cvtepu8_epi32(b);
-  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-}
 inline void store_f16_row(uint8_t* p, const uint8_t* f16) { _mm256_storeu_ps(reinterpret_cast<float*>(p), load8_f16(f16)); }
 
 // Bit kFrom (0..7) of every byte moved to bit kTo (other bits unspecified; the caller masks).

@@ -29,6 +29,11 @@ inline __m256i scale_pairs(const uint8_t* p) {
   const __m256i v = kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
   return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
 }
+// The same from 8 unsigned bytes in a register.
+inline __m256i scale_pairs_u8(__m128i b) {
+  const __m256i v = _mm256_cvtepu8_epi32(b);
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
 // Rows' values of sub-blocks j (at p) and j + 1 (at p + 16), 8 bytes each -> int16 pairs
 // (v_j, v_j+1) per row, for vpmaddwd against a broadcast (x-sum_j, x-sum_j+1) pair.
 template <bool kSigned>

@@ -1,13 +1,15 @@
-// AVX-512 kernels for the Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 layouts (kernels.h), at
-// every batch size: each 16-row group is decoded once per matmul into the K-quant panel format
-// (KPanel: unsigned int8 values in [k4][16 rows][4] order, int32 sub-block scales, int16 pairs,
-// float d / dmin) and multiplied per block by kpanel_block, as the Q4_K_R16 / Q6_K_R16 batches:
+// AVX-512 kernels for the Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 layouts (kernels.h). From
+// kR16PanelMinTokens tokens each 16-row group is decoded once per matmul into the K-quant panel
+// format (KPanel: unsigned int8 values in [k4][16 rows][4] order, int32 sub-block scales, int16
+// pairs, float d / dmin) and multiplied by kpanel_tile, as the Q4_K_R16 / Q6_K_R16 batches:
 //   Q5_K    8 sub-blocks of 32, values 0..31, mins            kpanel_tile<8, 0>
 //   Q2_K   16 sub-blocks of 16, values 0..3, mins             kpanel_tile<16, 0>
 //   Q3_K   16 sub-blocks of 16, values -4..3 stored + 4       kpanel_tile<16, 2>
 //   IQ4_XS  8 sub-blocks of 32, values -127..113 stored + 128 kpanel_tile<8, 7>
-// The same block kernel at every batch size, so a row's result does not depend on the batch. The integer
-// block sums are exact; per block, one float step per row (two with mins), in kpanel_tile's order.
+// Smaller batches run register tiles (Q5_K: Q4_K_R16's, Q3_K / Q2_K: Q6_K_R16's in
+// kernels_avx512.cc, IQ4_XS: iq4xs_r16_tile below) with the same exact integer block sums and the
+// same float steps per block and row (one, two with mins), so a row's result does not depend on
+// the batch size.
 //
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // kernels_avx512_r16panels.h (LaneShift, store_panel, pair16, the Q4_K_R16 side decode).
@@ -203,36 +205,13 @@ inline void gemm_iq4_xs_r16_tiles(const GemmArgs& g) {
   }
 }
 
-// Up to this many tokens a group is decoded one block at a time into an L1-resident panel block
-// and multiplied right away (kpanel_block, accumulators in registers); from the next size on,
-// the whole group is decoded once and every 4-token tile runs over it (kpanel_tile). The same
-// kpanel_block per block either way, so a row's result does not depend on the batch size.
-constexpr int64_t kKr16FusedMaxTokens = 4;
-
-template <typename Dec, int T>
-void kr16_fused_group(const GemmArgs& g, const uint8_t* grp, const LaneShift& sh, int lanes, int64_t out_r,
-                      PrefetchSpread& pf) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / kQK_K;
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    pf.step();
-    Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, g.scratch);
-    const BlockQ8_K* xb[T];
-    for (int t = 0; t < T; ++t) xb[t] = a.qk + t * nb + b;
-    kpanel_block<Dec::kSub, Dec::kShift, T>(g.scratch, xb, acc);
-  }
-  for (int t = 0; t < T; ++t) store_lanes(g, acc[t], t, out_r, lanes);
-}
-
-// Per group: decode and multiply (see kKr16FusedMaxTokens); the next group is prefetched
-// meanwhile.
+// 8+ tokens (the register tiles above and in kernels_avx512.cc take smaller batches): per group,
+// the panel decode (streaming the group), then kpanel_tile over tiles of 4 tokens, which
+// prefetch the next group meanwhile.
 template <typename Dec>
 void gemm_kr16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   const int64_t nb = g.act->cols / kQK_K;
-  const bool fused = n_tok <= kKr16FusedMaxTokens;
   int64_t done = 0;
   const uint8_t* grp = g.w;
   int lane0 = static_cast<int>(g.row0);
@@ -242,25 +221,16 @@ void gemm_kr16(const GemmArgs& g) {
     const int lanes = lane1 - lane0;
     const LaneShift sh(lane0, lanes);
     const bool more = done + lanes < g.num_rows;
-    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, fused ? nb : (n_tok + 3) / 4 * nb);
-    if (fused) {
-      switch (n_tok) {
-        case 4: kr16_fused_group<Dec, 4>(g, grp, sh, lanes, done, pf); break;
-        case 3: kr16_fused_group<Dec, 3>(g, grp, sh, lanes, done, pf); break;
-        case 2: kr16_fused_group<Dec, 2>(g, grp, sh, lanes, done, pf); break;
-        default: kr16_fused_group<Dec, 1>(g, grp, sh, lanes, done, pf); break;
-      }
-    } else {
-      const KPanel p{g.scratch};
-      for (int64_t b = 0; b < nb; ++b) Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, p.blk(b));
-      int64_t t0 = 0;
-      for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<Dec::kSub, Dec::kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
-      switch (n_tok - t0) {
-        case 3: kpanel_tile<Dec::kSub, Dec::kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
-        case 2: kpanel_tile<Dec::kSub, Dec::kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
-        case 1: kpanel_tile<Dec::kSub, Dec::kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
-        default: break;
-      }
+    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
+    const KPanel p{g.scratch};
+    for (int64_t b = 0; b < nb; ++b) Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, p.blk(b));
+    int64_t t0 = 0;
+    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<Dec::kSub, Dec::kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
+    switch (n_tok - t0) {
+      case 3: kpanel_tile<Dec::kSub, Dec::kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
+      case 2: kpanel_tile<Dec::kSub, Dec::kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
+      case 1: kpanel_tile<Dec::kSub, Dec::kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
+      default: break;
     }
     done += lanes;
     lane0 = 0;
