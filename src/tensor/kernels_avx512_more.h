@@ -4,12 +4,14 @@
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // kernels_avx512_panels.h (compiled for AVX-512 only).
 
-// Q3_K / Q5_K / IQ4_XS (and Q2_K, kernels_avx512.cc): two rows a vector below
+// Q3_K / Q5_K / IQ4_XS (and Q2_K, kernels_avx512.cc) in their plain GGUF layouts (a matrix that
+// is not repacked: MatrixOptions::allow_repack off, or no arena): two rows a vector below
 // kLanePanelMinTokens, decoded int16 lane panels from there, both in the per-row kernels' 8-lane
-// order (kernels_avx512_rowpairs.h, kernels_avx512_lanepanels.h). A K-quant panel that summed
-// each block exactly in int32 and scaled once would differ from that order by a few ulps; on the
-// golden models those ulps flip later activation roundings (logit drift 0.2-0.3 > the 0.05
-// tolerance). Q5_0 / IQ4_NL: signed Q8_0-style panels in ggml's order.
+// order (kernels_avx512_rowpairs.h, kernels_avx512_lanepanels.h). Their R16 layouts, which every
+// SIMD tier repacks them into by default (kernels_avx512_kr16.h), sum each block exactly in int32
+// and scale it once: on every golden model, held-back ones included, the last-prompt logits of
+// the two orders differ by at most 4e-6 and the greedy ids agree. Q5_0 / IQ4_NL: signed
+// Q8_0-style panels in ggml's order.
 void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_pairs); }
 void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_pairs); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_pairs); }

@@ -6,14 +6,14 @@
 // pragmas, so each ISA gets its own copy (AVX2: vpmaddubsw/vpmaddwd; AVX-512: the same code
 // with VNNI vpdpbusd/vpdpwssd through mul_sum_us8/madd_acc16).
 //
-// Partial: these are per-row kernels over token tiles of up to 4 (8 for the K-types on AVX-512;
-// each weight block decoded once per tile). Q5_0 and IQ4_NL have R16 layouts on AVX2 and
-// AVX-512 (kernels_avx2_r16.h, kernels_avx512_panels.h). Q2_K, Q3_K, Q5_K and IQ4_XS have no
-// repacked layout: on AVX-512 their decode batches run two rows per vector
-// (kernels_avx512_rowpairs.h) and their batches of 16+ tokens decoded int16 panels
+// These per-row kernels (token tiles of up to 4, 8 for the K-types on AVX-512; each weight
+// block decoded once per tile) serve matrices left in their GGUF layout: every one of these
+// types has an R16 layout that the SIMD tiers repack it into by default (kernels_avx2_r16.h,
+// kernels_avx2_kquant.h, kernels_avx2_panels.h, kernels_avx512_panels.h, kernels_avx512_kr16.h).
+// Without repacking, Q2_K, Q3_K, Q5_K and IQ4_XS on AVX-512 run two rows per vector in decode
+// batches (kernels_avx512_rowpairs.h) and decoded int16 panels from 16 tokens
 // (kernels_avx512_lanepanels.h), both in these kernels' lanes; on AVX2 / AVX-VNNI they run here
-// at every batch size (an int16 panel tile on 256-bit vectors was slower than these: 1.2-1.7x
-// the time at 64 tokens). Q4_1 / Q5_1 have R16 layouts; their plain form is here.
+// at every batch size.
 
 // Token tiles of the K-type per-row kernels below: 8 tokens where the including file allows it
 // (kKTileMax, 8 on AVX-512: its 32 vector registers hold 8 tokens' int32 and float lanes, so

@@ -4,11 +4,12 @@
 // {cols, rows}). create() may repack the rows into a faster layout (PERFORMANCE.md: R16
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
-// AVX-512, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K and Q6_K are repacked (same bytes per weight; Q4_K/Q6_K
-// +1-3%; one layout for both tiers, each with its own kernels), and the Matrix no longer reads
-// `data` after create(); repacked() tells which. The other types (Q2_K, Q3_K, Q5_K,
-// IQ4_XS) keep their GGUF layout: per-row SIMD kernels (AVX-512: two rows a vector, and
-// batches of 16+ tokens through panels decoded per matmul).
+// AVX-512, every quantized type is repacked (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: same bytes per
+// weight; Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: +0-5 % for their sub-block scales decoded to a
+// byte each; one layout for both tiers, each with its own kernels), and the Matrix no longer
+// reads `data` after create(); repacked() tells which. F32 / F16 / BF16 keep their GGUF layout,
+// and so does every type without repacking (MatrixOptions::allow_repack off, no arena, the
+// scalar tier), with per-row kernels.
 //
 // matmul() computes y[t][r] = sum_k W[r][k] * x[t][k] for t < n_tok, reading every weight row
 // once for all n_tok token columns, split over the pool's threads by rows. Activations are
