@@ -390,6 +390,18 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
       im.arena_bytes = total;
       if (options.release_source) im.released = release_pages(data, im.row_bytes * static_cast<size_t>(rows));
     }
+  } else if ((type == DType::kF16 || type == DType::kBF16 || type == DType::kF32) && options.allow_repack &&
+             active_isa() >= Isa::kAvx2) {
+    // The float types keep their layout, copied into the huge-page arena (MatrixOptions).
+    const size_t total = im.row_bytes * static_cast<size_t>(rows);
+    Arena arena = make_arena(total);
+    if (arena) {
+      std::memcpy(arena.get(), im.data, total);
+      im.data = arena.get();
+      im.arena = std::move(arena);
+      im.arena_bytes = total;
+      if (options.release_source) im.released = release_pages(data, total);
+    }
   }
   return m;
 }
@@ -399,9 +411,10 @@ int64_t Matrix::rows() const { return impl_->rows; }
 int64_t Matrix::cols() const { return impl_->cols; }
 size_t Matrix::weight_bytes() const { return impl_->row_bytes * static_cast<size_t>(impl_->rows); }
 bool Matrix::repacked() const { return kern::is_r16(impl_->layout); }
+bool Matrix::owns_weights() const { return impl_ && impl_->arena != nullptr; }
 size_t Matrix::resident_bytes() const {
   if (!impl_) return 0;  // an empty (default-constructed) matrix
-  return repacked() ? impl_->arena_bytes : weight_bytes();
+  return owns_weights() ? impl_->arena_bytes : weight_bytes();
 }
 size_t Matrix::released_source_bytes() const { return impl_ ? impl_->released : 0; }
 

@@ -32,13 +32,18 @@ bool page_present(int pagemap_fd, const void* p) {
   return (entry >> 63) & 1;
 }
 
-TEST(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
+// Q8_0 is repacked into the arena; F16 rows are copied there as they are (MatrixOptions): either
+// way the matrix owns its weights and the file's pages go.
+class MatrixRelease : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
   if (detected_isa() < Isa::kAvx2) GTEST_SKIP() << "no repacked layouts on this CPU";
+  const DType type = GetParam();
   const int pm = open("/proc/self/pagemap", O_RDONLY);
   if (pm < 0) GTEST_SKIP() << "no /proc/self/pagemap";
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const int64_t rows = 48, cols = 2048;
-  const size_t rb = row_bytes(*type_traits(static_cast<uint32_t>(DType::kQ8_0)), cols);
+  const size_t rb = row_bytes(*type_traits(static_cast<uint32_t>(type)), cols);
   const size_t tensor_bytes = rb * static_cast<size_t>(rows);
   const size_t head = page + 100;  // the tensor starts inside a page, like GGUF tensors do
   std::vector<uint8_t> file(head + tensor_bytes + page, 7);
@@ -47,7 +52,7 @@ TEST(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (float& v : row) v = dist(rng);
-    quantize_row(DType::kQ8_0, row.data(), file.data() + head + rb * static_cast<size_t>(r), cols);
+    quantize_row(type, row.data(), file.data() + head + rb * static_cast<size_t>(r), cols);
   }
   char path[] = "/tmp/ts_matrix_release_XXXXXX";
   const int fd = mkstemp(path);
@@ -68,9 +73,10 @@ TEST(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
 
   IsaGuard guard;
   set_isa(Isa::kAvx2);  // the lowest tier that repacks (AVX-512 uses the same layouts)
-  auto m = Matrix::create(DType::kQ8_0, t, rows, cols, MatrixOptions{.release_source = true});
+  auto m = Matrix::create(type, t, rows, cols, MatrixOptions{.release_source = true});
   ASSERT_TRUE(m.ok());
-  ASSERT_TRUE(m->repacked());
+  EXPECT_EQ(m->repacked(), type != DType::kF16);
+  ASSERT_TRUE(m->owns_weights());
   EXPECT_EQ(m->released_source_bytes(), static_cast<size_t>(end_full - first_full));
   EXPECT_GE(m->resident_bytes(), m->weight_bytes());
   int still = 0;
@@ -81,7 +87,7 @@ TEST(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
   EXPECT_TRUE(page_present(pm, base + file.size() - 1));
 
   // Still computes what a matrix over an untouched heap copy does.
-  auto ref = Matrix::create(DType::kQ8_0, file.data() + head, rows, cols);
+  auto ref = Matrix::create(type, file.data() + head, rows, cols);
   ASSERT_TRUE(ref.ok());
   std::vector<float> x(static_cast<size_t>(3 * cols)), y1(static_cast<size_t>(3 * rows)), y2(y1.size());
   for (float& v : x) v = dist(rng);
@@ -90,17 +96,21 @@ TEST(MatrixRelease, RepackedFileMappingLeavesNoResidentSourceCopy) {
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4));
   std::vector<float> d1(static_cast<size_t>(cols)), d2(d1.size());
   m->dequantize_row(rows - 1, d1.data());
-  dequantize_row(DType::kQ8_0, file.data() + head + rb * static_cast<size_t>(rows - 1), d2.data(), cols);
+  dequantize_row(type, file.data() + head + rb * static_cast<size_t>(rows - 1), d2.data(), cols);
   EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * 4));
   // Without the option the source stays mapped.
   for (size_t off = 0; off < file.size(); off += page) sink = static_cast<uint8_t>(sink + base[off]);
-  auto keep = Matrix::create(DType::kQ8_0, t, rows, cols);
+  auto keep = Matrix::create(type, t, rows, cols);
   ASSERT_TRUE(keep.ok());
   EXPECT_EQ(keep->released_source_bytes(), 0u);
+  EXPECT_TRUE(keep->owns_weights());
   EXPECT_TRUE(page_present(pm, first_full));
   munmap(map, file.size());
   close(pm);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, MatrixRelease, ::testing::Values(DType::kQ8_0, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(i.param == DType::kF16 ? "f16" : "q8_0"); });
 
 }  // namespace
 }  // namespace ts::tensor
