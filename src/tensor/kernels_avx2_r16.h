@@ -84,21 +84,7 @@ inline void for_tiles(int64_t n_tok, F&& tile) {
   if (left == 1) tile.template operator()<1>(t0);
 }
 
-// Calls group(grp, lane0, lane1, out_r) for every 16-row group the rows of g touch.
-template <typename F>
-inline void for_r16_groups(const GemmArgs& g, F&& group) {
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    group(grp, lane0, lane1, done);
-    done += lane1 - lane0;
-    lane0 = 0;
-    grp += g.stride;
-  }
-}
+// for_r16_groups (kernels_x86_impl.h) walks the 16-row groups the rows of g touch.
 
 // ---- Q4_0_R16 (nibble - 8) x Q8_0 ------------------------------------------------------------
 

@@ -723,7 +723,7 @@ void gemm_q2_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ2_K>(g, gemm_
 template <typename Dec, Layout kL>
 void gemm_kr16_or_ref(const GemmArgs& g) {
   if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
-  gemm_kr16<Dec>(g);
+  gemm_kr16_panels<Dec>(g);
 }
 // Q5_K_R16 below the panels' batch size: Q4_K_R16's register tiles with the 5th bits (the same
 // results as the panels, kpanel_block<8, 0>).

@@ -6,13 +6,14 @@
 //   Q2_K   16 sub-blocks of 16, values 0..3, mins             kpanel_tile<16, 0>
 //   Q3_K   16 sub-blocks of 16, values -4..3 stored + 4       kpanel_tile<16, 2>
 //   IQ4_XS  8 sub-blocks of 32, values -127..113 stored + 128 kpanel_tile<8, 7>
-// Smaller batches run register tiles (Q5_K: Q4_K_R16's, Q3_K / Q2_K: Q6_K_R16's in
+// (gemm_kr16_panels, kernels_avx512_r16panels.h). Smaller batches run register tiles (Q5_K: Q4_K_R16's, Q3_K / Q2_K: Q6_K_R16's in
 // kernels_avx512.cc, IQ4_XS: iq4xs_r16_tile below) with the same exact integer block sums and the
 // same float steps per block and row (one, two with mins), so a row's result does not depend on
 // the batch size.
 //
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
-// kernels_avx512_r16panels.h (LaneShift, store_panel, pair16, the Q4_K_R16 side decode).
+// kernels_avx512_r16panels.h (LaneShift, store_panel, pair16, kpanel_signed_scales16, the Q4_K_R16
+// side decode).
 
 // Calls f.template operator()<I>() for I = 0 .. N-1 (shift counts that must be constants).
 template <int N, typename F>
@@ -52,16 +53,6 @@ struct DecQ5KR16 {
     decode_q4_k_r16_sides(rec, sh, pb);  // same scales, mins, d and dmin bytes as Q4_K_R16
   }
 };
-
-// The 16 sub-block scales of a 16-value-sub-block type (int32 per row, and (sc_2i, sc_2i+1)
-// int16 pairs) from [16][16] int8 at p, and the fp16 d row at d.
-inline void kpanel_signed_scales16(const uint8_t* p, const uint8_t* d, const LaneShift& sh, uint8_t* pb) {
-  for (int j = 0; j < 16; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(p + j * 16)));
-  for (int i = 0; i < 8; ++i) {
-    store_panel(pb + KPanel::kPairs + i * 64, sh(pair16(s8x16_to_i32(p + (2 * i) * 16), s8x16_to_i32(p + (2 * i + 1) * 16))));
-  }
-  _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)))));
-}
 
 struct DecQ3KR16 {
   static constexpr int kSub = 16, kShift = 2;
@@ -192,48 +183,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
 }
 
 inline void gemm_iq4_xs_r16_tiles(const GemmArgs& g) {
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lanes = left < 16 - lane0 ? static_cast<int>(left) : 16 - lane0;
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4xs_r16_tile<T>(g, grp, lane0, lanes, done, t0); });
-    done += lanes;
-    lane0 = 0;
-    grp += g.stride;
-  }
-}
-
-// 8+ tokens (the register tiles above and in kernels_avx512.cc take smaller batches): per group,
-// the panel decode (streaming the group), then kpanel_tile over tiles of 4 tokens, which
-// prefetch the next group meanwhile.
-template <typename Dec>
-void gemm_kr16(const GemmArgs& g) {
-  const int64_t n_tok = g.act->n_tok;
-  const int64_t nb = g.act->cols / kQK_K;
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    const int lanes = lane1 - lane0;
-    const LaneShift sh(lane0, lanes);
-    const bool more = done + lanes < g.num_rows;
-    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
-    const KPanel p{g.scratch};
-    for (int64_t b = 0; b < nb; ++b) Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, p.blk(b));
-    int64_t t0 = 0;
-    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<Dec::kSub, Dec::kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
-    switch (n_tok - t0) {
-      case 3: kpanel_tile<Dec::kSub, Dec::kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
-      case 2: kpanel_tile<Dec::kSub, Dec::kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
-      case 1: kpanel_tile<Dec::kSub, Dec::kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
-      default: break;
-    }
-    done += lanes;
-    lane0 = 0;
-    grp += g.stride;
-  }
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4xs_r16_tile<T>(g, grp, lane0, lane1 - lane0, out_r, t0); });
+  });
 }

@@ -47,12 +47,23 @@ inline void decode_q4_k_r16_sides(const uint8_t* rec, const LaneShift& sh, uint8
   _mm512_store_ps(pb + KPanel::kDmin, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2336)))));
 }
 
-void decode_q4_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, uint8_t* panel) {
-  const KPanel p{panel};
-  const __m512i m4 = _mm512_set1_epi8(0xF);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ4KR16BlockBytes;
-    uint8_t* pb = p.blk(b);
+// The 16 sub-block scales of a 16-value-sub-block type (int32 per row, and (sc_2i, sc_2i+1)
+// int16 pairs) from [16][16] int8 at p, and the fp16 d row at d.
+inline void kpanel_signed_scales16(const uint8_t* p, const uint8_t* d, const LaneShift& sh, uint8_t* pb) {
+  for (int j = 0; j < 16; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(p + j * 16)));
+  for (int i = 0; i < 8; ++i) {
+    store_panel(pb + KPanel::kPairs + i * 64, sh(pair16(s8x16_to_i32(p + (2 * i) * 16), s8x16_to_i32(p + (2 * i + 1) * 16))));
+  }
+  _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d)))));
+}
+
+// Block decoders (Dec): block(rec, sh, pb) turns one 256-value block record of a 16-row group
+// into the KPanel block at pb (rows moved by sh); kSub / kShift select kpanel_tile's form.
+struct DecQ4KR16 {
+  static constexpr int kSub = 8, kShift = 0;
+  static constexpr size_t kBytes = kQ4KR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m4 = _mm512_set1_epi8(0xF);
     for (int c = 0; c < 4; ++c) {
       for (int m = 0; m < 8; ++m) {
         // Line (c, m): low nibbles are values 64c + 4m.. (panel k4 16c + m), high ones 32 later.
@@ -63,15 +74,14 @@ void decode_q4_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, 
     }
     decode_q4_k_r16_sides(rec, sh, pb);
   }
-}
+};
 
-void decode_q6_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, uint8_t* panel) {
-  const KPanel p{panel};
-  const __m512i m4 = _mm512_set1_epi8(0xF);
-  const __m512i m30 = _mm512_set1_epi8(0x30);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kQ6KR16BlockBytes;
-    uint8_t* pb = p.blk(b);
+struct DecQ6KR16 {
+  static constexpr int kSub = 16, kShift = 5;
+  static constexpr size_t kBytes = kQ6KR16BlockBytes;
+  static void block(const uint8_t* rec, const LaneShift& sh, uint8_t* pb) {
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
     for (int c = 0; c < 2; ++c) {
       for (int m = 0; m < 8; ++m) {
         const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
@@ -86,57 +96,40 @@ void decode_q6_k_r16_panel(const uint8_t* grp, int64_t nb, const LaneShift& sh, 
         for (int i = 0; i < 4; ++i) store_panel(pb + KPanel::kVals + (32 * c + 8 * i + m) * 64, sh(q[i]));
       }
     }
-    for (int j = 0; j < 16; ++j) store_panel(pb + KPanel::kSc + j * 64, sh(s8x16_to_i32(rec + 3072 + j * 16)));
-    for (int i = 0; i < 8; ++i) {
-      store_panel(pb + KPanel::kPairs + i * 64,
-                  sh(pair16(s8x16_to_i32(rec + 3072 + (2 * i) * 16), s8x16_to_i32(rec + 3072 + (2 * i + 1) * 16))));
-    }
-    _mm512_store_ps(pb + KPanel::kD, sh.ps(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 3328)))));
+    kpanel_signed_scales16(rec + 3072, rec + 3328, sh, pb);
   }
-}
+};
 
-template <KKind kKind>
-void gemm_kquant_r16_panels(const GemmArgs& g) {
-  constexpr int kSub = kKind == KKind::kQ6_K ? 16 : 8;
-  constexpr int kShift = kKind == KKind::kQ6_K ? 5 : 0;
+// Per group: the panel decode (streaming the group from DRAM), then kpanel_tile over tiles of 4
+// tokens, compute-only passes that prefetch the next group at a steady rate meanwhile.
+template <typename Dec>
+void gemm_kr16_panels(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   const int64_t nb = g.act->cols / kQK_K;
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int lanes = lane1 - lane0;
     const LaneShift sh(lane0, lanes);
-    // The decode pass streams this group from DRAM; the tile passes over the panel are
-    // compute-only, so they prefetch the next group at a steady rate meanwhile.
-    const bool more = done + lanes < g.num_rows;
-    PrefetchSpread pf(g.sw_prefetch && more ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
-    if constexpr (kKind == KKind::kQ6_K) {
-      decode_q6_k_r16_panel(grp, nb, sh, g.scratch);
-    } else {
-      decode_q4_k_r16_panel(grp, nb, sh, g.scratch);
-    }
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 3) / 4 * nb);
+    const KPanel p{g.scratch};
+    for (int64_t b = 0; b < nb; ++b) Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, sh, p.blk(b));
     int64_t t0 = 0;
-    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<kSub, kShift, 4>(g, g.scratch, lanes, done, t0, &pf);
+    for (; t0 + 4 <= n_tok; t0 += 4) kpanel_tile<Dec::kSub, Dec::kShift, 4>(g, g.scratch, lanes, out_r, t0, &pf);
     switch (n_tok - t0) {
-      case 3: kpanel_tile<kSub, kShift, 3>(g, g.scratch, lanes, done, t0, &pf); break;
-      case 2: kpanel_tile<kSub, kShift, 2>(g, g.scratch, lanes, done, t0, &pf); break;
-      case 1: kpanel_tile<kSub, kShift, 1>(g, g.scratch, lanes, done, t0, &pf); break;
+      case 3: kpanel_tile<Dec::kSub, Dec::kShift, 3>(g, g.scratch, lanes, out_r, t0, &pf); break;
+      case 2: kpanel_tile<Dec::kSub, Dec::kShift, 2>(g, g.scratch, lanes, out_r, t0, &pf); break;
+      case 1: kpanel_tile<Dec::kSub, Dec::kShift, 1>(g, g.scratch, lanes, out_r, t0, &pf); break;
       default: break;
     }
-    done += lanes;
-    lane0 = 0;
-    grp += g.stride;
-  }
+  });
 }
 
 void gemm_q4_k_r16_any(const GemmArgs& g) {
   if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16(g);
-  gemm_kquant_r16_panels<KKind::kQ4_K>(g);
+  gemm_kr16_panels<DecQ4KR16>(g);
 }
 void gemm_q6_k_r16_any(const GemmArgs& g) {
   if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16(g);
-  gemm_kquant_r16_panels<KKind::kQ6_K>(g);
+  gemm_kr16_panels<DecQ6KR16>(g);
 }

@@ -80,6 +80,23 @@ inline void for_token_tiles(int64_t n_tok, F&& tile) {
   }
 }
 
+// Calls group(grp, lane0, lane1, out_r) for every 16-row group of an R16 layout the rows of g
+// touch: rows [lane0, lane1) of group grp are output rows out_r ...
+template <typename F>
+inline void for_r16_groups(const GemmArgs& g, F&& group) {
+  int64_t done = 0;
+  const uint8_t* grp = g.w;
+  int lane0 = static_cast<int>(g.row0);
+  while (done < g.num_rows) {
+    const int64_t left = g.num_rows - done;
+    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+    group(grp, lane0, lane1, done);
+    done += lane1 - lane0;
+    lane0 = 0;
+    grp += g.stride;
+  }
+}
+
 // ---- F32 / F16 / BF16 ------------------------------------------------------------------------
 
 struct LoadF32 {
