@@ -507,17 +507,9 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
 
 template <bool kQ5 = false>
 void gemm_q4_k_r16(const GemmArgs& g) {
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, done, t0); });
-    done += lane1 - lane0;
-    lane0 = 0;
-    grp += g.stride;
-  }
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, out_r, t0); });
+  });
 }
 
 // ---- Q6_K_R16: three zmm (ql low half, ql high half, qh) = 16 values of 16 rows ------------
@@ -655,19 +647,11 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
 template <K16 kKind = K16::kQ6_K>
 void gemm_q6_k_r16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
-  int64_t done = 0;
-  const uint8_t* grp = g.w;
-  int lane0 = static_cast<int>(g.row0);
-  while (done < g.num_rows) {
-    const int64_t left = g.num_rows - done;
-    const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     int64_t t0 = 0;
-    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, done, t0);
-    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, done, t0);
-    done += lane1 - lane0;
-    lane0 = 0;
-    grp += g.stride;
-  }
+    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, out_r, t0);
+    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, out_r, t0);
+  });
 }
 
 #include "tensor/kernels_avx512_plain_panels.h"

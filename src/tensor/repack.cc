@@ -172,28 +172,40 @@ void repack_q6_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t col
   }
 }
 
-// Q5_K / Q3_K / Q2_K / IQ4_XS (kernels.h): each row's block, scales decoded, into its lane.
-void repack_q5_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+// The K-quant R16 records (kernels.h): calls f(rec, lane, block) for every source row's block b
+// (block: the row's GGUF block, copied) with rec the record of its group and block; padding
+// rows are left as the caller zero-filled them.
+template <typename Block, typename F>
+void for_each_kblock(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst, size_t rec_bytes,
+                     F&& f) {
   const int64_t nb = cols / kQK_K;
-  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ5KR16BlockBytes;
+  const size_t gbytes = static_cast<size_t>(nb) * rec_bytes;
   for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ5KR16BlockBytes;
+      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * rec_bytes;
       for (int lane = 0; lane < 16; ++lane) {
         const int64_t r = g * 16 + lane;
-        if (r >= rows) continue;  // zero-filled: scales, mins and d are 0
-        BlockQ5_K blk;
-        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ5_K), sizeof(blk));
-        for (int c = 0; c < 4; ++c) {
-          for (int m = 0; m < 8; ++m) std::memcpy(rec + (c * 8 + m) * 64 + lane * 4, blk.qs + 32 * c + 4 * m, 4);
-        }
-        for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, rec + 2048 + j * 16 + lane, rec + 2176 + j * 16 + lane);
-        std::memcpy(rec + 2304 + lane * 2, &blk.d, 2);
-        std::memcpy(rec + 2336 + lane * 2, &blk.dmin, 2);
-        for (int m = 0; m < 8; ++m) std::memcpy(rec + kern::kQ4KR16BlockBytes + m * 64 + lane * 4, blk.qh + 4 * m, 4);
+        if (r >= rows) continue;
+        Block blk;
+        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(Block), sizeof(blk));
+        f(rec, lane, blk);
       }
     }
   }
+}
+
+// Q5_K / Q3_K / Q2_K / IQ4_XS (kernels.h): each row's block, scales decoded, into its lane.
+void repack_q5_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+  for_each_kblock<BlockQ5_K>(src, row_bytes, rows, cols, dst, kern::kQ5KR16BlockBytes,
+                             [](uint8_t* rec, int lane, const BlockQ5_K& blk) {
+    for (int c = 0; c < 4; ++c) {
+      for (int m = 0; m < 8; ++m) std::memcpy(rec + (c * 8 + m) * 64 + lane * 4, blk.qs + 32 * c + 4 * m, 4);
+    }
+    for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, rec + 2048 + j * 16 + lane, rec + 2176 + j * 16 + lane);
+    std::memcpy(rec + 2304 + lane * 2, &blk.d, 2);
+    std::memcpy(rec + 2336 + lane * 2, &blk.dmin, 2);
+    for (int m = 0; m < 8; ++m) std::memcpy(rec + kern::kQ4KR16BlockBytes + m * 64 + lane * 4, blk.qh + 4 * m, 4);
+  });
 }
 
 // The 2-bit value lines of Q3_K / Q2_K: [2 c][8 m][16 rows][4] GGUF qs bytes 32c + 4m ...
@@ -204,66 +216,36 @@ void q2_lines(const uint8_t* qs, int lane, uint8_t* rec) {
 }
 
 void repack_q3_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQK_K;
-  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ3KR16BlockBytes;
-  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ3KR16BlockBytes;
-      for (int lane = 0; lane < 16; ++lane) {
-        const int64_t r = g * 16 + lane;
-        if (r >= rows) continue;  // zero-filled: scales and d are 0
-        BlockQ3_K blk;
-        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ3_K), sizeof(blk));
-        q2_lines(blk.qs, lane, rec);
-        for (int m = 0; m < 8; ++m) std::memcpy(rec + 1024 + m * 64 + lane * 4, blk.hmask + 4 * m, 4);
-        int8_t sc[16];
-        q3k_scales(blk.scales, sc);
-        for (int j = 0; j < 16; ++j) std::memcpy(rec + 1536 + j * 16 + lane, &sc[j], 1);
-        std::memcpy(rec + 1792 + lane * 2, &blk.d, 2);
-      }
-    }
-  }
+  for_each_kblock<BlockQ3_K>(src, row_bytes, rows, cols, dst, kern::kQ3KR16BlockBytes,
+                             [](uint8_t* rec, int lane, const BlockQ3_K& blk) {
+    q2_lines(blk.qs, lane, rec);
+    for (int m = 0; m < 8; ++m) std::memcpy(rec + 1024 + m * 64 + lane * 4, blk.hmask + 4 * m, 4);
+    int8_t sc[16];
+    q3k_scales(blk.scales, sc);
+    for (int j = 0; j < 16; ++j) std::memcpy(rec + 1536 + j * 16 + lane, &sc[j], 1);
+    std::memcpy(rec + 1792 + lane * 2, &blk.d, 2);
+  });
 }
 
 void repack_q2_k(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQK_K;
-  const size_t gbytes = static_cast<size_t>(nb) * kern::kQ2KR16BlockBytes;
-  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kQ2KR16BlockBytes;
-      for (int lane = 0; lane < 16; ++lane) {
-        const int64_t r = g * 16 + lane;
-        if (r >= rows) continue;  // zero-filled: scales, mins and d are 0
-        BlockQ2_K blk;
-        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockQ2_K), sizeof(blk));
-        q2_lines(blk.qs, lane, rec);
-        for (int j = 0; j < 16; ++j) rec[1024 + j * 16 + lane] = blk.scales[j];
-        std::memcpy(rec + 1280 + lane * 2, &blk.d, 2);
-        std::memcpy(rec + 1312 + lane * 2, &blk.dmin, 2);
-      }
-    }
-  }
+  for_each_kblock<BlockQ2_K>(src, row_bytes, rows, cols, dst, kern::kQ2KR16BlockBytes,
+                             [](uint8_t* rec, int lane, const BlockQ2_K& blk) {
+    q2_lines(blk.qs, lane, rec);
+    for (int j = 0; j < 16; ++j) rec[1024 + j * 16 + lane] = blk.scales[j];
+    std::memcpy(rec + 1280 + lane * 2, &blk.d, 2);
+    std::memcpy(rec + 1312 + lane * 2, &blk.dmin, 2);
+  });
 }
 
 void repack_iq4_xs(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQK_K;
-  const size_t gbytes = static_cast<size_t>(nb) * kern::kIQ4XSR16BlockBytes;
-  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* rec = dst + static_cast<size_t>(g) * gbytes + static_cast<size_t>(b) * kern::kIQ4XSR16BlockBytes;
-      for (int lane = 0; lane < 16; ++lane) {
-        const int64_t r = g * 16 + lane;
-        if (r >= rows) continue;  // zero-filled: scales and d are 0
-        BlockIQ4_XS blk;
-        std::memcpy(&blk, src + static_cast<size_t>(r) * row_bytes + b * sizeof(BlockIQ4_XS), sizeof(blk));
-        for (int ib = 0; ib < 8; ++ib) {
-          for (int m = 0; m < 4; ++m) std::memcpy(rec + (ib * 4 + m) * 64 + lane * 4, blk.qs + 16 * ib + 4 * m, 4);
-          rec[2048 + ib * 16 + lane] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(blk, ib)));
-        }
-        std::memcpy(rec + 2176 + lane * 2, &blk.d, 2);
-      }
+  for_each_kblock<BlockIQ4_XS>(src, row_bytes, rows, cols, dst, kern::kIQ4XSR16BlockBytes,
+                               [](uint8_t* rec, int lane, const BlockIQ4_XS& blk) {
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int m = 0; m < 4; ++m) std::memcpy(rec + (ib * 4 + m) * 64 + lane * 4, blk.qs + 16 * ib + 4 * m, 4);
+      rec[2048 + ib * 16 + lane] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(blk, ib)));
     }
-  }
+    std::memcpy(rec + 2176 + lane * 2, &blk.d, 2);
+  });
 }
 
 uint16_t load_u16(const uint8_t* p) {
