@@ -79,32 +79,32 @@ inline void zfloat_tile(const GemmArgs& g, int64_t r0, int64_t t0) {
   for (int r = 0; r < R; ++r) w[r] = g.w + static_cast<size_t>(r0 + r) * g.stride;
   for (int t = 0; t < T; ++t) x[t] = a.xf + (t0 + t) * cols;
   __m512 acc[R][T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 16 <= cols; k += 16) {
     __m512 xv[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x[t] + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 wv = L::load(w[r], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
   if (k < cols) {
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - k)) - 1);
     __m512 xv[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x[t] + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 wv = L::load_tail(w[r], k, m);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
   }
@@ -117,8 +117,16 @@ template <typename L>
 void zgemm_float(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   int64_t r = 0;
+  // 4 rows a tile; batches in tiles of 6 tokens (24 accumulators, each converted weight vector
+  // reused by 6 FMAs), then 4..1. A row's sums do not depend on the tile.
   for (; r + 4 <= g.num_rows; r += 4) {
-    for_token_tiles(n_tok, [&]<int T>(int64_t t0) { zfloat_tile<L, 4, T>(g, r, t0); });
+    int64_t t0 = 0;
+    for (; t0 + 6 <= n_tok; t0 += 6) zfloat_tile<L, 4, 6>(g, r, t0);
+    if (n_tok - t0 == 5) {
+      zfloat_tile<L, 4, 5>(g, r, t0);
+      continue;
+    }
+    for_token_tiles(n_tok - t0, [&]<int T>(int64_t t1) { zfloat_tile<L, 4, T>(g, r, t0 + t1); });
   }
   for (; r < g.num_rows; ++r) {
     for_token_tiles(n_tok, [&]<int T>(int64_t t0) { zfloat_tile<L, 1, T>(g, r, t0); });

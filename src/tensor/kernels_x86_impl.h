@@ -171,16 +171,15 @@ template <typename L>
 inline void gemm_float(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   int64_t r = 0;
-  // Decode batches: 4 rows a tile (4 weight streams in flight and 4 independent FMA chains; with
-  // 2 rows an F16 decode from DRAM ran at ~20 GB/s). A row's sums do not depend on the tile.
-  if (n_tok <= 2) {
-    for (; r + 4 <= g.num_rows; r += 4) {
-      if (n_tok == 2) {
-        float_tile<L, 4, 2>(g, r, 0);
-      } else {
-        float_tile<L, 4, 1>(g, r, 0);
-      }
-    }
+  // 4 rows a tile: at decode batches 4 weight streams and FMA chains in flight (with 2 rows an F16
+  // decode from DRAM ran at ~20 GB/s), in batches 4 x 3 tokens (12 accumulators, the 4 converted
+  // weight vectors reused by 3 FMAs each, the activations as FMA memory operands). A row's sums do
+  // not depend on the tile.
+  for (; r + 4 <= g.num_rows; r += 4) {
+    int64_t t0 = 0;
+    for (; t0 + 3 <= n_tok; t0 += 3) float_tile<L, 4, 3>(g, r, t0);
+    if (n_tok - t0 == 2) float_tile<L, 4, 2>(g, r, t0);
+    if (n_tok - t0 == 1) float_tile<L, 4, 1>(g, r, t0);
   }
   for (; r + 2 <= g.num_rows; r += 2) {
     for_token_tiles(n_tok, [&]<int T>(int64_t t0) { float_tile<L, 2, T>(g, r, t0); });
