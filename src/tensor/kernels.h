@@ -211,8 +211,8 @@ struct GemmArgs {
   uint8_t* scratch = nullptr;
   // Whether the kernel may issue software prefetches of its weight stream (matrix.h
   // set_sw_prefetch decides; results do not depend on it). Honoured by the R16 kernels of the
-  // avx512 tier (Q8_0 / Q4_0 tiles, Q4_K / Q6_K records) and every PrefetchSpread user (AVX2,
-  // avxvnni and the panel kernels).
+  // avx512 tier (Q8_0 / Q4_0 tiles, K-quant records), every PrefetchSpread user (AVX2, avxvnni
+  // and the panel kernels) and the F32 / F16 / BF16 decode tiles.
   bool sw_prefetch = true;
 };
 

@@ -46,12 +46,14 @@ inline __m512i bcast_dword(const void* p) {
 // ---- 512-bit F32 / F16 / BF16 ----------------------------------------------------------------
 
 struct Z32 {
+  static constexpr int64_t kBytes = 4;
   static __m512 load(const uint8_t* p, int64_t k) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + k); }
   static __m512 load_tail(const uint8_t* p, int64_t k, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p) + k);
   }
 };
 struct Z16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 load(const uint8_t* p, int64_t k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * k)));
   }
@@ -60,6 +62,7 @@ struct Z16 {
   }
 };
 struct ZB16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 load(const uint8_t* p, int64_t k) {
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * k)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
@@ -84,18 +87,29 @@ inline void zfloat_tile(const GemmArgs& g, int64_t r0, int64_t t0) {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
-  int64_t k = 0;
-  for (; k + 16 <= cols; k += 16) {
+  const auto step = [&](int64_t kk) {
     __m512 xv[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x[t] + k);
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x[t] + kk);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = L::load(w[r], k);
+      const __m512 wv = L::load(w[r], kk);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
     }
+  };
+  int64_t k = 0;
+  if (T <= 2 && g.sw_prefetch) {
+    // Decode batches: each row's stream prefetched kFloatPrefetchBytes ahead, one line a step.
+    constexpr int64_t kLine = 64 / L::kBytes;  // values per 64-byte line
+    for (; k + kLine <= cols; k += kLine) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * L::kBytes) + kFloatPrefetchBytes, _MM_HINT_T0);
+#pragma GCC unroll 4
+      for (int64_t kk = k; kk < k + kLine; kk += 16) step(kk);
+    }
   }
+  for (; k + 16 <= cols; k += 16) step(k);
   if (k < cols) {
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - k)) - 1);
     __m512 xv[T];
