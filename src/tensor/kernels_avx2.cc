@@ -84,10 +84,10 @@ void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
 void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ4_1256>(g); }
 void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_1256>(g); }
-// Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16: up to kAvx2KTileMaxTokens the register tiles of
-// Q4_K_R16 (Q5_K) and Q6_K_R16 (Q3_K, Q2_K) and iq4xs_r16_tile_avx2, above them the decoded panels (block by block up to
-// kAvx2KFusedMaxTokens), or the reference without the caller's scratch; the same integer sums
-// and float steps either way. The tiles unpack the values once per 2-token tile: one thread,
+// Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16: up to kAvx2KTileMaxTokens the register tiles
+// (Q4_K_R16's for Q5_K, Q6_K_R16's for Q3_K / Q2_K, iq4xs_r16_tile_avx2), above them the decoded
+// panels (block by block up to kAvx2KFusedMaxTokens), or the reference without the caller's
+// scratch; the same integer sums and float steps either way. The tiles unpack the values once per 2-token tile: one thread,
 // L2-resident 128x4096 (us, panels / tiles, same minutes): 1 token Q2_K 12.9 / 12.8, Q3_K
 // 15.0 / 14.5, Q5_K 15.0 / 13.0 (avxvnni 13.0 / 8.5, 15.2 / 12.5, 14.7 / 12.9); 4 tokens
 // 26.2 / 29.8, 28.0 / 39.7, 28.8 / 35.4.

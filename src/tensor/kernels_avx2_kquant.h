@@ -1,7 +1,7 @@
-// AVX2 kernels over the K-quant R16 layouts (Q4_K_R16, Q6_K_R16) at 1-7 tokens: each 16-row
-// group read once per 2-token tile, the values unpacked in registers (8+ tokens: the decoded
-// panels of kernels_avx2_panels.h). The Q6_K tile's kVnni form (vpdpbusd through dpbusd_vex) runs
-// only on the avxvnni tier.
+// AVX2 kernels over the K-quant R16 layouts at small batches (Q4_K_R16, Q6_K_R16: 1-7 tokens;
+// Q5_K_R16, Q3_K_R16, Q2_K_R16, IQ4_XS_R16: 1-2): each 16-row group read once per 2-token tile,
+// the values unpacked in registers (larger batches: the decoded panels of kernels_avx2_panels.h).
+// The kVnni forms (vpdpbusd through dpbusd_vex) run only on the avxvnni tier.
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, right
 // after kernels_avx2_r16.h (whose helpers it uses), under the same avx2,fma,f16c target pragma.

@@ -1,5 +1,5 @@
 // AVX2 kernels for batches over the R16 layouts: each 16-row group is decoded once into a panel
-// (int16 for Q8_0_R16, unsigned int8 for Q4_K_R16 / Q6_K_R16) that every token tile then reads.
+// (int16 for Q8_0_R16, int8 for the K-quant R16 layouts) that every token tile then reads.
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, right
 // after kernels_avx2_r16.h (whose helpers it uses), under the same avx2,fma,f16c target pragma.
@@ -126,16 +126,16 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
   });
 }
 
-// ---- Batched Q4_K_R16 / Q6_K_R16: each group decoded once into an unsigned int8 panel --------
+// ---- Batched K-quant R16 layouts: each group decoded once into an int8 panel -----------------
 
 // Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:
 // panel_scratch_bytes() reserves 5760 per block):
-//   vals  [64 k4][16 rows][4] u8   unsigned values (Q4_K 0..15, Q6_K 0..63 = q + 32)
+//   vals  [64 k4][16 rows][4] u8   the values as KSpec says (Q4_K 0..15, Q6_K 0..63 = q + 32, ...)
 //   sc    [S][16] (int16, int16)   each row's sub-block scale twice, for vpmaddwd
-//   pairs [S/2][16] (int16, int16) Q4_K: mins (m_2i, m_2i+1); Q6_K: scales (sc_2i, sc_2i+1)
-//   d     [16] float, dmin [16] float (Q4_K only)
-// (S = 8 sub-blocks of 32 values for Q4_K, 16 of 16 for Q6_K.) Rows keep their lanes in the
-// group; the kernel skips the 8-row halves outside [lane0, lane1).
+//   pairs [S/2][16] (int16, int16) with mins: (m_2i, m_2i+1); else scales (sc_2i, sc_2i+1)
+//   d     [16] float, dmin [16] float (types with mins only)
+// (S = 8 sub-blocks of 32 values for Q4_K / Q5_K / IQ4_XS, 16 of 16 for Q6_K / Q3_K / Q2_K.)
+// Rows keep their lanes in the group; the kernel skips the 8-row halves outside [lane0, lane1).
 struct Avx2KPanel {
   static constexpr size_t kVals = 0, kSc = 4096, kPairs = 4096 + 1024, kD = 4096 + 1024 + 512, kDmin = kD + 64;
   static constexpr size_t kBlock = kDmin + 64;

@@ -81,7 +81,7 @@ inline void for_token_tiles(int64_t n_tok, F&& tile) {
 }
 
 // Calls group(grp, lane0, lane1, out_r) for every 16-row group of an R16 layout the rows of g
-// touch: rows [lane0, lane1) of group grp are output rows out_r ...
+// touch: lanes [lane0, lane1) of group grp are output rows out_r, out_r + 1, ...
 template <typename F>
 inline void for_r16_groups(const GemmArgs& g, F&& group) {
   int64_t done = 0;
@@ -131,12 +131,12 @@ struct LoadBF16 {
   static constexpr int kBytes = 2;
 };
 
-// R rows x T tokens of a float-type matrix; scalar tail for cols % 8.
 // Software prefetch distance of the float decode tiles (bytes ahead in each row; on the Zen 5
 // host, wide F16 decode on avx2 in the same minutes: 512 B 56.5-57.5 t/s, 1024 B 55.3-57.4,
 // 2048 B 52.0-55.5, none ~36-37 (with 4-row tiles)). Honours GemmArgs::sw_prefetch.
 constexpr int64_t kFloatPrefetchBytes = 1024;
 
+// R rows x T tokens of a float-type matrix; scalar tail for cols % 8.
 template <typename L, int R, int T>
 inline void float_tile(const GemmArgs& g, int64_t r0, int64_t t0) {
   const Act& a = *g.act;

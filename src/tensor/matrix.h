@@ -5,7 +5,7 @@
 // interleaving) held in an owned, 64-byte aligned arena; otherwise it keeps a pointer into the
 // caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
 // AVX-512, every quantized type is repacked (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: same bytes per
-// weight; Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: +0-5 % for their sub-block scales decoded to a
+// weight; Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: +0-6 % for their sub-block scales decoded to a
 // byte each; one layout for both tiers, each with its own kernels), F32 / F16 / BF16 rows are
 // copied as they are into the same huge-page arena, and the Matrix no longer reads `data` after
 // create(); repacked() / owns_weights() tell which. Without repacking (MatrixOptions::allow_repack
