@@ -317,11 +317,15 @@ constexpr int64_t kMinParallelPrepTokens = 16;
 constexpr int64_t kMinParallelPrepValues = 16384;
 constexpr int64_t kPrepColChunk = 512;
 
-// Tokens per activation panel of a blocked (prefill) matmul: ~256 KB of int8 activations (L2
-// holds them beside the weights streaming through), a multiple of the AVX-512 activation tile.
-int64_t token_panel(int64_t cols) {
-  const int64_t p = (int64_t{256} << 10) / std::max<int64_t>(cols, 1);
-  return std::clamp<int64_t>(p / kern::kActIlTile * kern::kActIlTile, 32, 256);
+// Tokens per activation panel of a blocked (prefill) matmul: ~256 KB of activations (L2 holds
+// them beside the weights streaming through; int8 for the quantized layouts, float for F32 /
+// F16 / BF16, whose panels are 4x fewer tokens), a multiple of the AVX-512 activation tile.
+// Float layouts, wide F16 prefill 511 tokens (1024 columns), same minutes: 256-token panels
+// (1 MB of float activations re-read from L3 for every 4-row tile) against 64-token ones, see
+// the commit that introduced the float case.
+int64_t token_panel(int64_t cols, int64_t act_bytes) {
+  const int64_t p = (int64_t{256} << 10) / std::max<int64_t>(cols * act_bytes, 1);
+  return std::clamp<int64_t>(p / kern::kActIlTile * kern::kActIlTile, act_bytes > 1 ? 8 : 32, 256);
 }
 
 // Below this many multiply-adds a matmul runs on the calling thread only.
@@ -703,7 +707,8 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
   // `panel_tok` tokens whose quantized activations (~256 KB) stay in L2 while the 16-row weight
   // groups stream through, each group decoded once per panel and reused for all its columns.
-  const int64_t panel_tok = token_panel(cols);
+  const bool float_layout = im.layout == kern::Layout::kF32 || im.layout == kern::Layout::kF16 || im.layout == kern::Layout::kBF16;
+  const int64_t panel_tok = token_panel(cols, float_layout ? 4 : 1);
   const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
   auto compute = [&](int64_t b, int64_t e) {
     thread_local std::vector<uint8_t> panel;  // per executing thread; grows, never shrinks
