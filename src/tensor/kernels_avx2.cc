@@ -96,7 +96,7 @@ template <typename Dec, Layout kL, bool kVnni>
 void gemm_kr16_avx2(const GemmArgs& g, GemmFn small) {
   if (g.act->n_tok <= kAvx2KTileMaxTokens && small != nullptr) return small(g);
   if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
-  gemm_kquant_r16_panels_avx2<Dec, kVnni, /*kFused=*/true>(g);
+  gemm_kquant_r16_panels_avx2<Dec, kVnni>(g);
 }
 template <bool kVnni>
 void gemm_q5_k_r16(const GemmArgs& g) { gemm_kr16_avx2<DecQ5KR16Avx2, Layout::kQ5_K_R16, kVnni>(g, gemm_q4_k_r16_avx2<true>); }

@@ -495,16 +495,16 @@ inline void kquant_r16_fused_group_avx2(const GemmArgs& g, const uint8_t* grp, i
 }
 
 // Per group: the panel decode (streaming the group), then every tile of 4 tokens over both
-// halves; the decode and the compute passes prefetch the next group. kFused: small batches as
-// above.
-template <typename Dec, bool kVnni = false, bool kFused = false>
+// halves; the decode and the compute passes prefetch the next group (batches of up to
+// kAvx2KFusedMaxTokens block by block, as above).
+template <typename Dec, bool kVnni = false>
 inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
   using Spec = typename Dec::Spec;
   const int64_t nb = g.act->cols / kQK_K, n_tok = g.act->n_tok;
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t tiles = (n_tok + 3) / 4;
-  const bool fused = kFused && n_tok <= kAvx2KFusedMaxTokens;
+  const bool fused = n_tok <= kAvx2KFusedMaxTokens;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
     const uint8_t* next = g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr;
