@@ -3,8 +3,9 @@
 #
 #   bench/compare_llamacpp.sh [--models "qwen smollm"] [--isa "scalar avx2 avx512"] [--threads 2]
 #                             (--models also takes qwen-q4km, smollm-q4km and the wide-* K-quant
-#                             files wide-q4km wide-q5km wide-q3km wide-q2k wide-iq4xs, and wide-f16:
-#                             see model_file)
+#                             files wide-q4km wide-q5km wide-q3km wide-q2k wide-iq4xs, wide-f16 and
+#                             the legacy wide-q4_0 wide-q4_1 wide-q5_0 wide-q5_1 wide-q8_0
+#                             wide-iq4nl: see model_file)
 #                             [--quick] [--skip-server] [--out DIR]
 #                             [--llama-isa native|avx512|avxvnni|avx2|matched]
 #                             [--server-isa "avx2"]  (server load tiers; default: --isa without scalar)
@@ -151,11 +152,15 @@ for f in $LLAMA_FLAVORS; do build_llama "$f"; done
 # wide-*: a 1024-wide, 16-layer Llama-style shape (~0.3B parameters) whose every matrix has whole
 # 256-value blocks, so the K-quant presets keep their own types throughout (Q5_K_M: Q5_K + Q6_K;
 # Q3_K_M: Q3_K + Q4_K/Q5_K; Q2_K: Q2_K + Q3_K/Q4_K; IQ4_XS), as in the 1B-8B files users run;
-# wide-f16 keeps the synthesized F16 weights.
+# wide-f16 keeps the synthesized F16 weights; wide-q4_0, wide-q4_1, wide-q5_0, wide-q5_1,
+# wide-q8_0 and wide-iq4nl the legacy 32-value presets (their own type throughout, the output
+# matrix Q6_K as llama-quantize's rule has it).
 wide_preset() {
   case "$1" in
     wide-q4km) echo Q4_K_M ;; wide-q5km) echo Q5_K_M ;; wide-q3km) echo Q3_K_M ;;
-    wide-q2k) echo Q2_K ;; wide-iq4xs) echo IQ4_XS ;; wide-f16) echo F16 ;; *) return 1 ;;
+    wide-q2k) echo Q2_K ;; wide-iq4xs) echo IQ4_XS ;; wide-f16) echo F16 ;;
+    wide-q4_0) echo Q4_0 ;; wide-q4_1) echo Q4_1 ;; wide-q5_0) echo Q5_0 ;; wide-q5_1) echo Q5_1 ;;
+    wide-q8_0) echo Q8_0 ;; wide-iq4nl) echo IQ4_NL ;; *) return 1 ;;
   esac
 }
 model_file() {
@@ -166,7 +171,7 @@ model_file() {
     smollm-q4km) echo "$CACHE/smollm2-135m-shape-q4_k_m.gguf" ;;
     wide-*) wide_preset "$1" >/dev/null || { echo "compare_llamacpp: unknown model $1" >&2; exit 2; }
             echo "$CACHE/wide-1024-shape-$(wide_preset "$1").gguf" ;;
-    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm|qwen-q4km|smollm-q4km|wide-q4km|wide-q5km|wide-q3km|wide-q2k|wide-iq4xs|wide-f16)" >&2; exit 2 ;;
+    *) echo "compare_llamacpp: unknown model $1 (qwen|smollm|qwen-q4km|smollm-q4km|wide-q4km|wide-q5km|wide-q3km|wide-q2k|wide-iq4xs|wide-f16|wide-q4_0|wide-q4_1|wide-q5_0|wide-q5_1|wide-q8_0|wide-iq4nl)" >&2; exit 2 ;;
   esac
 }
 synth_shape() {  # NAME TYPE OUT: the model shape NAME (qwen|smollm) with TYPE weights
