@@ -193,6 +193,12 @@ inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
          kActIlBlockBytes;
 }
 
+// From this many tokens the AVX-512 Q4_0_R16 matmul reads Act::q8_il too: whole pairs of
+// groups through the Q8_0_R16 prefill passes, the nibbles unpacked in registers
+// (kernels_avx512_pair.h); below it, and for a matrix's last odd group, the per-group tiles
+// over Act::q8.
+constexpr int64_t kQ4IlMinTokens = 16;
+
 // From this many tokens the AMX table's Q8_0_R16 / Q4_0_R16 matmuls use the tile kernels (a
 // full 16-token tile; at 16 tokens, L2-resident 1024x896 Q8_0, 1 thread: 207 vs 198 GMAC/s for
 // the avx512 kernel with its interleaved activations; below it the avx512 kernels run).

@@ -168,6 +168,7 @@ constexpr int kR16IlPrefetchBytes = 2048;
 // streaming from DRAM (one group's lines prefetched at a time) was not re-measured, the shared
 // host gave no stable bandwidth figure that session.
 constexpr int64_t kR16IlPairMinTokens = 16;
+static_assert(kQ4IlMinTokens >= kR16IlPairMinTokens, "Q4_0_R16's Act::q8_il must reach its pair passes");
 
 std::atomic<bool> g_r16_pair_tile{true};  // set_r16_pair_tile
 
@@ -405,8 +406,8 @@ void gemm_r16_groups(const GemmArgs& g) {
       grp += 2 * g.stride;
       continue;
     }
-    if (!kQ4 && g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
-      r16_il_pair(g, grp, done);  // two whole groups
+    if (g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
+      r16_il_pair<kQ4>(g, grp, done);  // two whole groups
       done += 32;
       grp += 2 * g.stride;
       continue;

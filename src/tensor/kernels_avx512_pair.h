@@ -7,17 +7,46 @@
 
 // The integer block sums of one 32-value block of a group pair (vals0 / vals1: the block's
 // value lines in each group) for tokens slot0 .. slot0 + T - 1 of the Act::q8_il tile record xa:
-// per 4 values two weight loads and T broadcasts feed 2T vpdpbusd from registers; each sum
-// starts at its token's kActIlBias0 - 128 * sum term.
-template <int T>
+// per 4 values two weight vectors and T broadcasts feed 2T vpdpbusd from registers; each sum
+// starts at its token's term. kQ4: Q4_0_R16 lines (one 64-byte line holds the nibbles of two
+// k4 groups: values 4*k4.. in the low nibbles, 16 + 4*k4.. in the high ones), unpacked in
+// registers, the sums starting at kActIlBias0 - 8 * sum (the values are w + 8); else Q8_0_R16
+// lines (u8 = w + 128) and the record's own kActIlBias0 - 128 * sum.
+template <int T, bool kQ4 = false>
 inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const uint8_t* xa, int slot0, __m512i* s0,
                             __m512i* s1) {
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) s0[t] = s1[t] = bcast_dword(xa + kActIlTile * 32 + 4 * (slot0 + t));
+  for (int t = 0; t < T; ++t) {
+    const __m512i t128 = bcast_dword(xa + kActIlTile * 32 + 4 * (slot0 + t));
+    if constexpr (kQ4) {
+      // kActIlBias0 - 128 * sum -> kActIlBias0 - 8 * sum (exact: the difference is a multiple of 128).
+      const __m512i b0 = _mm512_set1_epi32(kActIlBias0);
+      s0[t] = s1[t] = _mm512_sub_epi32(b0, _mm512_srai_epi32(_mm512_sub_epi32(b0, t128), 4));
+    } else {
+      s0[t] = s1[t] = t128;
+    }
+  }
+  __m512i l0 = _mm512_setzero_si512(), l1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int k4 = 0; k4 < 8; ++k4) {
-    const __m512i w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
-    const __m512i w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
+    __m512i w0, w1;
+    if constexpr (kQ4) {
+      const __m512i nib = _mm512_set1_epi8(0xF);
+      if (k4 < 4) {
+        l0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
+        l1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
+        w0 = _mm512_and_si512(l0, nib);
+        w1 = _mm512_and_si512(l1, nib);
+      } else {
+        const __m512i h0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * (k4 - 4)));
+        const __m512i h1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * (k4 - 4)));
+        w0 = _mm512_and_si512(_mm512_srli_epi16(h0, 4), nib);
+        w1 = _mm512_and_si512(_mm512_srli_epi16(h1, 4), nib);
+      }
+    } else {
+      w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
+      w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m512i x = bcast_dword(xa + 32 * (slot0 + t) + 4 * k4);
@@ -25,6 +54,8 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
       s1[t] = _mm512_dpbusd_epi32(s1[t], w1, x);
     }
   }
+  (void)l0;
+  (void)l1;
 }
 
 // Two whole adjacent groups (rows out_r .. out_r + 31) x tokens [t0 + slot0, + T) of one
@@ -33,26 +64,30 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
 // vpdpbusd runs 2 a cycle): every vpdpbusd carried its own broadcast load, ~1.4 loads per
 // vpdpbusd with the per-block terms; this is ~0.9. kPrefetch: this pass also prefetches the
 // blocks' lines (the first pass over a tile does; later ones find them in cache).
-// Same integer block sums and float steps as r16_il_tile, so identical results.
-template <int T, bool kPrefetch>
+// Same integer block sums and float steps as r16_il_tile, so identical results. kQ4: Q4_0_R16
+// groups (pair_block_sums), whose integer sums are r16_tile<T, 8, true>'s, and whose float steps
+// (float(S) exactly, times fl(d_w * d_x), one FMA) are too: the same bits as that kernel.
+template <int T, bool kPrefetch, bool kQ4 = false>
 inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_r, int64_t t0, int slot0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
+  constexpr size_t kRec = kQ4 ? kR16Q4PairBytes : kR16PairBytes;
+  constexpr size_t kHalfBytes = kQ4 ? 256 : 512;
   const uint8_t* xa = a.q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
   const uint8_t* grp1 = grp + g.stride;
   __m512 acc0[T], acc1[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, xa += kActIlBlockBytes) {
-    const size_t ro = static_cast<size_t>(b >> 1) * kR16PairBytes;
+    const size_t ro = static_cast<size_t>(b >> 1) * kRec;
     const int half = static_cast<int>(b & 1);
-    const uint8_t* vals0 = grp + ro + 64 + half * 512;
-    const uint8_t* vals1 = grp1 + ro + 64 + half * 512;
+    const uint8_t* vals0 = grp + ro + 64 + half * kHalfBytes;
+    const uint8_t* vals1 = grp1 + ro + 64 + half * kHalfBytes;
     if constexpr (kPrefetch) {
       const char* pf0 = reinterpret_cast<const char*>(vals0) + kR16IlPrefetchBytes;
       const char* pf1 = reinterpret_cast<const char*>(vals1) + kR16IlPrefetchBytes;
 #pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) {
+      for (size_t l = 0; l < kHalfBytes / 64; ++l) {
         _mm_prefetch(pf0 + 64 * l, _MM_HINT_T1);
         _mm_prefetch(pf1 + 64 * l, _MM_HINT_T1);
       }
@@ -62,7 +97,7 @@ inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_
       }
     }
     __m512i s0[T], s1[T];
-    pair_block_sums<T>(vals0, vals1, xa, slot0, s0, s1);
+    pair_block_sums<T, kQ4>(vals0, vals1, xa, slot0, s0, s1);
     const __m512 dw0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + ro + half * 32)));
     const __m512 dw1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp1 + ro + half * 32)));
 #pragma GCC unroll 4
@@ -82,20 +117,22 @@ inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_
   }
 }
 
-// Two whole groups, all tokens: per tile of kActIlTile tokens, passes of up to 4.
+// Two whole groups, all tokens: per tile of kActIlTile tokens, passes of up to 4 (kQ4:
+// Q4_0_R16 groups).
+template <bool kQ4 = false>
 void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   for (int64_t t0 = 0; t0 < n_tok; t0 += kActIlTile) {
     const int64_t tn = n_tok - t0 < kActIlTile ? n_tok - t0 : kActIlTile;
     switch (tn) {
-      case 8: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<4, false>(g, grp, out_r, t0, 4); break;
-      case 7: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false>(g, grp, out_r, t0, 4); break;
-      case 6: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false>(g, grp, out_r, t0, 3); break;
-      case 5: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); r16_il_pair_pass<2, false>(g, grp, out_r, t0, 3); break;
-      case 4: r16_il_pair_pass<4, true>(g, grp, out_r, t0, 0); break;
-      case 3: r16_il_pair_pass<3, true>(g, grp, out_r, t0, 0); break;
-      case 2: r16_il_pair_pass<2, true>(g, grp, out_r, t0, 0); break;
-      case 1: r16_il_pair_pass<1, true>(g, grp, out_r, t0, 0); break;
+      case 8: r16_il_pair_pass<4, true, kQ4>(g, grp, out_r, t0, 0); r16_il_pair_pass<4, false, kQ4>(g, grp, out_r, t0, 4); break;
+      case 7: r16_il_pair_pass<4, true, kQ4>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false, kQ4>(g, grp, out_r, t0, 4); break;
+      case 6: r16_il_pair_pass<3, true, kQ4>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false, kQ4>(g, grp, out_r, t0, 3); break;
+      case 5: r16_il_pair_pass<3, true, kQ4>(g, grp, out_r, t0, 0); r16_il_pair_pass<2, false, kQ4>(g, grp, out_r, t0, 3); break;
+      case 4: r16_il_pair_pass<4, true, kQ4>(g, grp, out_r, t0, 0); break;
+      case 3: r16_il_pair_pass<3, true, kQ4>(g, grp, out_r, t0, 0); break;
+      case 2: r16_il_pair_pass<2, true, kQ4>(g, grp, out_r, t0, 0); break;
+      case 1: r16_il_pair_pass<1, true, kQ4>(g, grp, out_r, t0, 0); break;
       default: break;
     }
   }

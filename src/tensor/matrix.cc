@@ -490,11 +490,17 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
       const unsigned term = q5 ? (isa >= Isa::kAvx2 ? kFormX16T : 0u) : (isa >= Isa::kAvx512 ? kFormX4T : 0u);
       return kFormQ8 | (panels ? kFormQ8U : term);
     }
+    case kern::Layout::kQ4_0_R16:
+      // AVX-512 batches from kQ4IlMinTokens also read Act::q8_il (the AMX tier's tile kernels
+      // take them from kAmxMinTokens, reading q8 in place).
+      return kFormQ8 | (n_tok >= kern::kQ4IlMinTokens && isa >= Isa::kAvx512 &&
+                                !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)
+                            ? kFormIl
+                            : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:
-    case kern::Layout::kIQ4_NL:
-    case kern::Layout::kQ4_0_R16: return kFormQ8;
+    case kern::Layout::kIQ4_NL: return kFormQ8;
     case kern::Layout::kQ2_K:
     case kern::Layout::kQ3_K:
     case kern::Layout::kQ5_K:
