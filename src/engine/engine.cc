@@ -155,6 +155,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& model, EngineOption
   im.opts = opts;
   im.max_model_len = e->max_model_len_;
   im.logits.resize(static_cast<size_t>(opts.max_seqs) * cfg.n_vocab);
+  // The model's activation buffers for a full step now, not on the first long prompt.
+  model.reserve(opts.max_batch_tokens);
   if (opts.spec.mode == SpecMode::kDraft) {
     // As many blocks as the target's pool, so drafting never runs short before the target does;
     // sized from a budget, the pair fits it (spec_budget_blocks); with an exact num_kv_blocks

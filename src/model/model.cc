@@ -164,6 +164,48 @@ void head_norm(float* x, int64_t T, int32_t n_heads, int32_t hd, const std::vect
 
 }  // namespace
 
+void Model::grow_scratch(int64_t T) {
+  const ModelConfig& c = config_;
+  const ArchSpec& spec = *c.spec;
+  const int64_t E = c.n_embd, HD = c.head_dim, QD = int64_t{c.n_head} * HD, KD = int64_t{c.n_head_kv} * HD;
+  const int64_t F = c.n_expert > 0 ? c.n_ff_exp : c.n_ff;
+  Scratch& S = *scratch_;
+  S.cap_tokens = T;
+  for (auto* v : {&S.x, &S.h}) grow(*v, T * E);
+  if (c.n_expert > 0) grow(S.moe_out, T * E);
+  for (auto* v : {&S.q, &S.attn}) grow(*v, T * QD);
+  for (auto* v : {&S.k, &S.v}) grow(*v, T * KD);
+  if (spec.fused_qkv) grow(S.qkv, T * (QD + 2 * KD));
+  grow(S.ffn_a, T * F);
+  grow(S.ffn_b, T * F * (spec.fused_gate_up ? 2 : 1));
+  for (auto* v : {&S.rope_cos, &S.rope_sin}) grow(*v, T * HD / 2);
+  if (c.num_swa_layers() > 0) for (auto* v : {&S.rope_cos_swa, &S.rope_sin_swa}) grow(*v, T * HD / 2);
+  S.positions.resize(T);
+}
+
+void Model::reserve(int64_t max_tokens) {
+  if (max_tokens <= scratch_->cap_tokens) return;
+  grow_scratch(max_tokens);
+  // The quantized activation forms every distinct (weight type, input width) of the layers
+  // reads, made once from zeros: PreparedActivations' buffers (the only ones forward fills
+  // besides the scratch above) grow here as well.
+  Scratch& S = *scratch_;
+  std::vector<std::pair<uint32_t, int64_t>> seen;
+  std::vector<float> zeros;
+  for (const auto& L : weights_->layers) {
+    for (const tensor::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wqkv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      if (m->resident_bytes() == 0) continue;  // absent in this architecture
+      const std::pair<uint32_t, int64_t> key{static_cast<uint32_t>(m->type()), m->cols()};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      if (static_cast<int64_t>(zeros.size()) < max_tokens * m->cols()) zeros.resize(static_cast<size_t>(max_tokens * m->cols()));
+      S.h_prep.reset(zeros.data(), max_tokens, m->cols());
+      m->prepare(S.h_prep, nullptr);
+    }
+  }
+  S.h_prep.reset(nullptr, 0, 0);
+}
+
 Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, ThreadPool* pool) {
   const ModelConfig& c = config_;
   const ArchSpec& spec = *c.spec;
@@ -173,19 +215,7 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
   const int64_t F = c.n_expert > 0 ? c.n_ff_exp : c.n_ff;
   const bool has_swa = c.num_swa_layers() > 0;
   Scratch& S = *scratch_;
-  if (T > S.cap_tokens) {
-    S.cap_tokens = T;
-    for (auto* v : {&S.x, &S.h}) grow(*v, T * E);
-    if (c.n_expert > 0) grow(S.moe_out, T * E);
-    for (auto* v : {&S.q, &S.attn}) grow(*v, T * QD);
-    for (auto* v : {&S.k, &S.v}) grow(*v, T * KD);
-    if (spec.fused_qkv) grow(S.qkv, T * (QD + 2 * KD));
-    grow(S.ffn_a, T * F);
-    grow(S.ffn_b, T * F * (spec.fused_gate_up ? 2 : 1));
-    for (auto* v : {&S.rope_cos, &S.rope_sin}) grow(*v, T * HD / 2);
-    if (has_swa) for (auto* v : {&S.rope_cos_swa, &S.rope_sin_swa}) grow(*v, T * HD / 2);
-    S.positions.resize(T);
-  }
+  if (T > S.cap_tokens) grow_scratch(T);
   grow(S.logit_in, num_logits * E);
 
   // Each layer reads and writes its KV group's block tables.
@@ -309,7 +339,8 @@ Status Model::forward(const ForwardBatch& batch, KvStorage& kv, float* logits, T
                              .f16_ggml = f16_ggml_attention_};
     paged_attention(kv, l, ap, layer_seqs, S.q.data(), S.attn.data(), S.attn_scratch, pool, &prologue);
     lap(prof::kAttention);
-    L.wo.matmul(S.attn.data(), T, S.h.data(), pool);
+    S.h_prep.reset(S.attn.data(), T, QD);  // Q/K/V are done with h's forms: the buffers quantize attn
+    L.wo.matmul(S.h_prep, S.h.data(), pool);
     if (!L.post_attn_norm.empty()) {
       rms_norm_rows(S.h.data(), L.post_attn_norm.data(), S.h.data(), T, E, c.rms_eps, pool);
     }
