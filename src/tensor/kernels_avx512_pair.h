@@ -1,6 +1,6 @@
 // The AVX-512 Q8_0_R16 kernels over two whole adjacent 16-row groups at once (32 rows), over
-// interleaved activations (Act::q8_il): prefill passes (r16_il_pair) and the decode-sized tile of
-// wide matrices (r16_il_pair_small).
+// interleaved activations (Act::q8_il): prefill passes (r16_il_pair, which Q4_0_R16 shares) and
+// the decode-sized tile of wide matrices (r16_il_pair_small).
 //
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // r16_il_tile and the prefetch constants (compiled for AVX-512 only).
@@ -26,23 +26,15 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
       s0[t] = s1[t] = t128;
     }
   }
-  __m512i l0 = _mm512_setzero_si512(), l1 = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int k4 = 0; k4 < 8; ++k4) {
     __m512i w0, w1;
     if constexpr (kQ4) {
       const __m512i nib = _mm512_set1_epi8(0xF);
-      if (k4 < 4) {
-        l0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
-        l1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
-        w0 = _mm512_and_si512(l0, nib);
-        w1 = _mm512_and_si512(l1, nib);
-      } else {
-        const __m512i h0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * (k4 - 4)));
-        const __m512i h1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * (k4 - 4)));
-        w0 = _mm512_and_si512(_mm512_srli_epi16(h0, 4), nib);
-        w1 = _mm512_and_si512(_mm512_srli_epi16(h1, 4), nib);
-      }
+      const __m512i v0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * (k4 % 4)));
+      const __m512i v1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * (k4 % 4)));
+      w0 = _mm512_and_si512(k4 < 4 ? v0 : _mm512_srli_epi16(v0, 4), nib);
+      w1 = _mm512_and_si512(k4 < 4 ? v1 : _mm512_srli_epi16(v1, 4), nib);
     } else {
       w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
       w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
@@ -54,8 +46,6 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
       s1[t] = _mm512_dpbusd_epi32(s1[t], w1, x);
     }
   }
-  (void)l0;
-  (void)l1;
 }
 
 // Two whole adjacent groups (rows out_r .. out_r + 31) x tokens [t0 + slot0, + T) of one
