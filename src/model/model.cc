@@ -187,8 +187,9 @@ void Model::reserve(int64_t max_tokens) {
   if (max_tokens <= scratch_->cap_tokens) return;
   grow_scratch(max_tokens);
   // The quantized activation forms every distinct (weight type, input width) of the layers
-  // reads, made once from zeros: PreparedActivations' buffers (the only ones forward fills
-  // besides the scratch above) grow here as well.
+  // reads, made once from zeros, so the layers' PreparedActivations buffers grow here as well.
+  // What still grows on the first long step: the pool threads' own buffers (kernel panels,
+  // attention tiles, fused_matmul's row blocks; per chunk, far smaller) and MoE experts'.
   Scratch& S = *scratch_;
   std::vector<std::pair<uint32_t, int64_t>> seen;
   std::vector<float> zeros;
