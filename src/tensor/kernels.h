@@ -44,6 +44,8 @@ enum class Layout : int {
   kQ3_K_R16,    // 16 rows interleaved, see below
   kQ2_K_R16,    // 16 rows interleaved, see below
   kIQ4_XS_R16,  // 16 rows interleaved, see below
+  kF32_R16,     // 16 rows interleaved per column, see below
+  kF16_R16,     // 16 rows interleaved per column, see below
   kCount,
 };
 
@@ -122,10 +124,26 @@ constexpr size_t kQ2KR16BlockBytes = 1024 + 256 + 32 + 32;
 //   [8][16] int8 sub-block scales (-32..31), [16] fp16 d, 32 bytes of padding
 constexpr size_t kIQ4XSR16BlockBytes = 2048 + 128 + 32 + 32;
 
+// F32_R16 / F16_R16: rows padded to a multiple of 16 (padding rows are zeros). Group g is
+// [cols][16] values of the type (column k of rows 16g..16g+15: 64 B for F32, 32 B for F16):
+// one sequential stream a group, and one vector load gives a column of 16 (or 8) rows,
+// multiplied by a broadcast activation. Every kernel sums each (row, token) as one fused
+// multiply-add chain over k = 0, 1, ..., cols - 1 from +0, so the results are bit-identical on
+// every tier, batch size and tile (the scalar reference too). BF16 keeps its plain rows: its
+// activations are rounded to bf16, which turns summation-order differences into rounding flips
+// (one chain moved the tiny-quant-bf16 long-prompt logits 1.6e-2 from llama.cpp's, where the
+// plain 8- and 16-lane partial sums stay within 5e-7; tests/model/f32_tiles_golden_test.cc).
+inline bool is_float_r16(Layout l) { return l == Layout::kF32_R16 || l == Layout::kF16_R16; }
+inline size_t float_r16_group_bytes(Layout l, int64_t cols) {
+  const size_t b = static_cast<size_t>(cols) * 16 * (l == Layout::kF32_R16 ? 4 : 2);
+  return (b + 63) / 64 * 64;
+}
+
 inline bool is_r16(Layout l) {
   return l == Layout::kQ8_0_R16 || l == Layout::kQ4_K_R16 || l == Layout::kQ6_K_R16 || l == Layout::kQ4_0_R16 ||
          l == Layout::kIQ4_NL_R16 || l == Layout::kQ5_0_R16 || l == Layout::kQ4_1_R16 || l == Layout::kQ5_1_R16 ||
-         l == Layout::kQ5_K_R16 || l == Layout::kQ3_K_R16 || l == Layout::kQ2_K_R16 || l == Layout::kIQ4_XS_R16;
+         l == Layout::kQ5_K_R16 || l == Layout::kQ3_K_R16 || l == Layout::kQ2_K_R16 || l == Layout::kIQ4_XS_R16 ||
+         is_float_r16(l);
 }
 
 // Prepared activations for n_tok token rows of `cols` values. Only the fields a layout needs

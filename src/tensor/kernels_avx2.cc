@@ -36,6 +36,28 @@ constexpr int kKTileMax = 4;  // kernels_x86_more.h for_ktoken_tiles
 #include "tensor/kernels_avx2_panels.h"
 #include "tensor/kernels_avxvnni_r16.h"
 
+// Vector traits of kernels_float_r16.h: a 16-row column as two ymm halves.
+struct FloatR16Ymm {
+  using Vec = __m256;
+  static constexpr int kParts = 2;
+  static constexpr int kDecodeGroups = 2;  // 2 streams, 4 FMA chains per token
+  static constexpr int kBatchGroups = 1;
+  static constexpr int kBatchTokens = 5;   // 10 accumulators, 5 broadcasts, a weight half (16 ymm)
+  template <Layout L>
+  static __m256 load(const uint8_t* col, int part) {
+    if constexpr (L == Layout::kF32_R16) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(col) + 8 * part);
+    } else {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + 16 * part)));
+    }
+  }
+  static __m256 zero() { return _mm256_setzero_ps(); }
+  static __m256 bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static __m256 fma(__m256 w, __m256 x, __m256 acc) { return _mm256_fmadd_ps(w, x, acc); }
+  static void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+};
+#include "tensor/kernels_float_r16.h"
+
 void gemm_f32(const GemmArgs& g) { gemm_f32_256(g); }
 void gemm_f16(const GemmArgs& g) { gemm_f16_256(g); }
 void gemm_bf16(const GemmArgs& g) { gemm_bf16_256(g); }
@@ -125,7 +147,8 @@ const KernelTable* avx2_kernels() {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16, gemm_q6_k_r16, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
        gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16, gemm_q5_k_r16<false>, gemm_q3_k_r16<false>,
-       gemm_q2_k_r16<false>, gemm_iq4_xs_r16<false>},
+       gemm_q2_k_r16<false>, gemm_iq4_xs_r16<false>, gemm_float_r16<FloatR16Ymm, Layout::kF32_R16>,
+       gemm_float_r16<FloatR16Ymm, Layout::kF16_R16>},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

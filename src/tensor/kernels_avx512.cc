@@ -685,6 +685,28 @@ void gemm_q6_k_r16(const GemmArgs& g) {
 #include "tensor/kernels_avx512_r16panels.h"
 #include "tensor/kernels_avx512_kr16.h"
 
+// Vector traits of kernels_float_r16.h: a 16-row column in one zmm.
+struct FloatR16Zmm {
+  using Vec = __m512;
+  static constexpr int kParts = 1;
+  static constexpr int kDecodeGroups = 4;  // 4 streams, 4 FMA chains per token
+  static constexpr int kBatchGroups = 2;
+  static constexpr int kBatchTokens = 12;  // 24 accumulators
+  template <Layout L>
+  static __m512 load(const uint8_t* col, int) {
+    if constexpr (L == Layout::kF32_R16) {
+      return _mm512_loadu_ps(col);
+    } else {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col)));
+    }
+  }
+  static __m512 zero() { return _mm512_setzero_ps(); }
+  static __m512 bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static __m512 fma(__m512 w, __m512 x, __m512 acc) { return _mm512_fmadd_ps(w, x, acc); }
+  static void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+};
+#include "tensor/kernels_float_r16.h"
+
 void gemm_f32(const GemmArgs& g) { zgemm_float<Z32>(g); }
 void gemm_f16(const GemmArgs& g) { zgemm_float<Z16>(g); }
 void gemm_bf16(const GemmArgs& g) { zgemm_float<ZB16>(g); }
@@ -767,7 +789,7 @@ const KernelTable* avx512_kernels() {
       {gemm_f32, gemm_f16, gemm_bf16, gemm_q8_0, gemm_q4_0, gemm_q4_k, gemm_q6_k, gemm_q8_0_r16, gemm_q4_k_r16_any, gemm_q6_k_r16_any, gemm_q4_0_r16,
        gemm_q4_1, gemm_q5_0, gemm_q5_1, gemm_q2_k, gemm_q3_k, gemm_q5_k, gemm_iq4_nl, gemm_iq4_xs,
        gemm_iq4_nl_r16, gemm_q5_0_r16, gemm_q4_1_r16, gemm_q5_1_r16, gemm_q5_k_r16, gemm_q3_k_r16, gemm_q2_k_r16,
-       gemm_iq4_xs_r16},
+       gemm_iq4_xs_r16, gemm_float_r16<FloatR16Zmm, Layout::kF32_R16>, gemm_float_r16<FloatR16Zmm, Layout::kF16_R16>},
       {act_round_f16, act_round_bf16, act_q8_0, act_q8_k}};
   return &table;
 }

@@ -196,6 +196,28 @@ int32_t q6_k_block_dot(const BlockQ6_K& blk, const BlockQ8_K& xb) {
   return sumi;
 }
 
+// F32_R16 / F16_R16 (kernels.h): each (row, token) one fused multiply-add chain over
+// k = 0..cols-1 from +0, the definition every SIMD tier reproduces bit for bit.
+template <Layout kL>
+void gemm_float_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  constexpr size_t kBytes = kL == Layout::kF32_R16 ? 4 : 2;
+  for (int64_t i = 0; i < g.num_rows; ++i) {
+    const int64_t rr = g.row0 + i;  // row relative to the first group
+    const uint8_t* col = g.w + static_cast<size_t>(rr / 16) * g.stride + static_cast<size_t>(rr % 16) * kBytes;
+    for (int64_t t = 0; t < a.n_tok; ++t) {
+      const float* x = a.xf + t * a.cols;
+      float s = 0.0f;
+      for (int64_t k = 0; k < a.cols; ++k) {
+        const uint8_t* p = col + static_cast<size_t>(k) * 16 * kBytes;
+        const float w = kL == Layout::kF32_R16 ? load<float>(p) : fp16_to_fp32(load<uint16_t>(p));
+        s = std::fma(w, x[k], s);
+      }
+      g.y[t * g.ldy + i] = s;
+    }
+  }
+}
+
 void gemm_q8_0_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK8_0;
@@ -549,6 +571,8 @@ const KernelTable& scalar_kernels() {
       gemm_q3_k_r16,
       gemm_q2_k_r16,
       gemm_iq4_xs_r16,
+      gemm_float_r16<Layout::kF32_R16>,
+      gemm_float_r16<Layout::kF16_R16>,
   }, {round_f16_row, round_bf16_row, quantize_act_q8_0, quantize_act_q8_k}};
   return table;
 }

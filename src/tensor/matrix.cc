@@ -75,6 +75,8 @@ kern::Layout r16_layout(DType t) {
     case DType::kQ3_K: return kern::Layout::kQ3_K_R16;
     case DType::kQ2_K: return kern::Layout::kQ2_K_R16;
     case DType::kIQ4_XS: return kern::Layout::kIQ4_XS_R16;
+    case DType::kF32: return kern::Layout::kF32_R16;
+    case DType::kF16: return kern::Layout::kF16_R16;
     default: return kern::Layout::kCount;
   }
 }
@@ -394,9 +396,8 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
       im.arena_bytes = total;
       if (options.release_source) im.released = release_pages(data, im.row_bytes * static_cast<size_t>(rows));
     }
-  } else if ((type == DType::kF16 || type == DType::kBF16 || type == DType::kF32) && options.allow_repack &&
-             active_isa() >= Isa::kAvx2) {
-    // The float types keep their layout, copied into the huge-page arena (MatrixOptions).
+  } else if (type == DType::kBF16 && options.allow_repack && active_isa() >= Isa::kAvx2) {
+    // BF16 keeps its rows (kernels.h, F32_R16), copied into the huge-page arena (MatrixOptions).
     const size_t total = im.row_bytes * static_cast<size_t>(rows);
     Arena arena = make_arena(total);
     if (arena) {
@@ -459,8 +460,10 @@ void four_value_terms(const int8_t* q8, int64_t n, int32_t factor, int32_t* term
 
 unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
   switch (layout) {
-    case kern::Layout::kF32: return 0;
-    case kern::Layout::kF16: return kFormF16;
+    case kern::Layout::kF32:
+    case kern::Layout::kF32_R16: return 0;
+    case kern::Layout::kF16:
+    case kern::Layout::kF16_R16: return kFormF16;
     case kern::Layout::kBF16: return kFormBF16;
     case kern::Layout::kQ4_1:
     case kern::Layout::kQ4_1_R16:
@@ -713,7 +716,8 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
   // `panel_tok` tokens whose quantized activations (~256 KB) stay in L2 while the 16-row weight
   // groups stream through, each group decoded once per panel and reused for all its columns.
-  const bool float_layout = im.layout == kern::Layout::kF32 || im.layout == kern::Layout::kF16 || im.layout == kern::Layout::kBF16;
+  const bool float_layout = im.layout == kern::Layout::kF32 || im.layout == kern::Layout::kF16 ||
+                            im.layout == kern::Layout::kBF16 || kern::is_float_r16(im.layout);
   const int64_t panel_tok = token_panel(cols, float_layout ? 4 : 1);
   const int64_t nb32 = cols / kQK8_0, nb256 = cols / kQK_K;
   auto compute = [&](int64_t b, int64_t e) {

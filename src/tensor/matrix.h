@@ -6,7 +6,8 @@
 // caller's memory (the mmap), which must then outlive the Matrix. When the active ISA is AVX2 or
 // AVX-512, every quantized type is repacked (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: same bytes per
 // weight; Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: +0-6 % for their sub-block scales decoded to a
-// byte each; one layout for both tiers, each with its own kernels), F32 / F16 / BF16 rows are
+// byte each; one layout for both tiers, each with its own kernels), F32 / F16 are interleaved by
+// column (16 rows' values of one column side by side, same bytes per weight), BF16 rows are
 // copied as they are into the same huge-page arena, and the Matrix no longer reads `data` after
 // create(); repacked() / owns_weights() tell which. Without repacking (MatrixOptions::allow_repack
 // off, no arena, the scalar tier) every type keeps its GGUF layout in the caller's memory, with
@@ -20,7 +21,9 @@
 //   Q4_1 / Q5_1 weights: Q8_1 blocks (the Q8_0 values plus fp16 d*sum for the block minimum);
 //   Q2_K..Q6_K / IQ4_XS weights: x quantized to Q8_K blocks (256 values, float scale).
 // Q4_1, Q5_0, Q5_1 and IQ4_NL also sum in ggml's x86 float order on every ISA (bit-identical
-// across ISAs): the quantized golden models are sensitive to last-bit differences.
+// across ISAs): the quantized golden models are sensitive to last-bit differences. Repacked
+// F32 / F16 sum each output as one fused multiply-add chain over the columns in order
+// (bit-identical across ISAs too).
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every
 // path gives the same result up to float summation order. Within one ISA and layout a token's
 // output row is bit-identical whatever the batch: n_tok, the token's position in it, and the
@@ -101,10 +104,10 @@ bool sw_prefetch_enabled(Isa isa, DType type, int64_t n_tok);
 
 // Creation options (additions to the original API; defaults keep its behaviour).
 struct MatrixOptions {
-  // Allow a repacked layout (16-row interleave of every quantized type when the active ISA is
-  // AVX2 or AVX-512) and, for F32 / F16 / BF16, a copy of the rows in their GGUF layout into the
-  // owned huge-page arena (a file mapping's 4 KB pages stop the hardware prefetcher at every
-  // page: F16 decode ran at ~0.7x the speed it reaches from the arena).
+  // Allow a repacked layout (16-row interleave of every type but BF16 when the active ISA is
+  // AVX2 or AVX-512; kernels.h has the byte layouts) and, for BF16, a copy of the rows in their
+  // GGUF layout, in the owned huge-page arena (a file mapping's 4 KB pages stop the hardware
+  // prefetcher at every page).
   // false keeps the GGUF layout (pointing into the caller's memory); used by tests/benches.
   bool allow_repack = true;
   // The caller's `data` lies in a read-only file mapping (the GGUF mmap) that nothing else reads
@@ -194,8 +197,8 @@ class Matrix {
 
   // True when create() repacked the weights into an owned interleaved layout.
   bool repacked() const;
-  // True when the weights live in the owned arena (repacked, or F32 / F16 / BF16 rows copied
-  // there), so the caller's memory is no longer read after create().
+  // True when the weights live in the owned arena (repacked, or BF16 rows copied there), so
+  // the caller's memory is no longer read after create().
   bool owns_weights() const;
   // Bytes of weights this matrix keeps resident: the owned arena when it has one, else the rows
   // in the caller's memory (weight_bytes()); 0 for an empty (default-constructed) Matrix.

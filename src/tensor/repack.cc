@@ -1,5 +1,6 @@
 #include "tensor/repack.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -9,6 +10,26 @@
 namespace ts::tensor {
 
 namespace {
+
+// F32_R16 / F16_R16 (kernels.h): column k of a group's 16 rows is 16 consecutive values of
+// kBytes (padding rows stay zero: the caller zero-fills dst). Rows are read in runs of kRun
+// columns so that the 16 source streams and the destination stay in cache.
+template <size_t kBytes>
+void repack_float(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst, size_t gbytes) {
+  constexpr int64_t kRun = 256;
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* grp = dst + static_cast<size_t>(g) * gbytes;
+    const int lanes = static_cast<int>(std::min<int64_t>(16, rows - g * 16));
+    for (int64_t k0 = 0; k0 < cols; k0 += kRun) {
+      const int64_t k1 = std::min(cols, k0 + kRun);
+      for (int lane = 0; lane < lanes; ++lane) {
+        const uint8_t* row = src + static_cast<size_t>(g * 16 + lane) * row_bytes;
+        for (int64_t k = k0; k < k1; ++k)
+          std::memcpy(grp + (static_cast<size_t>(k) * 16 + lane) * kBytes, row + static_cast<size_t>(k) * kBytes, kBytes);
+      }
+    }
+  }
+}
 
 void repack_q8_0(const uint8_t* src, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / kQK8_0;
@@ -270,6 +291,8 @@ size_t r16_group_stride(kern::Layout layout, int64_t cols) {
     case kern::Layout::kQ3_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ3KR16BlockBytes;
     case kern::Layout::kQ2_K_R16: return static_cast<size_t>(cols / kQK_K) * kern::kQ2KR16BlockBytes;
     case kern::Layout::kIQ4_XS_R16: return static_cast<size_t>(cols / kQK_K) * kern::kIQ4XSR16BlockBytes;
+    case kern::Layout::kF32_R16:
+    case kern::Layout::kF16_R16: return kern::float_r16_group_bytes(layout, cols);
     default: break;
   }
   TS_CHECK(false, "r16_group_stride: not an R16 layout");
@@ -291,12 +314,24 @@ void repack_r16(kern::Layout layout, const uint8_t* src, size_t row_bytes, int64
     case kern::Layout::kQ3_K_R16: return repack_q3_k(src, row_bytes, rows, cols, dst);
     case kern::Layout::kQ2_K_R16: return repack_q2_k(src, row_bytes, rows, cols, dst);
     case kern::Layout::kIQ4_XS_R16: return repack_iq4_xs(src, row_bytes, rows, cols, dst);
+    case kern::Layout::kF32_R16: return repack_float<4>(src, row_bytes, rows, cols, dst, kern::float_r16_group_bytes(layout, cols));
+    case kern::Layout::kF16_R16: return repack_float<2>(src, row_bytes, rows, cols, dst, kern::float_r16_group_bytes(layout, cols));
     default: break;
   }
   TS_CHECK(false, "repack_r16: not an R16 layout");
 }
 
 void dequantize_r16_row(kern::Layout layout, const uint8_t* grp, int lane, int64_t cols, float* out) {
+  if (kern::is_float_r16(layout)) {
+    for (int64_t k = 0; k < cols; ++k) {
+      if (layout == kern::Layout::kF32_R16) {
+        std::memcpy(&out[k], grp + (static_cast<size_t>(k) * 16 + lane) * 4, 4);
+      } else {
+        out[k] = fp16_to_fp32(load_u16(grp + (static_cast<size_t>(k) * 16 + lane) * 2));
+      }
+    }
+    return;
+  }
   if (layout == kern::Layout::kQ8_0_R16) {
     for (int64_t b = 0; b < cols / kQK8_0; ++b) {
       const uint8_t* rec = grp + static_cast<size_t>(b / 2) * kern::kR16PairBytes;

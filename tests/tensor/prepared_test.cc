@@ -205,7 +205,8 @@ TEST(PreparedActivations, Avx2TierRepacksEveryR16Type) {
   for (DType t : kAllTypes) {
     const bool r16 = t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ5_0 || t == DType::kIQ4_NL ||
                      t == DType::kQ4_K || t == DType::kQ6_K || t == DType::kQ4_1 || t == DType::kQ5_1 ||
-                     t == DType::kQ5_K || t == DType::kQ3_K || t == DType::kQ2_K || t == DType::kIQ4_XS;
+                     t == DType::kQ5_K || t == DType::kQ3_K || t == DType::kQ2_K || t == DType::kIQ4_XS ||
+                     t == DType::kF32 || t == DType::kF16;
     const auto w = random_weights(t, 20, 256, 1);
     for (Isa isa : host_isas()) {
       set_isa(isa);
