@@ -690,8 +690,8 @@ struct FloatR16Zmm {
   using Vec = __m512;
   static constexpr int kParts = 1;
   static constexpr int kDecodeGroups = 4;  // 4 streams, 4 FMA chains per token
-  static constexpr int kBatchGroups = 2;
-  static constexpr int kBatchTokens = 12;  // 24 accumulators
+  static constexpr int kBatchGroups = 3;
+  static constexpr int kBatchTokens = 8;  // 24 accumulators
   template <Layout L>
   static __m512 load(const uint8_t* col, int) {
     if constexpr (L == Layout::kF32_R16) {
