@@ -166,7 +166,7 @@ BENCHMARK(BM_PoolChunks)->Arg(1)->Arg(2)->UseRealTime();
 
 const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K,   DType::kQ6_K, DType::kF16,
                         DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,   DType::kQ2_K, DType::kQ3_K,
-                        DType::kQ5_K, DType::kIQ4_NL, DType::kIQ4_XS};
+                        DType::kQ5_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kBF16};
 constexpr int kNumTypes = static_cast<int>(sizeof(kTypes) / sizeof(kTypes[0]));
 const int64_t kShapes[][2] = {{4864, 896}, {896, 4864}};
 

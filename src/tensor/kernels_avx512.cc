@@ -100,11 +100,12 @@ inline void zfloat_tile(const GemmArgs& g, int64_t r0, int64_t t0) {
   };
   int64_t k = 0;
   if (T <= 2 && g.sw_prefetch) {
-    // Decode batches: each row's stream prefetched kFloatPrefetchBytes ahead, one line a step.
+    // Decode batches: each row's stream prefetched float_prefetch_ahead bytes ahead, one line a step.
+    const int64_t pf_ahead = float_prefetch_ahead(g.stride, R);
     constexpr int64_t kLine = 64 / L::kBytes;  // values per 64-byte line
     for (; k + kLine <= cols; k += kLine) {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * L::kBytes) + kFloatPrefetchBytes, _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k * L::kBytes) + pf_ahead, _MM_HINT_T0);
 #pragma GCC unroll 4
       for (int64_t kk = k; kk < k + kLine; kk += 16) step(kk);
     }
