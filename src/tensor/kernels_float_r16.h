@@ -9,7 +9,8 @@
 // Every (row, token) is one fused multiply-add chain over k = 0..cols-1 from +0, whatever the
 // tile: the scalar reference's bits on every tier and batch size. Not a public header.
 
-// Software prefetch distance of the decode tiles, bytes ahead in each group's stream.
+// Software prefetch distance (GemmArgs::sw_prefetch), bytes ahead in each group's stream; one
+// line per tile group every 64 bytes of columns.
 constexpr int64_t kFloatR16PrefetchBytes = 2048;
 
 template <Layout L>

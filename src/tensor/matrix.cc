@@ -397,7 +397,8 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
       if (options.release_source) im.released = release_pages(data, im.row_bytes * static_cast<size_t>(rows));
     }
   } else if (type == DType::kBF16 && options.allow_repack && active_isa() >= Isa::kAvx2) {
-    // BF16 keeps its rows (kernels.h, F32_R16), copied into the huge-page arena (MatrixOptions).
+    // BF16 keeps its rows (kernels.h says why, beside F32_R16), copied into the huge-page arena
+    // (MatrixOptions).
     const size_t total = im.row_bytes * static_cast<size_t>(rows);
     Arena arena = make_arena(total);
     if (arena) {
