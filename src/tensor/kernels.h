@@ -134,8 +134,9 @@ constexpr size_t kIQ4XSR16BlockBytes = 2048 + 128 + 32 + 32;
 // (one chain moved the tiny-quant-bf16 long-prompt logits 1.6e-2 from llama.cpp's, where the
 // plain 8- and 16-lane partial sums stay within 5e-7; tests/model/f32_tiles_golden_test.cc).
 inline bool is_float_r16(Layout l) { return l == Layout::kF32_R16 || l == Layout::kF16_R16; }
+constexpr size_t float_r16_value_bytes(Layout l) { return l == Layout::kF32_R16 ? 4 : 2; }
 inline size_t float_r16_group_bytes(Layout l, int64_t cols) {
-  const size_t b = static_cast<size_t>(cols) * 16 * (l == Layout::kF32_R16 ? 4 : 2);
+  const size_t b = static_cast<size_t>(cols) * 16 * float_r16_value_bytes(l);
   return (b + 63) / 64 * 64;
 }
 

@@ -13,11 +13,6 @@
 // line per tile group every 64 bytes of columns.
 constexpr int64_t kFloatR16PrefetchBytes = 2048;
 
-template <Layout L>
-constexpr size_t float_r16_value_bytes() {
-  return L == Layout::kF32_R16 ? 4 : 2;
-}
-
 // The groups of one tile: group i's lanes [lane0[i], lane1[i]) are output rows out_r[i], ...
 template <int G>
 struct FloatR16Groups {
@@ -30,7 +25,7 @@ template <typename V, Layout L, int G, int T>
 void float_r16_tile(const GemmArgs& g, const FloatR16Groups<G>& gs, int64_t t0) {
   using Vec = typename V::Vec;
   constexpr int P = V::kParts;
-  constexpr size_t kCol = 16 * float_r16_value_bytes<L>();  // bytes of one column of a group
+  constexpr size_t kCol = 16 * float_r16_value_bytes(L);  // bytes of one column of a group
   const Act& a = *g.act;
   const int64_t cols = a.cols;
   const float* x[T];

@@ -201,7 +201,7 @@ int32_t q6_k_block_dot(const BlockQ6_K& blk, const BlockQ8_K& xb) {
 template <Layout kL>
 void gemm_float_r16(const GemmArgs& g) {
   const Act& a = *g.act;
-  constexpr size_t kBytes = kL == Layout::kF32_R16 ? 4 : 2;
+  constexpr size_t kBytes = float_r16_value_bytes(kL);
   for (int64_t i = 0; i < g.num_rows; ++i) {
     const int64_t rr = g.row0 + i;  // row relative to the first group
     const uint8_t* col = g.w + static_cast<size_t>(rr / 16) * g.stride + static_cast<size_t>(rr % 16) * kBytes;
