@@ -1,5 +1,6 @@
 #include "tensor/matrix.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -264,6 +267,38 @@ size_t release_pages(const void* p, size_t n) {
   return e - b;
 }
 
+// Threads for repacking `bytes` in `parts` independent pieces (MatrixOptions::repack_threads).
+int repack_thread_count(const MatrixOptions& o, size_t bytes, int64_t parts) {
+  if (bytes < kParallelRepackBytes) return 1;
+  int n = o.repack_threads;
+  if (n <= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    n = std::min(n, 32);
+  }
+  return static_cast<int>(std::clamp<int64_t>(parts, 1, std::max(n, 1)));
+}
+
+// Calls fn(p0, p1) over [0, parts) split into `threads` contiguous runs: the first on the
+// calling thread, the others on threads of their own (a run whose thread cannot be started
+// runs on the calling thread).
+template <typename F>
+void split_runs(int64_t parts, int threads, F&& fn) {
+  const auto bound = [&](int i) { return parts * i / threads; };
+  std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(std::max(threads - 1, 0)));
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers.emplace_back([&fn, b = bound(i), e = bound(i + 1)] { fn(b, e); });
+    } catch (const std::system_error&) {
+      fn(bound(i), bound(i + 1));
+    }
+  }
+  fn(int64_t{0}, bound(1));
+  for (auto& w : workers) w.join();
+}
+
 kern::Layout plain_layout(DType t) {
   switch (t) {
     case DType::kF32: return kern::Layout::kF32;
@@ -388,7 +423,14 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
     const size_t total = gbytes * static_cast<size_t>((rows + 15) / 16);
     Arena arena = make_arena(total);
     if (arena) {  // otherwise keep the plain layout
-      repack_r16(r16, im.data, im.row_bytes, rows, cols, arena.get());
+      const int64_t groups = (rows + 15) / 16;
+      uint8_t* dst = arena.get();
+      const uint8_t* src = im.data;
+      const size_t rb = im.row_bytes;
+      split_runs(groups, repack_thread_count(options, total, groups), [&](int64_t g0, int64_t g1) {
+        const int64_t r0 = g0 * 16, r1 = std::min(g1 * 16, rows);
+        if (r1 > r0) repack_r16(r16, src + static_cast<size_t>(r0) * rb, rb, r1 - r0, cols, dst + static_cast<size_t>(g0) * gbytes);
+      });
       im.data = arena.get();
       im.stride = gbytes;
       im.layout = r16;
@@ -402,7 +444,12 @@ Result<Matrix> Matrix::create(DType type, const void* data, int64_t rows, int64_
     const size_t total = im.row_bytes * static_cast<size_t>(rows);
     Arena arena = make_arena(total);
     if (arena) {
-      std::memcpy(arena.get(), im.data, total);
+      uint8_t* dst = arena.get();
+      const uint8_t* src = im.data;
+      const size_t rb = im.row_bytes;
+      split_runs(rows, repack_thread_count(options, total, rows), [&](int64_t r0, int64_t r1) {
+        std::memcpy(dst + static_cast<size_t>(r0) * rb, src + static_cast<size_t>(r0) * rb, static_cast<size_t>(r1 - r0) * rb);
+      });
       im.data = arena.get();
       im.arena = std::move(arena);
       im.arena_bytes = total;

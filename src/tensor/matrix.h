@@ -117,7 +117,15 @@ struct MatrixOptions {
   // matrix keeps reading the caller's memory. Never set it for heap or anonymous memory:
   // DONTNEED zeroes that.
   bool release_source = false;
+  // Threads that repack (or copy) a large matrix into its arena, each a contiguous run of
+  // 16-row groups: the transpose, the kernel zeroing the arena's fresh pages and the reads of
+  // the mapped source then scale with the cores a loading server has idle anyway. 0 = the
+  // CPUs this process may run on (sched_getaffinity), capped at 32; matrices under
+  // kParallelRepackBytes always use one. The bytes are the same for any count.
+  int repack_threads = 0;
 };
+// Arena size from which Matrix::create splits the repack over threads (MatrixOptions).
+inline constexpr size_t kParallelRepackBytes = size_t{2} << 20;
 
 // One input's activations, rounded / quantized at most once per form (fp16, bf16, Q8_0 with its
 // AVX-512 tile interleave, Q8_1 sums, Q8_K) and shared by every Matrix that multiplies the same
