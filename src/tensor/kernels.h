@@ -252,6 +252,13 @@ void set_r16_pair_tile(bool on);
 // kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales (kernels_avx512_panels.h,
 // kernels_avx2_r16.h).
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
+// The ymm tiers run a group's ggml panel in chunks of kGgmlPanelChunk blocks for spans of
+// kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half (kGgmlAccTokenFloats floats)
+// follow the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2).
+constexpr int64_t kGgmlPanelChunk = 16;
+constexpr int64_t kGgmlPanelSpan = 32;
+constexpr int64_t kGgmlPanelWhole = 32;  // up to this many blocks a group is one chunk
+constexpr int64_t kGgmlAccTokenFloats = 64;
 
 // From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
 // them the per-tile kernels, whose unpacking per tile costs less than the panel's decode):
@@ -278,7 +285,7 @@ inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
   const size_t lane = static_cast<size_t>(cols / 256 + 1) * kLanePanelBlockBytes;  // Q2_K/Q3_K/Q5_K/IQ4_XS
   const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_r16.h)
-  const size_t ggml = static_cast<size_t>(cols / 32) * kGgmlPanelBlockBytes;
+  const size_t ggml = static_cast<size_t>(cols / 32) * kGgmlPanelBlockBytes + kGgmlPanelSpan * 2 * kGgmlAccTokenFloats * 4;
   const size_t m = std::max({r16, kq, ggml, lane});
   return (m > q16 ? m : q16) + 64;
 }

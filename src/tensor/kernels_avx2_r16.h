@@ -209,6 +209,12 @@ inline __m256 ggml_lanes_sum(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 
   return _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));
 }
 
+// The same of 8 accumulators stored one after another at p (64-byte aligned).
+inline __m256 ggml_lanes_sum_at(const float* p) {
+  return ggml_lanes_sum(_mm256_load_ps(p), _mm256_load_ps(p + 8), _mm256_load_ps(p + 16), _mm256_load_ps(p + 24),
+                        _mm256_load_ps(p + 32), _mm256_load_ps(p + 40), _mm256_load_ps(p + 48), _mm256_load_ps(p + 56));
+}
+
 // Half h (8 rows) of one group for token t: lane i of ggml's x86 dot is accumulator acc[i]
 // (values 4i..4i+3 of every block, one FMA per block), reduced as kernels_scalar.cc hsum8 does,
 // so the result is bit-identical to the scalar reference and to the AVX-512 kernel.
@@ -294,14 +300,17 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
   }
 }
 
-// Half h (8 rows) of a ggml panel for tokens [t0, t0 + T), in r16_ggml_half_avx2's order (so
-// bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned activation and the signed values
-// (Q5_0 only, see above; the AVX-VNNI tier has its own copy with vpdpbusd,
-// ggml_panel_half_vnni). The float steps are the scalar reference's. Both tiers run it one
-// token at a time (8 accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers,
-// measured no faster: kernels_bench BM_Matmul/6/0/512, Zen 5).
-template <int T>
-inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+// Half h (8 rows) of a ggml panel, blocks [b0, b1), for tokens [t0, t0 + T), in
+// r16_ggml_half_avx2's order (so bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned
+// activation and the signed values (Q5_0 only, see above; the AVX-VNNI tier has its own copy
+// with vpdpbusd, ggml_panel_half_vnni). The float steps are the scalar reference's. The 8 lane
+// accumulators of token t0 + t are acc + t * kGgmlAccTokenFloats (in and out: the blocks of a
+// row arrive chunk by chunk, gemm_ggml_panels_avx2). Both tiers run it one token at a time (8
+// accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers, measured no faster:
+// kernels_bench BM_Matmul/6/0/512, Zen 5).
+template <int T, bool kCarry>
+inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
+                                 float* accm, __m256* out) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
@@ -309,10 +318,10 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h,
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[i][t] = kCarry ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 8 * i) : _mm256_setzero_ps();
   }
   const uint8_t* xu8 = a.q8u + t0 * a.cols;
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
     const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 1024));
     __m256 d[T];
@@ -329,34 +338,71 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h,
       }
     }
   }
+  if constexpr (kCarry) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t)
-    out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 8 * i, acc[i][t]);
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+  }
 }
 struct GgmlHalfAvx2 {
-  template <int T>
-  void run(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) const {
-    ggml_panel_half_avx2<T>(g, panel, h, t0, out);
+  template <int T, bool kCarry>
+  void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
+    ggml_panel_half_avx2<T, kCarry>(g, panel, b0, b1, h, t0, accm, out);
   }
 };
 
-// Every group of g through ggml panels (decoded once per group), tiles of up to kMaxT tokens,
-// each half by Half::run<T>.
+// Every group of g through ggml panels (decoded once per group into the scratch), each half by
+// Half::run<T> over tiles of up to kMaxT tokens. The tokens go in spans of kGgmlPanelSpan and
+// the blocks in chunks of kGgmlPanelChunk: every token of a span runs over one chunk of the
+// panel before the next chunk, so a chunk (~9 KB) stays in L1 while the span's tokens read it,
+// and the 16 lane accumulators of each token (2 halves x 8, kGgmlAccTokenFloats floats a half)
+// wait in the scratch behind the panel. Whole-row passes over a group's panel (1088 bytes per 32
+// columns: 165 KB at 4864 columns) read it from L2 for every token: Q5_0 896x4864 at 512 tokens
+// ran 2.6x slower than 4864x896 (kernels_bench BM_Matmul/6/1/512, avx2, Zen 5). Each
+// accumulator still takes its blocks in order, so the results are the same bits.
 template <typename Dec, int kMaxT, typename Half>
 inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  float* accm = reinterpret_cast<float*>(g.scratch + static_cast<size_t>(nb) * kGgmlPanelBlockBytes);  // [span][2 h][8][8]
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, nb);
     decode_ggml_panel_avx2<Dec>(grp, nb, g.scratch, pf);
-    for_tiles<kMaxT>(n_tok, [&]<int T>(int64_t t0) {
-      __m256 lo[T], hi[T];
-      for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) half.template run<T>(g, g.scratch, 0, t0, lo);
-      if (lane1 > 8) half.template run<T>(g, g.scratch, 1, t0, hi);
-      for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
-    });
+    if (nb <= kGgmlPanelWhole) {  // the panel stays in L1 across the tokens: whole rows at a time
+      for_tiles<kMaxT>(n_tok, [&]<int T>(int64_t t0) {
+        __m256 lo[T], hi[T];
+        for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+        if (lane0 < 8) half.template run<T, false>(g, g.scratch, 0, nb, 0, t0, nullptr, lo);
+        if (lane1 > 8) half.template run<T, false>(g, g.scratch, 0, nb, 1, t0, nullptr, hi);
+        for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
+      });
+      return;
+    }
+    for (int64_t s0 = 0; s0 < n_tok; s0 += kGgmlPanelSpan) {
+      const int64_t sn = std::min<int64_t>(kGgmlPanelSpan, n_tok - s0);
+      __builtin_memset(accm, 0, static_cast<size_t>(sn) * 2 * kGgmlAccTokenFloats * sizeof(float));
+      for (int64_t b0 = 0; b0 < nb; b0 += kGgmlPanelChunk) {
+        const int64_t b1 = std::min(nb, b0 + kGgmlPanelChunk);
+        for_tiles<kMaxT>(sn, [&]<int T>(int64_t t0) {
+          // Token t's halves at accm + (2 t + h) * kGgmlAccTokenFloats: a tile's token stride is
+          // two halves, so run() sees kGgmlAccTokenFloats per token only for T == 1.
+          static_assert(T == 1, "ggml panel tiles run one token at a time");
+          if (lane0 < 8) half.template run<T, true>(g, g.scratch, b0, b1, 0, s0 + t0, accm + (2 * t0) * kGgmlAccTokenFloats, nullptr);
+          if (lane1 > 8) half.template run<T, true>(g, g.scratch, b0, b1, 1, s0 + t0, accm + (2 * t0 + 1) * kGgmlAccTokenFloats, nullptr);
+        });
+      }
+      for (int64_t t = 0; t < sn; ++t) {
+        const float* lo = accm + 2 * t * kGgmlAccTokenFloats;
+        store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(lo + kGgmlAccTokenFloats), s0 + t, lane0, lane1, out_r);
+      }
+    }
   });
 }
 

@@ -223,8 +223,9 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
 
 // ggml_panel_half_avx2 with the 4-value dot as one vpdpbusd into the panel's term (no int16
 // step, so IQ4_NL's values up to 127 are exact too).
-template <int T>
-TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) {
+template <int T, bool kCarry>
+TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
+                                     float* accm, __m256* out) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
@@ -232,10 +233,10 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[i][t] = kCarry ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 8 * i) : _mm256_setzero_ps();
   }
   const uint8_t* xu8 = a.q8u + t0 * a.cols;
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
     const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 1024));
     __m256 d[T];
@@ -252,14 +253,22 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
       }
     }
   }
+  if constexpr (kCarry) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t)
-    out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 8 * i, acc[i][t]);
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+  }
 }
 struct GgmlHalfVnni {
-  template <int T>
-  void run(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out) const {
-    ggml_panel_half_vnni<T>(g, panel, h, t0, out);
+  template <int T, bool kCarry>
+  void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
+    ggml_panel_half_vnni<T, kCarry>(g, panel, b0, b1, h, t0, accm, out);
   }
 };
 template <typename Dec>

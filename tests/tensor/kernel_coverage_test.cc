@@ -345,11 +345,15 @@ INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), c
 // (kGgmlPanelMinTokens*: 128 on the plain AVX2 tier, past the batches above; Q5_0 on the AVX-VNNI
 // tier runs its Act::x16t panels at every size instead): at 11 (below every tier's), 130 and 300
 // tokens, with a row range inside the groups, every tier gives the scalar reference kernel's bits.
+// Rows of 320 columns run whole; rows of 1120 (35 blocks, past kGgmlPanelWhole) in chunks of
+// kGgmlPanelChunk blocks over spans of kGgmlPanelSpan tokens on the ymm tiers.
 TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
   IsaGuard guard;
   ThreadPool pool(2);
-  for (DType type : {DType::kQ5_0, DType::kIQ4_NL}) {
-    const int64_t rows = 37, cols = 320;
+  static_assert(1120 / 32 > kern::kGgmlPanelWhole && 1120 / 32 % kern::kGgmlPanelChunk != 0);
+  for (DType type : {DType::kQ5_0, DType::kIQ4_NL})
+  for (int64_t cols : {320, 1120}) {
+    const int64_t rows = 37;
     const auto w = random_weights(type, rows, cols, 4242u + static_cast<uint32_t>(type));
     for (int64_t n_tok : {11, 130, 300}) {
       const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 17u);
@@ -364,8 +368,8 @@ TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
         covered().insert(isa);
         auto m = Matrix::create(type, w.data(), rows, cols);
         ASSERT_TRUE(m.ok());
-        const std::string what =
-            std::string(type_name(static_cast<uint32_t>(type))) + " " + isa_name(isa) + " n_tok " + std::to_string(n_tok);
+        const std::string what = std::string(type_name(static_cast<uint32_t>(type))) + " " + isa_name(isa) + " cols " +
+                                 std::to_string(cols) + " n_tok " + std::to_string(n_tok);
         std::vector<float> y(want.size(), std::nanf(""));
         m->matmul(x.data(), n_tok, y.data(), &pool);
         ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << what;
