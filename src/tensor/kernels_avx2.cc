@@ -70,7 +70,13 @@ void gemm_q8_0_r16(const GemmArgs& g) {
   gemm_q8_0_r16_panels_avx2(g);
 }
 void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
-void gemm_q4_0_r16_avxvnni(const GemmArgs& g) { gemm_q4_0_r16_vnni(g); }
+// Q4_0_R16 batches from kQ4PanelMinTokens through the unpacked chunk panels
+// (kernels_avx2_panels.h), below them the 3-token tiles that unpack per tile.
+constexpr int64_t kQ4PanelMinTokens = 8;
+void gemm_q4_0_r16_avxvnni(const GemmArgs& g) {
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni(g);
+  gemm_q4_0_r16_panels_avx2<true>(g);
+}
 void gemm_q5_0_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecQ5_0256>(g); }
 void gemm_iq4_nl_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecIQ4NL256>(g); }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
@@ -93,7 +99,10 @@ void gemm_q6_k_r16(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<false>(g);
   gemm_kquant_r16_panels_avx2<DecQ6KR16Avx2>(g);
 }
-void gemm_q4_0_r16(const GemmArgs& g) { gemm_q4_0_r16_avx2(g); }
+void gemm_q4_0_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_avx2(g);
+  gemm_q4_0_r16_panels_avx2<false>(g);
+}
 void gemm_q4_k_r16_avxvnni(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16_avx2(g);
   gemm_kquant_r16_panels_avx2<DecQ4KR16Avx2, true>(g);

@@ -126,6 +126,131 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
   });
 }
 
+// ---- Batched Q4_0_R16: each group's nibbles unpacked a chunk at a time -----------------------
+//
+// Why: the per-tile kernel (q4_0_r16_tile_avx2 / _vnni, 3 tokens) unpacks the nibbles again for
+// every tile and broadcasts each activation dword once per 8-row half. Here a chunk of
+// kQ4PanelChunk blocks is unpacked once per span of tokens into u8 values, and a tile of up to 4
+// tokens feeds both halves of the group from one broadcast (2 vpmaddubsw, or 2 vpdpbusd on
+// AVX-VNNI, per dword). Chunk panel, per 32-block b (Avx2Q4Panel::kBlock bytes):
+//   vals [8 k4][16 rows][4] u8   the stored nibbles (w + 8) of values 4*k4 .. 4*k4 + 3
+//   d    [16] float              the rows' fp16 scales as float
+// The integer sums are the tile kernels' (AVX2: <= 8 vpmaddubsw pairs of <= 2 * 15 * 127 in
+// int16, then vpmaddwd; both minus 8 * sum(x)), and each token's accumulators take the blocks in
+// order with their epilogue (acc += float(isum) * (dw * dx)), so the results are the same bits.
+struct Avx2Q4Panel {
+  static constexpr size_t kVals = 0, kD = 512, kBlock = 576;
+};
+constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB)
+constexpr int64_t kQ4PanelSpan = 64;   // tokens per accumulator span
+constexpr int kQ4PanelTile = 6;
+static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlock + kQ4PanelSpan * 64 <= 12800,
+              "panel_scratch_bytes() reserves at least 12800 bytes");
+
+// Blocks [b0, b1) of a group -> the chunk panel.
+inline void decode_q4_0_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1, uint8_t* panel, PrefetchSpread& pf) {
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 256;
+    uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q4Panel::kBlock;
+    pf.step();
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = loadu256(vals + 64 * m + 32 * h);  // low nibbles: values 4m.., high: 16 + 4m..
+        store256(pb + Avx2Q4Panel::kVals + 64 * m + 32 * h, _mm256_and_si256(v, m4));
+        store256(pb + Avx2Q4Panel::kVals + 64 * (m + 4) + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+    }
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q4Panel::kD), load8_f16(rec + half * 32));
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q4Panel::kD + 32), load8_f16(rec + half * 32 + 16));
+  }
+}
+
+// All 16 rows of chunk [b0, b1) for tokens [t0, t0 + T), accumulating into acc[T][16] (64-byte
+// aligned, read and written once per block).
+template <int T, bool kVnni>
+inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int64_t t0,
+                                 float* acc, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const int8_t* xq[T];
+  for (int t = 0; t < T; ++t) xq[t] = a.q8 + (t0 + t) * a.cols;
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q4Panel::kBlock;
+    pf.step();
+    __m256i s0[T], s1[T];
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      s0[t] = s1[t] = kVnni ? _mm256_set1_epi32(-8 * a.s8[(t0 + t) * nb + b]) : _mm256_setzero_si256();
+    }
+#pragma GCC unroll 8
+    for (int k4 = 0; k4 < 8; ++k4) {
+      const __m256i w0 = loadu256(pb + Avx2Q4Panel::kVals + 64 * k4);
+      const __m256i w1 = loadu256(pb + Avx2Q4Panel::kVals + 64 * k4 + 32);
+#pragma GCC unroll 6
+      for (int t = 0; t < T; ++t) {
+        const __m256i x = bcast4(xq[t] + b * 32 + 4 * k4);
+        if constexpr (kVnni) {
+          s0[t] = dpbusd_vex(s0[t], w0, x);
+          s1[t] = dpbusd_vex(s1[t], w1, x);
+        } else {
+          s0[t] = _mm256_add_epi16(s0[t], _mm256_maddubs_epi16(w0, x));
+          s1[t] = _mm256_add_epi16(s1[t], _mm256_maddubs_epi16(w1, x));
+        }
+        keep_reg(s0[t]);
+        keep_reg(s1[t]);
+      }
+    }
+    const __m256 d0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q4Panel::kD));
+    const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q4Panel::kD + 32));
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      __m256i i0 = s0[t], i1 = s1[t];
+      if constexpr (!kVnni) {
+        const __m256i off = _mm256_set1_epi32(8 * a.s8[(t0 + t) * nb + b]);
+        i0 = _mm256_sub_epi32(_mm256_madd_epi16(i0, ones16()), off);
+        i1 = _mm256_sub_epi32(_mm256_madd_epi16(i1, ones16()), off);
+      }
+      const __m256 dx = _mm256_set1_ps(a.d8[(t0 + t) * nb + b]);
+      float* at = acc + 16 * t;
+      _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
+      _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+    }
+  }
+}
+
+// Batched Q4_0_R16 (needs g.scratch): per group and span of tokens, chunk by chunk: unpack
+// (which also streams the group and prefetches the next), then every tile of 4 tokens over the
+// L1-resident chunk. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
+template <bool kVnni>
+inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t spans = (n_tok + kQ4PanelSpan - 1) / kQ4PanelSpan;
+  uint8_t* panel = g.scratch;
+  float* acc = reinterpret_cast<float*>(g.scratch + kQ4PanelChunk * Avx2Q4Panel::kBlock);  // [span][16]
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + kQ4PanelTile - 1) / kQ4PanelTile) * nb);
+    for (int64_t s0 = 0; s0 < n_tok; s0 += kQ4PanelSpan) {
+      const int64_t sn = n_tok - s0 < kQ4PanelSpan ? n_tok - s0 : kQ4PanelSpan;
+      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kQ4PanelChunk) {
+        const int64_t b1 = nb - b0 < kQ4PanelChunk ? nb : b0 + kQ4PanelChunk;
+        decode_q4_0_r16_panel_avx2(grp, b0, b1, panel, pf);
+        for_tiles<kQ4PanelTile>(sn, [&]<int T>(int64_t t0) { q4_0_panel_tile_avx2<T, kVnni>(g, panel, b0, b1, s0 + t0, acc + 16 * t0, pf); });
+      }
+      for (int64_t t = 0; t < sn; ++t) {
+        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
+      }
+    }
+  });
+}
+
 // ---- Batched K-quant R16 layouts: each group decoded once into an int8 panel -----------------
 
 // Panel of one 16-row group, per 256-value block (kAvx2KBlock bytes, in the caller's scratch:

@@ -75,6 +75,12 @@ inline void for_tiles(int64_t n_tok, F&& tile) {
   int64_t t0 = 0;
   for (; t0 + kMax <= n_tok; t0 += kMax) tile.template operator()<kMax>(t0);
   const int64_t left = n_tok - t0;
+  if constexpr (kMax > 5) {
+    if (left == 5) return tile.template operator()<5>(t0);
+  }
+  if constexpr (kMax > 4) {
+    if (left == 4) return tile.template operator()<4>(t0);
+  }
   if constexpr (kMax > 3) {
     if (left == 3) return tile.template operator()<3>(t0);
   }
