@@ -130,8 +130,8 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
 //
 // Why: the per-tile kernel (q4_0_r16_tile_avx2 / _vnni, 3 tokens) unpacks the nibbles again for
 // every tile and broadcasts each activation dword once per 8-row half. Here a chunk of
-// kQ4PanelChunk blocks is unpacked once per span of tokens into u8 values, and a tile of up to 4
-// tokens feeds both halves of the group from one broadcast (2 vpmaddubsw, or 2 vpdpbusd on
+// kQ4PanelChunk blocks is unpacked once per span of tokens into u8 values, and a tile of up to
+// kQ4PanelTile tokens feeds both halves of the group from one broadcast (2 vpmaddubsw, or 2 vpdpbusd on
 // AVX-VNNI, per dword). Chunk panel, per 32-block b (Avx2Q4Panel::kBlock bytes):
 //   vals [8 k4][16 rows][4] u8   the stored nibbles (w + 8) of values 4*k4 .. 4*k4 + 3
 //   d    [16] float              the rows' fp16 scales as float
@@ -143,7 +143,7 @@ struct Avx2Q4Panel {
 };
 constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB)
 constexpr int64_t kQ4PanelSpan = 64;   // tokens per accumulator span
-constexpr int kQ4PanelTile = 6;
+constexpr int kQ4PanelTile = 6;       // 12 int sums + 2 weights + 1 broadcast of 16 ymm (4: ~2 % slower at 512)
 static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlock + kQ4PanelSpan * 64 <= 12800,
               "panel_scratch_bytes() reserves at least 12800 bytes");
 
@@ -224,7 +224,7 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
 }
 
 // Batched Q4_0_R16 (needs g.scratch): per group and span of tokens, chunk by chunk: unpack
-// (which also streams the group and prefetches the next), then every tile of 4 tokens over the
+// (which also streams the group and prefetches the next), then every token tile over the
 // L1-resident chunk. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
 template <bool kVnni>
 inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {

@@ -310,8 +310,9 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
 // r16_ggml_half_avx2's order (so bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned
 // activation and the signed values (Q5_0 only, see above; the AVX-VNNI tier has its own copy
 // with vpdpbusd, ggml_panel_half_vnni). The float steps are the scalar reference's. The 8 lane
-// accumulators of token t0 + t are acc + t * kGgmlAccTokenFloats (in and out: the blocks of a
-// row arrive chunk by chunk, gemm_ggml_panels_avx2). Both tiers run it one token at a time (8
+// accumulators of token t0 + t are at accm + t * kGgmlAccTokenFloats when kCarry (in and out:
+// the blocks of a row arrive chunk by chunk, gemm_ggml_panels_avx2), else they start at zero and
+// out[t] gets their ggml lane sum. Both tiers run it one token at a time (8
 // accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers, measured no faster:
 // kernels_bench BM_Matmul/6/0/512, Zen 5).
 template <int T, bool kCarry>
@@ -366,12 +367,14 @@ struct GgmlHalfAvx2 {
 // Every group of g through ggml panels (decoded once per group into the scratch), each half by
 // Half::run<T> over tiles of up to kMaxT tokens. The tokens go in spans of kGgmlPanelSpan and
 // the blocks in chunks of kGgmlPanelChunk: every token of a span runs over one chunk of the
-// panel before the next chunk, so a chunk (~9 KB) stays in L1 while the span's tokens read it,
+// panel before the next chunk, so a chunk (17 KB) stays in L1 while the span's tokens read it,
 // and the 16 lane accumulators of each token (2 halves x 8, kGgmlAccTokenFloats floats a half)
 // wait in the scratch behind the panel. Whole-row passes over a group's panel (1088 bytes per 32
 // columns: 165 KB at 4864 columns) read it from L2 for every token: Q5_0 896x4864 at 512 tokens
 // ran 2.6x slower than 4864x896 (kernels_bench BM_Matmul/6/1/512, avx2, Zen 5). Each
-// accumulator still takes its blocks in order, so the results are the same bits.
+// accumulator still takes its blocks in order, so the results are the same bits. Panels of up
+// to kGgmlPanelWhole blocks (35 KB) run whole rows as before: chunking them measured ~10 %
+// slower at 896 columns (4864x896, 512 tokens, both tiers, alternated).
 template <typename Dec, int kMaxT, typename Half>
 inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
