@@ -54,6 +54,43 @@ inline void decode_q8_0_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b
   }
 }
 
+// The chunk panels' per-block epilogue for one token: at[0..15] (two 8-row halves) +=
+// float(isum) * (dw * dx), as the per-pair kernels do it.
+inline void panel_acc16(float* at, __m256i i0, __m256i i1, __m256 d0, __m256 d1, __m256 dx) {
+  _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
+  _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+}
+
+// The chunk-panel driver (Q8_0_R16's int16 and Q4_0_R16's u8 panels): per group and span of
+// kSpan tokens, chunk by chunk of kChunk blocks: decode(grp, b0, b1, panel, pf) (which also
+// streams the group and prefetches the next), then tile<T>(b0, b1, t0, acc, pf) over tiles of
+// up to kTile tokens on the L1-resident chunk (t0 absolute, acc the tile's [T][16] floats);
+// the span's accumulators ([span][16] floats) sit behind the chunk (kBlock bytes a block).
+template <int64_t kChunk, int64_t kSpan, int kTile, size_t kBlock, typename Decode, typename Tile>
+inline void gemm_chunk_panels_avx2(const GemmArgs& g, Decode&& decode, Tile&& tile) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  const int64_t spans = (n_tok + kSpan - 1) / kSpan;
+  uint8_t* panel = g.scratch;
+  float* acc = reinterpret_cast<float*>(g.scratch + kChunk * kBlock);  // [span][16]
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + kTile - 1) / kTile) * nb);
+    for (int64_t s0 = 0; s0 < n_tok; s0 += kSpan) {
+      const int64_t sn = n_tok - s0 < kSpan ? n_tok - s0 : kSpan;
+      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
+      for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+        const int64_t b1 = nb - b0 < kChunk ? nb : b0 + kChunk;
+        decode(grp, b0, b1, panel, pf);
+        for_tiles<kTile>(sn, [&]<int T>(int64_t t0) { tile.template operator()<T>(b0, b1, s0 + t0, acc + 16 * t0, pf); });
+      }
+      for (int64_t t = 0; t < sn; ++t) {
+        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
+      }
+    }
+  });
+}
+
 // All 16 rows of chunk [b0, b1) for tokens [t0, t0 + T), accumulating into acc[T][16] (64-byte
 // aligned): per k2 two weight loads feed 2T vpmaddwd; the int32 sums (2T registers) live for one
 // block, the float accumulators are read and written once per block.
@@ -91,39 +128,17 @@ inline void q8_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
     const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q8Panel::kD + 32));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_set1_ps(xd[t][b]);
-      float* at = acc + 16 * t;
-      _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t]), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
-      _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[t]), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+      panel_acc16(acc + 16 * t, s0[t], s1[t], d0, d1, _mm256_set1_ps(xd[t][b]));
     }
   }
 }
 
-// Batched Q8_0_R16 (needs Act::q16 and g.scratch): per group and span of tokens, chunk by
-// chunk: decode (which also streams the group and prefetches the next), then every tile of 4
-// tokens over the L1-resident chunk.
+// Batched Q8_0_R16 (needs Act::q16 and g.scratch): tiles of 4 tokens over chunk panels.
 inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
-  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
-  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
-  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
-  const int64_t spans = (n_tok + kQ8PanelSpan - 1) / kQ8PanelSpan;
-  uint8_t* panel = g.scratch;
-  float* acc = reinterpret_cast<float*>(g.scratch + kQ8PanelChunk * Avx2Q8Panel::kBlock);  // [span][16]
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + 3) / 4) * nb);
-    for (int64_t s0 = 0; s0 < n_tok; s0 += kQ8PanelSpan) {
-      const int64_t sn = n_tok - s0 < kQ8PanelSpan ? n_tok - s0 : kQ8PanelSpan;
-      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
-      for (int64_t b0 = 0; b0 < nb; b0 += kQ8PanelChunk) {
-        const int64_t b1 = nb - b0 < kQ8PanelChunk ? nb : b0 + kQ8PanelChunk;
-        decode_q8_0_r16_panel_avx2(grp, b0, b1, panel, pf);
-        for_tiles<4>(sn, [&]<int T>(int64_t t0) { q8_0_panel_tile_avx2<T>(g, panel, b0, b1, s0 + t0, acc + 16 * t0, pf); });
-      }
-      for (int64_t t = 0; t < sn; ++t) {
-        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
-      }
-    }
-  });
+  gemm_chunk_panels_avx2<kQ8PanelChunk, kQ8PanelSpan, 4, Avx2Q8Panel::kBlock>(
+      g, decode_q8_0_r16_panel_avx2, [&]<int T>(int64_t b0, int64_t b1, int64_t t0, float* acc, PrefetchSpread& pf) {
+        q8_0_panel_tile_avx2<T>(g, g.scratch, b0, b1, t0, acc, pf);
+      });
 }
 
 // ---- Batched Q4_0_R16: each group's nibbles unpacked a chunk at a time -----------------------
@@ -215,40 +230,19 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
         i0 = _mm256_sub_epi32(_mm256_madd_epi16(i0, ones16()), off);
         i1 = _mm256_sub_epi32(_mm256_madd_epi16(i1, ones16()), off);
       }
-      const __m256 dx = _mm256_set1_ps(a.d8[(t0 + t) * nb + b]);
-      float* at = acc + 16 * t;
-      _mm256_store_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, dx), _mm256_load_ps(at)));
-      _mm256_store_ps(at + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, dx), _mm256_load_ps(at + 8)));
+      panel_acc16(acc + 16 * t, i0, i1, d0, d1, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
     }
   }
 }
 
-// Batched Q4_0_R16 (needs g.scratch): per group and span of tokens, chunk by chunk: unpack
-// (which also streams the group and prefetches the next), then every token tile over the
-// L1-resident chunk. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
+// Batched Q4_0_R16 (needs g.scratch): tiles of kQ4PanelTile tokens over chunk panels. kVnni:
+// the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
 template <bool kVnni>
 inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {
-  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
-  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
-  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
-  const int64_t spans = (n_tok + kQ4PanelSpan - 1) / kQ4PanelSpan;
-  uint8_t* panel = g.scratch;
-  float* acc = reinterpret_cast<float*>(g.scratch + kQ4PanelChunk * Avx2Q4Panel::kBlock);  // [span][16]
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (spans + (n_tok + kQ4PanelTile - 1) / kQ4PanelTile) * nb);
-    for (int64_t s0 = 0; s0 < n_tok; s0 += kQ4PanelSpan) {
-      const int64_t sn = n_tok - s0 < kQ4PanelSpan ? n_tok - s0 : kQ4PanelSpan;
-      __builtin_memset(acc, 0, static_cast<size_t>(sn) * 64);
-      for (int64_t b0 = 0; b0 < nb; b0 += kQ4PanelChunk) {
-        const int64_t b1 = nb - b0 < kQ4PanelChunk ? nb : b0 + kQ4PanelChunk;
-        decode_q4_0_r16_panel_avx2(grp, b0, b1, panel, pf);
-        for_tiles<kQ4PanelTile>(sn, [&]<int T>(int64_t t0) { q4_0_panel_tile_avx2<T, kVnni>(g, panel, b0, b1, s0 + t0, acc + 16 * t0, pf); });
-      }
-      for (int64_t t = 0; t < sn; ++t) {
-        store_group(g, _mm256_load_ps(acc + 16 * t), _mm256_load_ps(acc + 16 * t + 8), s0 + t, lane0, lane1, out_r);
-      }
-    }
-  });
+  gemm_chunk_panels_avx2<kQ4PanelChunk, kQ4PanelSpan, kQ4PanelTile, Avx2Q4Panel::kBlock>(
+      g, decode_q4_0_r16_panel_avx2, [&]<int T>(int64_t b0, int64_t b1, int64_t t0, float* acc, PrefetchSpread& pf) {
+        q4_0_panel_tile_avx2<T, kVnni>(g, g.scratch, b0, b1, t0, acc, pf);
+      });
 }
 
 // ---- Batched K-quant R16 layouts: each group decoded once into an int8 panel -----------------
