@@ -156,7 +156,7 @@ class PreparedActivations {
   // Forms made since the last reset() (for tests: Q/K/V must make the Q8_0 form once).
   int num_prepared() const;
 
-  struct Impl;  // opaque outside matrix.cc
+  struct Impl;  // opaque outside activations.cc
 
  private:
   friend class Matrix;

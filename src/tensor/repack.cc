@@ -1,7 +1,12 @@
 #include "tensor/repack.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "core/check.h"
 #include "tensor/fp16.h"
@@ -495,6 +500,33 @@ void kquant_r16_block(kern::Layout layout, const uint8_t* grp, int lane, int64_t
     default: break;
   }
   TS_CHECK(false, "kquant_r16_block: not a Q5_K / Q3_K / Q2_K / IQ4_XS R16 layout");
+}
+
+int repack_thread_count(const MatrixOptions& o, size_t bytes, int64_t parts) {
+  if (bytes < kParallelRepackBytes) return 1;
+  int n = o.repack_threads;
+  if (n <= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    n = std::min(n, 32);
+  }
+  return static_cast<int>(std::clamp<int64_t>(parts, 1, std::max(n, 1)));
+}
+
+void split_runs(int64_t parts, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  const auto bound = [&](int i) { return parts * i / threads; };
+  std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(std::max(threads - 1, 0)));
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers.emplace_back([&fn, b = bound(i), e = bound(i + 1)] { fn(b, e); });
+    } catch (const std::system_error&) {
+      fn(bound(i), bound(i + 1));
+    }
+  }
+  fn(int64_t{0}, bound(1));
+  for (auto& w : workers) w.join();
 }
 
 }  // namespace ts::tensor

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 
 #include "tensor/kernels.h"
+#include "tensor/matrix.h"
 #include "tensor/quants.h"
 
 namespace ts::tensor::kern {
@@ -65,5 +67,15 @@ void q6_k_r16_block(const uint8_t* grp, int lane, int64_t b, BlockQ6_K* out);
 // Block b of row `lane` of a Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 group, back in the GGUF
 // layout (the same bytes as the source block): a BlockQ5_K / Q3_K / Q2_K / IQ4_XS at out.
 void kquant_r16_block(kern::Layout layout, const uint8_t* grp, int lane, int64_t b, void* out);
+
+// Threads for repacking `bytes` in `parts` independent pieces (MatrixOptions::repack_threads:
+// when it is 0 or less, the CPUs in this process's affinity mask, at most 32); 1 below
+// kParallelRepackBytes.
+int repack_thread_count(const MatrixOptions& o, size_t bytes, int64_t parts);
+
+// Calls fn(p0, p1) over [0, parts) split into `threads` contiguous runs: the first on the
+// calling thread, the others on threads of their own (a run whose thread cannot be started
+// runs on the calling thread). Returns when every run has.
+void split_runs(int64_t parts, int threads, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace ts::tensor
