@@ -254,7 +254,8 @@ void set_r16_pair_tile(bool on);
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
 // The ymm tiers run a group's ggml panel in chunks of kGgmlPanelChunk blocks for spans of
 // kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half (kGgmlAccTokenFloats floats)
-// follow the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2).
+// follow the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2; the Q5_0 x16t
+// panels of q5u_panel_chunks, 576 bytes a block, use the same chunks, spans and accumulators).
 constexpr int64_t kGgmlPanelChunk = 16;
 constexpr int64_t kGgmlPanelSpan = 32;
 constexpr int64_t kGgmlPanelWhole = 32;  // up to this many blocks a group is one chunk
