@@ -77,9 +77,14 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
     case kern::Layout::kF16_R16: return kFormF16;
     case kern::Layout::kBF16: return kFormBF16;
     case kern::Layout::kQ4_1:
+    case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
     case kern::Layout::kQ4_1_R16:
     case kern::Layout::kQ5_1_R16:
-    case kern::Layout::kQ5_1: return kFormQ8 | kFormS1;
+      // Q5_1: the ggml panels (Act::q8u) from kGgmlPanelMinTokensMin tokens on every SIMD tier.
+      // Q4_1 reads its records in place at every size (kernels.h says why).
+      return kFormQ8 | kFormS1 |
+             (layout == kern::Layout::kQ5_1_R16 && isa >= Isa::kAvx2 && n_tok >= kern::kGgmlPanelMinTokensMin ? kFormQ8U
+                                                                                                            : 0u);
     case kern::Layout::kQ8_0_R16:
       // The AMX tile kernel reads q8 in place; below kAmxMinTokens the avx512 kernel runs.
       return kFormQ8 |

@@ -154,7 +154,8 @@ struct Act {
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
   const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
-  // Optional (Q5_0_R16 / IQ4_NL_R16 batches from kGgmlPanelMinTokens* tokens): q8 + 128 as u8
+  // Optional (Q5_0_R16 / IQ4_NL_R16 / Q5_1_R16 batches from kGgmlPanelMinTokens* tokens): q8 +
+  // 128 as u8
   // (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes). Its
   // presence is what sends a matmul through those kernels.
   const uint8_t* q8u = nullptr;
@@ -246,20 +247,24 @@ struct GemmArgs {
 // do not depend on it). Process-wide, for matmuls started afterwards.
 void set_r16_pair_tile(bool on);
 
-// Batches of the signed ggml-ordered R16 layouts (Q5_0_R16 under AVX-512 and plain AVX2,
-// IQ4_NL_R16 under AVX-512 and AVX-VNNI) decode each 16-row group once into panel blocks of
-// kGgmlPanelBlockBytes per 32 columns: [8 k4][16 rows][4] int8 values, [8 k4][16 rows] int32
-// kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales (kernels_avx512_panels.h,
+// Batches of the ggml-ordered R16 layouts (Q5_0_R16 under AVX-512 and plain AVX2, IQ4_NL_R16
+// under AVX-512 and AVX-VNNI, Q5_1_R16 under all three; the code takes Q4_1_R16 too, but it is
+// never sent there, see kGgmlPanelMinTokensMin) decode each 16-row group once
+// into panel blocks of kGgmlPanelBlockBytes per 32 columns: [8 k4][16 rows][4] int8 values,
+// [8 k4][16 rows] int32 kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales, and
+// [16 rows] float mins (Q4_1 / Q5_1 only; unused bytes for the others) (kernels_avx512_panels.h,
 // kernels_avx2_r16.h).
-constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64;
+constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64 + 64;
+constexpr size_t kGgmlPanelMinsOffset = 512 + 512 + 64;
 // The ymm tiers run a group's ggml panel in chunks of kGgmlPanelChunk blocks for spans of
-// kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half (kGgmlAccTokenFloats floats)
-// follow the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2; the Q5_0 x16t
+// kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half and, for Q4_1 / Q5_1, the
+// half's sum of the mins' terms (kGgmlAccTokenFloats floats: [8 k4][8 lanes], [8 lanes]) follow
+// the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2; the Q5_0 x16t
 // panels of q5u_panel_chunks, 576 bytes a block, use the same chunks, spans and accumulators).
 constexpr int64_t kGgmlPanelChunk = 16;
 constexpr int64_t kGgmlPanelSpan = 32;
 constexpr int64_t kGgmlPanelWhole = 32;  // up to this many blocks a group is one chunk
-constexpr int64_t kGgmlAccTokenFloats = 64;
+constexpr int64_t kGgmlAccTokenFloats = 72;
 
 // From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
 // them the per-tile kernels, whose unpacking per tile costs less than the panel's decode):
@@ -276,6 +281,18 @@ constexpr int64_t kGgmlAccTokenFloats = 64;
 constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
 constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
+// Q5_1_R16 (unsigned 5-bit values, a min per block): the ggml panels on every SIMD tier from this
+// many tokens (below it each token reads the records in place). kernels_bench BM_Matmul Q5_1
+// 4864x896, 1 thread, Zen 5, alternated: avx2 16 / 64 / 512 tokens 1634-1748 / 6770-6882 /
+// 53900-54850 us -> 1458-1492 / 5169-5173 / 39350-39540; avx-vnni 1772-1959 / 6734-6796 /
+// 53450-53550 -> 1469-1718 / 5112-5210 / 39290-39920; avx512 at 16 within noise (787-808 vs
+// 785-819), 512 26060-28010 -> 15550-16360; at 8 tokens the panel lost on avx512 (562-621 vs
+// 402-413). Q4_1_R16 stays in place at every size: its nibbles need no unpacking beyond a mask
+// or shift and go into vpmaddubsw / vpdpbusd unsigned as they are, so the panel's term add and
+// vsubps cost more than they save (avx512 at 16 / 64 / 512 tokens 495-516 / 1893-1947 /
+// 15230-15560 in place against 772-775 / 2174-2197 / 18000-18360 through the panels; the ymm
+// tiers tied or lost ~10 %). The panel code takes the mins of both (kGgmlPanelMinsOffset).
+constexpr int64_t kGgmlPanelMinTokensMin = 16;
 
 // Bytes of an AVX-512 lane panel (kernels_avx512_lanepanels.h) per 16 rows and 256 columns.
 constexpr size_t kLanePanelBlockBytes = 8 * 1216;

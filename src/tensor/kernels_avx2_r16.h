@@ -303,6 +303,12 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
       }
     }
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(reinterpret_cast<float*>(out + 1024 + 32 * h), load8_f16(rec + half * 32 + 16 * h));
+    if constexpr (Dec::kMin) {
+      for (int h = 0; h < 2; ++h) {
+        _mm256_storeu_ps(reinterpret_cast<float*>(out + kGgmlPanelMinsOffset + 32 * h),
+                         load8_f16(rec + Dec::kMinOffset + half * 32 + 16 * h));
+      }
+    }
   }
 }
 
@@ -315,7 +321,7 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
 // out[t] gets their ggml lane sum. Both tiers run it one token at a time (8
 // accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers, measured no faster:
 // kernels_bench BM_Matmul/6/0/512, Zen 5).
-template <int T, bool kCarry>
+template <int T, bool kCarry, bool kMin>
 inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
                                  float* accm, __m256* out) {
   const Act& a = *g.act;
@@ -327,6 +333,9 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = kCarry ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 8 * i) : _mm256_setzero_ps();
   }
+  __m256 summ[T];  // kMin: the sum of the blocks' m * s1 terms (ggml's Q4_1 / Q5_1 dot)
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) summ[t] = kCarry && kMin ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 64) : _mm256_setzero_ps();
   const uint8_t* xu8 = a.q8u + t0 * a.cols;
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
@@ -344,6 +353,12 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_
         acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
       }
     }
+    if constexpr (kMin) {
+      // summ += m * s1 per block, a multiply then an add (r16_ggml_half_avx2's order).
+      const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + kGgmlPanelMinsOffset));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) summ[t] = _mm256_add_ps(summ[t], _mm256_mul_ps(m, _mm256_set1_ps(a.s1[(t0 + t) * nb + b])));
+    }
   }
   if constexpr (kCarry) {
 #pragma GCC unroll 8
@@ -351,16 +366,22 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 8 * i, acc[i][t]);
     }
+    if constexpr (kMin) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 64, summ[t]);
+    }
   } else {
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+    for (int t = 0; t < T; ++t) {
+      const __m256 s = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+      out[t] = kMin ? _mm256_add_ps(s, summ[t]) : s;
+    }
   }
 }
 struct GgmlHalfAvx2 {
-  template <int T, bool kCarry>
+  template <int T, bool kCarry, bool kMin>
   void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
-    ggml_panel_half_avx2<T, kCarry>(g, panel, b0, b1, h, t0, accm, out);
+    ggml_panel_half_avx2<T, kCarry, kMin>(g, panel, b0, b1, h, t0, accm, out);
   }
 };
 
@@ -388,8 +409,8 @@ inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
       for_tiles<kMaxT>(n_tok, [&]<int T>(int64_t t0) {
         __m256 lo[T], hi[T];
         for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-        if (lane0 < 8) half.template run<T, false>(g, g.scratch, 0, nb, 0, t0, nullptr, lo);
-        if (lane1 > 8) half.template run<T, false>(g, g.scratch, 0, nb, 1, t0, nullptr, hi);
+        if (lane0 < 8) half.template run<T, false, Dec::kMin>(g, g.scratch, 0, nb, 0, t0, nullptr, lo);
+        if (lane1 > 8) half.template run<T, false, Dec::kMin>(g, g.scratch, 0, nb, 1, t0, nullptr, hi);
         for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
       });
       return;
@@ -403,13 +424,19 @@ inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
           // Token t's halves at accm + (2 t + h) * kGgmlAccTokenFloats: a tile's token stride is
           // two halves, so run() sees kGgmlAccTokenFloats per token only for T == 1.
           static_assert(T == 1, "ggml panel tiles run one token at a time");
-          if (lane0 < 8) half.template run<T, true>(g, g.scratch, b0, b1, 0, s0 + t0, accm + (2 * t0) * kGgmlAccTokenFloats, nullptr);
-          if (lane1 > 8) half.template run<T, true>(g, g.scratch, b0, b1, 1, s0 + t0, accm + (2 * t0 + 1) * kGgmlAccTokenFloats, nullptr);
+          if (lane0 < 8) half.template run<T, true, Dec::kMin>(g, g.scratch, b0, b1, 0, s0 + t0, accm + (2 * t0) * kGgmlAccTokenFloats, nullptr);
+          if (lane1 > 8) half.template run<T, true, Dec::kMin>(g, g.scratch, b0, b1, 1, s0 + t0, accm + (2 * t0 + 1) * kGgmlAccTokenFloats, nullptr);
         });
       }
       for (int64_t t = 0; t < sn; ++t) {
         const float* lo = accm + 2 * t * kGgmlAccTokenFloats;
-        store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(lo + kGgmlAccTokenFloats), s0 + t, lane0, lane1, out_r);
+        const float* hi = lo + kGgmlAccTokenFloats;
+        if constexpr (Dec::kMin) {
+          store_group(g, _mm256_add_ps(ggml_lanes_sum_at(lo), _mm256_load_ps(lo + 64)),
+                      _mm256_add_ps(ggml_lanes_sum_at(hi), _mm256_load_ps(hi + 64)), s0 + t, lane0, lane1, out_r);
+        } else {
+          store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(hi), s0 + t, lane0, lane1, out_r);
+        }
       }
     }
   });
@@ -675,8 +702,11 @@ inline void gemm_q5_0_r16_x16t(const GemmArgs& g) {
 
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
-  if constexpr (Dec::kQ5) {
+  // The ggml panels where vpmaddubsw cannot saturate (values -16..31: Q5_0, Q4_1, Q5_1).
+  if constexpr (Dec::kQ5 || Dec::kMin) {
     if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
+  }
+  if constexpr (Dec::kQ5) {
     if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<false>(g);
   }
   // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).

@@ -132,6 +132,8 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
       __mmask64 neg = 0;
       if constexpr (kTerm == kTermX16T) {
         aw = Dec::uvals(rec, half, k4);
+      } else if constexpr (Dec::kMin) {
+        aw = Dec::vals(rec, half, k4);  // Q4_1 / Q5_1: unsigned already, no sign to move
       } else {
         const __m512i w = Dec::vals(rec, half, k4);
         aw = kUnsigned ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
@@ -147,7 +149,7 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
           const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(terms[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
           acc[k4][t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), biasf), d[t], acc[k4][t]);
         } else {
-          const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
+          const __m512i sx = Dec::kMin ? x : _mm512_mask_sub_epi8(x, neg, zero, x);
           const __m512i p = _mm512_dpbusd_epi32(zero, aw, sx);
           acc[k4][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d[t], acc[k4][t]);
         }
@@ -226,14 +228,20 @@ void decode_ggml_panel(const uint8_t* grp, int64_t nb, uint8_t* panel) {
       _mm512_store_si512(out + 512 + 64 * k4, _mm512_sub_epi32(bias, _mm512_slli_epi32(sum4, 7)));
     }
     _mm512_store_ps(out + 1024, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + half * 32))));
+    if constexpr (Dec::kMin) {
+      _mm512_store_ps(out + kGgmlPanelMinsOffset,
+                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + Dec::kMinOffset + half * 32))));
+    }
   }
 }
 
-template <int T>
+template <int T, bool kMin>
 inline void ggml_panel_tile(const GemmArgs& g, const uint8_t* panel, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  __m512 acc[8][T];
+  __m512 acc[8][T], summ[T];  // summ (kMin): the blocks' m * s1 terms
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) summ[t] = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
 #pragma GCC unroll 8
@@ -257,12 +265,19 @@ inline void ggml_panel_tile(const GemmArgs& g, const uint8_t* panel, int lane0, 
         acc[k4][t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), biasf), d[t], acc[k4][t]);
       }
     }
+    if constexpr (kMin) {
+      // summ += m * s1 per block, a multiply then an add (r16_ggml_tile's order).
+      const __m512 m = _mm512_load_ps(pb + kGgmlPanelMinsOffset);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) summ[t] = _mm512_add_ps(summ[t], _mm512_mul_ps(m, _mm512_set1_ps(a.s1[(t0 + t) * nb + b])));
+    }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     const __m512 h0 = _mm512_add_ps(acc[0][t], acc[4][t]), h1 = _mm512_add_ps(acc[1][t], acc[5][t]);
     const __m512 h2 = _mm512_add_ps(acc[2][t], acc[6][t]), h3 = _mm512_add_ps(acc[3][t], acc[7][t]);
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(h0, h2), _mm512_add_ps(h1, h3));
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(h0, h2), _mm512_add_ps(h1, h3));
+    const __m512 sum = kMin ? _mm512_add_ps(s, summ[t]) : s;
     if (lane0 == 0) {
       store_lanes(g, sum, t0 + t, out_r, lane1);
     } else {
@@ -282,7 +297,7 @@ void gemm_r16_ggml(const GemmArgs& g) {
   const uint8_t* grp = g.w;
   int lane0 = static_cast<int>(g.row0);
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
-  const bool panel = !Dec::kMin && g.act->q8u != nullptr && g.scratch != nullptr;
+  const bool panel = g.act->q8u != nullptr && g.scratch != nullptr;
   while (done < g.num_rows) {
     const int64_t left = g.num_rows - done;
     const int lane1 = left < 16 - lane0 ? lane0 + static_cast<int>(left) : 16;
@@ -291,9 +306,9 @@ void gemm_r16_ggml(const GemmArgs& g) {
       int64_t t0 = 0;
       // 4 tokens a tile (32 accumulators; a few spill): 1.84-1.90x the Q8_0_R16 time at 512
       // tokens where tiles of 2, 3, 5, 6 or 8 took 2.3-2.8x (kernels_bench, same process).
-      for (; t0 + 4 <= n_tok; t0 += 4) ggml_panel_tile<4>(g, g.scratch, lane0, lane1, done, t0);
-      for (; t0 + 2 <= n_tok; t0 += 2) ggml_panel_tile<2>(g, g.scratch, lane0, lane1, done, t0);
-      if (t0 < n_tok) ggml_panel_tile<1>(g, g.scratch, lane0, lane1, done, t0);
+      for (; t0 + 4 <= n_tok; t0 += 4) ggml_panel_tile<4, Dec::kMin>(g, g.scratch, lane0, lane1, done, t0);
+      for (; t0 + 2 <= n_tok; t0 += 2) ggml_panel_tile<2, Dec::kMin>(g, g.scratch, lane0, lane1, done, t0);
+      if (t0 < n_tok) ggml_panel_tile<1, Dec::kMin>(g, g.scratch, lane0, lane1, done, t0);
     } else {
       r16_ggml_group<Dec>(g, grp, lane0, lane1, done);
     }

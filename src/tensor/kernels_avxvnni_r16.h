@@ -223,7 +223,7 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
 
 // ggml_panel_half_avx2 with the 4-value dot as one vpdpbusd into the panel's term (no int16
 // step, so IQ4_NL's values up to 127 are exact too).
-template <int T, bool kCarry>
+template <int T, bool kCarry, bool kMin>
 TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
                                      float* accm, __m256* out) {
   const Act& a = *g.act;
@@ -235,6 +235,9 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[i][t] = kCarry ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 8 * i) : _mm256_setzero_ps();
   }
+  __m256 summ[T];  // kMin: the sum of the blocks' m * s1 terms (ggml's Q4_1 / Q5_1 dot)
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) summ[t] = kCarry && kMin ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 64) : _mm256_setzero_ps();
   const uint8_t* xu8 = a.q8u + t0 * a.cols;
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
@@ -252,6 +255,12 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
         acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
       }
     }
+    if constexpr (kMin) {
+      // summ += m * s1 per block, a multiply then an add (r16_ggml_half_avx2's order).
+      const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + kGgmlPanelMinsOffset));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) summ[t] = _mm256_add_ps(summ[t], _mm256_mul_ps(m, _mm256_set1_ps(a.s1[(t0 + t) * nb + b])));
+    }
   }
   if constexpr (kCarry) {
 #pragma GCC unroll 8
@@ -259,16 +268,22 @@ TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, in
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 8 * i, acc[i][t]);
     }
+    if constexpr (kMin) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 64, summ[t]);
+    }
   } else {
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      out[t] = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+    for (int t = 0; t < T; ++t) {
+      const __m256 s = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
+      out[t] = kMin ? _mm256_add_ps(s, summ[t]) : s;
+    }
   }
 }
 struct GgmlHalfVnni {
-  template <int T, bool kCarry>
+  template <int T, bool kCarry, bool kMin>
   void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
-    ggml_panel_half_vnni<T, kCarry>(g, panel, b0, b1, h, t0, accm, out);
+    ggml_panel_half_vnni<T, kCarry, kMin>(g, panel, b0, b1, h, t0, accm, out);
   }
 };
 template <typename Dec>

@@ -341,17 +341,18 @@ TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
 
 INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), case_name);
 
-// The ggml panel kernels of Q5_0_R16 / IQ4_NL_R16 (Act::q8u) start at a batch size per tier
-// (kGgmlPanelMinTokens*: 128 on the plain AVX2 tier, past the batches above; Q5_0 on the AVX-VNNI
-// tier runs its Act::x16t panels at every size instead): at 11 (below every tier's), 130 and 300
-// tokens, with a row range inside the groups, every tier gives the scalar reference kernel's bits.
+// The ggml panel kernels of Q5_0_R16 / IQ4_NL_R16 / Q4_1_R16 / Q5_1_R16 (Act::q8u) start at a
+// batch size per tier (kGgmlPanelMinTokens*: 128 for Q5_0 on the plain AVX2 tier, past the
+// batches above; 16 for Q5_1 on every tier, while Q4_1 reads its records in place at every size; Q5_0 on the AVX-VNNI tier runs its Act::x16t
+// panels at every size instead): at 11 (below every tier's), 130 and 300 tokens, with a row
+// range inside the groups, every tier gives the scalar reference kernel's bits.
 // Rows of 320 columns run whole; rows of 1120 (35 blocks, past kGgmlPanelWhole) in chunks of
 // kGgmlPanelChunk blocks over spans of kGgmlPanelSpan tokens on the ymm tiers.
 TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
   IsaGuard guard;
   ThreadPool pool(2);
   static_assert(1120 / 32 > kern::kGgmlPanelWhole && 1120 / 32 % kern::kGgmlPanelChunk != 0);
-  for (DType type : {DType::kQ5_0, DType::kIQ4_NL})
+  for (DType type : {DType::kQ5_0, DType::kIQ4_NL, DType::kQ4_1, DType::kQ5_1})
   for (int64_t cols : {320, 1120}) {
     const int64_t rows = 37;
     const auto w = random_weights(type, rows, cols, 4242u + static_cast<uint32_t>(type));
