@@ -388,13 +388,14 @@ struct GgmlHalfAvx2 {
 // Every group of g through ggml panels (decoded once per group into the scratch), each half by
 // Half::run<T> over tiles of up to kMaxT tokens. The tokens go in spans of kGgmlPanelSpan and
 // the blocks in chunks of kGgmlPanelChunk: every token of a span runs over one chunk of the
-// panel before the next chunk, so a chunk (17 KB) stays in L1 while the span's tokens read it,
-// and the 16 lane accumulators of each token (2 halves x 8, kGgmlAccTokenFloats floats a half)
-// wait in the scratch behind the panel. Whole-row passes over a group's panel (1088 bytes per 32
-// columns: 165 KB at 4864 columns) read it from L2 for every token: Q5_0 896x4864 at 512 tokens
+// panel before the next chunk, so a chunk (18 KB) stays in L1 while the span's tokens read it,
+// and the 16 lane accumulators of each token (2 halves x 8, and Q5_1's min sums: kGgmlAccTokenFloats
+// floats a half) wait in the scratch behind the panel. Whole-row passes over a group's panel (1152
+// bytes per 32 columns, 1088 before the mins were added: 165 KB at 4864 columns) read it from L2
+// for every token: Q5_0 896x4864 at 512 tokens
 // ran 2.6x slower than 4864x896 (kernels_bench BM_Matmul/6/1/512, avx2, Zen 5). Each
 // accumulator still takes its blocks in order, so the results are the same bits. Panels of up
-// to kGgmlPanelWhole blocks (35 KB) run whole rows as before: chunking them measured ~10 %
+// to kGgmlPanelWhole blocks (37 KB) run whole rows as before: chunking them measured ~10 %
 // slower at 896 columns (4864x896, 512 tokens, both tiers, alternated).
 template <typename Dec, int kMaxT, typename Half>
 inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
