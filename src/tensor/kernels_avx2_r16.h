@@ -242,8 +242,17 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
       const __m256i w = Dec::vals(rec, half, k4, h);
       const __m256i x = bcast4(xq + b * 32 + 4 * k4);
       // Unsigned values (kMin: Q4_1 / Q5_1, pairs <= 2 * 31 * 127) multiply as they are.
+      // Signed values: |w| (kept in the decoded panel, Dec::abs_vals) against x with w's sign.
+      __m256i aw = w;
+      if constexpr (!Dec::kMin) {
+        if constexpr (requires { Dec::abs_vals(rec, half, k4, h); }) {
+          aw = Dec::abs_vals(rec, half, k4, h);
+        } else {
+          aw = _mm256_sign_epi8(w, w);
+        }
+      }
       const __m256i p = Dec::kMin ? _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16())
-                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones16());
+                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones16());
       acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
     }
     if constexpr (Dec::kMin) {
@@ -257,13 +266,23 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
 }
 
 // A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
-// scales, [2 blocks][8 k4][16 rows][4]), for batches: the per-token passes then only load.
+// scales, [2 blocks][8 k4][16 rows][4]) followed by the values' absolute values in the same
+// order, for batches: the per-token passes then only load (the |w| operand of vpmaddubsw was a
+// vpsignb per 4 values and token).
+constexpr size_t kSignedPanelPairBytes = kR16PairBytes + 2 * 512;
+// It fits the scratch that panel_scratch_bytes sizes for the ggml panels (an odd block count
+// rounds up to a whole pair record, which the accumulators' span covers).
+static_assert(kSignedPanelPairBytes <= 2 * kGgmlPanelBlockBytes &&
+              kSignedPanelPairBytes / 2 <= static_cast<size_t>(kGgmlPanelSpan * 2 * kGgmlAccTokenFloats * 4));
 struct DecPanelS8_256 {
-  static constexpr size_t kRec = kR16PairBytes;
+  static constexpr size_t kRec = kSignedPanelPairBytes;
   static constexpr bool kMin = false;
   static constexpr bool kQ5 = false;
   static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
     return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
+  }
+  static __m256i abs_vals(const uint8_t* rec, int half, int k4, int h) {
+    return loadu256(rec + kR16PairBytes + half * 512 + 64 * k4 + 32 * h);
   }
 };
 template <typename Dec>
@@ -271,11 +290,15 @@ inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t
   for (int64_t b = 0; b < nb; ++b) {
     pf.step();
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
-    uint8_t* out = panel + static_cast<size_t>(b >> 1) * kR16PairBytes;
+    uint8_t* out = panel + static_cast<size_t>(b >> 1) * kSignedPanelPairBytes;
     const int half = static_cast<int>(b & 1);
     __builtin_memcpy(out + half * 32, rec + half * 32, 32);
     for (int k4 = 0; k4 < 8; ++k4) {
-      for (int h = 0; h < 2; ++h) store256_s8(out + 64 + half * 512 + 64 * k4 + 32 * h, Dec::vals(rec, half, k4, h));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i w = Dec::vals(rec, half, k4, h);
+        store256_s8(out + 64 + half * 512 + 64 * k4 + 32 * h, w);
+        store256_s8(out + kR16PairBytes + half * 512 + 64 * k4 + 32 * h, _mm256_sign_epi8(w, w));
+      }
     }
   }
 }
