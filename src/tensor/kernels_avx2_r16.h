@@ -408,6 +408,35 @@ struct GgmlHalfAvx2 {
   }
 };
 
+// The span and chunk walk of a batch over a decoded panel of a group longer than kGgmlPanelWhole
+// blocks: tokens in spans of kGgmlPanelSpan, blocks in chunks of kGgmlPanelChunk, every token of
+// a span over one chunk before the next. chunk(t, b0, b1, at) adds token t's blocks [b0, b1) to
+// its carried lane accumulators at `at` (half h at at + h * kGgmlAccTokenFloats: [8 k4][8 lanes],
+// then with kMin the min sums' 8 floats), zeroed at the span's start; at the span's end each
+// token's halves are reduced in ggml's lane order (plus the min sums) and stored.
+template <bool kMin, typename Chunk>
+inline void for_panel_chunks(const GemmArgs& g, int64_t nb, int lane0, int lane1, int64_t out_r, float* accm, Chunk&& chunk) {
+  const int64_t n_tok = g.act->n_tok;
+  for (int64_t s0 = 0; s0 < n_tok; s0 += kGgmlPanelSpan) {
+    const int64_t sn = std::min<int64_t>(kGgmlPanelSpan, n_tok - s0);
+    __builtin_memset(accm, 0, static_cast<size_t>(sn) * 2 * kGgmlAccTokenFloats * sizeof(float));
+    for (int64_t b0 = 0; b0 < nb; b0 += kGgmlPanelChunk) {
+      const int64_t b1 = std::min(nb, b0 + kGgmlPanelChunk);
+      for (int64_t t = 0; t < sn; ++t) chunk(s0 + t, b0, b1, accm + 2 * t * kGgmlAccTokenFloats);
+    }
+    for (int64_t t = 0; t < sn; ++t) {
+      const float* lo = accm + 2 * t * kGgmlAccTokenFloats;
+      const float* hi = lo + kGgmlAccTokenFloats;
+      if constexpr (kMin) {
+        store_group(g, _mm256_add_ps(ggml_lanes_sum_at(lo), _mm256_load_ps(lo + 64)),
+                    _mm256_add_ps(ggml_lanes_sum_at(hi), _mm256_load_ps(hi + 64)), s0 + t, lane0, lane1, out_r);
+      } else {
+        store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(hi), s0 + t, lane0, lane1, out_r);
+      }
+    }
+  }
+}
+
 // Every group of g through ggml panels (decoded once per group into the scratch), each half by
 // Half::run<T> over tiles of up to kMaxT tokens. The tokens go in spans of kGgmlPanelSpan and
 // the blocks in chunks of kGgmlPanelChunk: every token of a span runs over one chunk of the
@@ -439,30 +468,10 @@ inline void gemm_ggml_panels_avx2(const GemmArgs& g, Half half) {
       });
       return;
     }
-    for (int64_t s0 = 0; s0 < n_tok; s0 += kGgmlPanelSpan) {
-      const int64_t sn = std::min<int64_t>(kGgmlPanelSpan, n_tok - s0);
-      __builtin_memset(accm, 0, static_cast<size_t>(sn) * 2 * kGgmlAccTokenFloats * sizeof(float));
-      for (int64_t b0 = 0; b0 < nb; b0 += kGgmlPanelChunk) {
-        const int64_t b1 = std::min(nb, b0 + kGgmlPanelChunk);
-        for_tiles<kMaxT>(sn, [&]<int T>(int64_t t0) {
-          // Token t's halves at accm + (2 t + h) * kGgmlAccTokenFloats: a tile's token stride is
-          // two halves, so run() sees kGgmlAccTokenFloats per token only for T == 1.
-          static_assert(T == 1, "ggml panel tiles run one token at a time");
-          if (lane0 < 8) half.template run<T, true, Dec::kMin>(g, g.scratch, b0, b1, 0, s0 + t0, accm + (2 * t0) * kGgmlAccTokenFloats, nullptr);
-          if (lane1 > 8) half.template run<T, true, Dec::kMin>(g, g.scratch, b0, b1, 1, s0 + t0, accm + (2 * t0 + 1) * kGgmlAccTokenFloats, nullptr);
-        });
-      }
-      for (int64_t t = 0; t < sn; ++t) {
-        const float* lo = accm + 2 * t * kGgmlAccTokenFloats;
-        const float* hi = lo + kGgmlAccTokenFloats;
-        if constexpr (Dec::kMin) {
-          store_group(g, _mm256_add_ps(ggml_lanes_sum_at(lo), _mm256_load_ps(lo + 64)),
-                      _mm256_add_ps(ggml_lanes_sum_at(hi), _mm256_load_ps(hi + 64)), s0 + t, lane0, lane1, out_r);
-        } else {
-          store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(hi), s0 + t, lane0, lane1, out_r);
-        }
-      }
-    }
+    for_panel_chunks<Dec::kMin>(g, nb, lane0, lane1, out_r, accm, [&](int64_t t, int64_t b0, int64_t b1, float* at) {
+      if (lane0 < 8) half.template run<1, true, Dec::kMin>(g, g.scratch, b0, b1, 0, t, at, nullptr);
+      if (lane1 > 8) half.template run<1, true, Dec::kMin>(g, g.scratch, b0, b1, 1, t, at + kGgmlAccTokenFloats, nullptr);
+    });
   });
 }
 
@@ -641,53 +650,41 @@ inline void q5u_group(const GemmArgs& g, const uint8_t* src, int64_t t, __m256& 
 // A batch over a group's decoded panel of more than kGgmlPanelWhole blocks: the panel (576 bytes
 // per block, 87 KB at 4864 columns) would be read from L2 for every token, so the blocks run in
 // chunks of kGgmlPanelChunk (9 KB, in L1 across the tokens) over spans of kGgmlPanelSpan tokens,
-// each token's 16 lane accumulators (2 halves x 8) kept in `accm` between chunks. Every
+// each token's 16 lane accumulators (2 halves x 8) kept in `accm` between chunks
+// (for_panel_chunks, the ggml panels' walk). Every
 // accumulator still takes its blocks in order: the same bits as the whole-row pass. Measured
 // (kernels_bench BM_Matmul Q5_0 896x4864, 1 thread, min of 3 alternated rounds, Zen 5): AVX-VNNI
 // 512 tokens 42.0 -> 38.4-38.6 ms, 64 tokens 5.38 -> 4.81-4.87; AVX2 64 tokens 5.62-5.71 ->
 // 5.41 (its 512 tokens run the ggml panels). Chunks of 8 blocks were slower, of 32 the same.
 template <bool kVnni>
 inline void q5u_panel_chunks(const GemmArgs& g, int lane0, int lane1, int64_t out_r, float* accm) {
-  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   PrefetchSpread none(nullptr, 0, 1);
-  for (int64_t s0 = 0; s0 < n_tok; s0 += kGgmlPanelSpan) {
-    const int64_t sn = std::min<int64_t>(kGgmlPanelSpan, n_tok - s0);
-    __builtin_memset(accm, 0, static_cast<size_t>(sn) * 2 * kGgmlAccTokenFloats * sizeof(float));
-    for (int64_t b0 = 0; b0 < nb; b0 += kGgmlPanelChunk) {
-      const int64_t b1 = std::min(nb, b0 + kGgmlPanelChunk);
-      for (int64_t t = 0; t < sn; ++t) {
-        float* at = accm + 2 * t * kGgmlAccTokenFloats;  // [2 h][8 k4][8 lanes]
-        if constexpr (kVnni) {
-          __m256 acc[2][8];
+  for_panel_chunks<false>(g, g.act->cols / 32, lane0, lane1, out_r, accm, [&](int64_t t, int64_t b0, int64_t b1, float* at) {
+    if constexpr (kVnni) {
+      __m256 acc[2][8];
 #pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) {
-            acc[0][i] = _mm256_load_ps(at + 8 * i);
-            acc[1][i] = _mm256_load_ps(at + kGgmlAccTokenFloats + 8 * i);
-          }
-          q5u_group_blocks<kVnni, Q5uPanel>(g, g.scratch, s0 + t, b0, b1, acc);
+      for (int i = 0; i < 8; ++i) {
+        acc[0][i] = _mm256_load_ps(at + 8 * i);
+        acc[1][i] = _mm256_load_ps(at + kGgmlAccTokenFloats + 8 * i);
+      }
+      q5u_group_blocks<kVnni, Q5uPanel>(g, g.scratch, t, b0, b1, acc);
 #pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) {
-            _mm256_store_ps(at + 8 * i, acc[0][i]);
-            _mm256_store_ps(at + kGgmlAccTokenFloats + 8 * i, acc[1][i]);
-          }
-        } else {
-          for (int h = lane0 < 8 ? 0 : 1; h < (lane1 > 8 ? 2 : 1); ++h) {
-            float* ah = at + h * kGgmlAccTokenFloats;
-            __m256 acc[8];
+      for (int i = 0; i < 8; ++i) {
+        _mm256_store_ps(at + 8 * i, acc[0][i]);
+        _mm256_store_ps(at + kGgmlAccTokenFloats + 8 * i, acc[1][i]);
+      }
+    } else {
+      for (int h = lane0 < 8 ? 0 : 1; h < (lane1 > 8 ? 2 : 1); ++h) {
+        float* ah = at + h * kGgmlAccTokenFloats;
+        __m256 acc[8];
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; ++i) acc[i] = _mm256_load_ps(ah + 8 * i);
-            q5u_half_blocks<kVnni, Q5uPanel>(g, g.scratch, h, s0 + t, b0, b1, acc, none);
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_load_ps(ah + 8 * i);
+        q5u_half_blocks<kVnni, Q5uPanel>(g, g.scratch, h, t, b0, b1, acc, none);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; ++i) _mm256_store_ps(ah + 8 * i, acc[i]);
-          }
-        }
+        for (int i = 0; i < 8; ++i) _mm256_store_ps(ah + 8 * i, acc[i]);
       }
     }
-    for (int64_t t = 0; t < sn; ++t) {
-      const float* lo = accm + 2 * t * kGgmlAccTokenFloats;
-      store_group(g, ggml_lanes_sum_at(lo), ggml_lanes_sum_at(lo + kGgmlAccTokenFloats), s0 + t, lane0, lane1, out_r);
-    }
-  }
+  });
 }
 // A Q5_0_R16 matmul with Act::x16t on the ymm tiers: one token straight from the record, a batch
 // through each group decoded once into a panel (the unpacking, about as many operations as a
