@@ -181,7 +181,7 @@ struct Act {
   // Slots of tokens >= n_tok in the last tile are unspecified (never read).
   const uint8_t* q8_il = nullptr;
   // Optional (Q8_0_R16 under the AVX2 tier, n_tok >= kActQ16MinTokens): q8 widened to int16,
-  // [n_tok][cols], for the batched vpmaddwd kernel (kernels_avx2_r16.h, Avx2Q8Panel).
+  // [n_tok][cols], for the batched vpmaddwd kernel (kernels_avx2_panels.h, Avx2Q8Panel).
   const int16_t* q16 = nullptr;
 };
 
@@ -253,13 +253,13 @@ void set_r16_pair_tile(bool on);
 // into panel blocks of kGgmlPanelBlockBytes per 32 columns: [8 k4][16 rows][4] int8 values,
 // [8 k4][16 rows] int32 kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales, and
 // [16 rows] float mins (Q4_1 / Q5_1 only; unused bytes for the others) (kernels_avx512_panels.h,
-// kernels_avx2_r16.h).
+// kernels_avx2_ggml.h).
 constexpr size_t kGgmlPanelBlockBytes = 512 + 512 + 64 + 64;
 constexpr size_t kGgmlPanelMinsOffset = 512 + 512 + 64;
 // The ymm tiers run a group's ggml panel in chunks of kGgmlPanelChunk blocks for spans of
 // kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half and, for Q4_1 / Q5_1, the
 // half's sum of the mins' terms (kGgmlAccTokenFloats floats: [8 k4][8 lanes], [8 lanes]) follow
-// the panel in the scratch (kernels_avx2_r16.h gemm_ggml_panels_avx2; the Q5_0 x16t
+// the panel in the scratch (kernels_avx2_ggml.h gemm_ggml_panels_avx2 / for_panel_chunks; the Q5_0 x16t
 // panels of q5u_panel_chunks, 576 bytes a block, use the same chunks, spans and accumulators).
 constexpr int64_t kGgmlPanelChunk = 16;
 constexpr int64_t kGgmlPanelSpan = 32;
@@ -275,7 +275,7 @@ constexpr int64_t kGgmlAccTokenFloats = 72;
 // 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0 only, vpmaddubsw) still 1.07x slower
 // at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at 512. The AMX tier runs the avx512
 // kernels for these layouts. Q5_0 below these sizes (and at every size on the AVX-VNNI tier):
-// the x16t kernels (Act::x16t; kernels_avx2_r16.h), whose panels hold only the unsigned values:
+// the x16t kernels (Act::x16t; kernels_avx2_q5u.h), whose panels hold only the unsigned values:
 // on avxvnni they beat the ggml panels from 16 to 512 tokens (1153-1174 vs 1259-1284 us at 16,
 // 33.3-33.7 vs 34.3-34.7 ms at 512), on avx2 they tie up to 64 and lose ~4 % at 512.
 constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
@@ -302,7 +302,7 @@ inline size_t panel_scratch_bytes(int64_t cols) {
   const size_t r16 = r16_group_bytes(cols);
   const size_t kq = static_cast<size_t>(cols / 256 + 1) * 5760;  // K-quant panels (KPanel, Avx2KPanel)
   const size_t lane = static_cast<size_t>(cols / 256 + 1) * kLanePanelBlockBytes;  // Q2_K/Q3_K/Q5_K/IQ4_XS
-  const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_r16.h)
+  const size_t q16 = 12800;  // AVX2 int16 Q8_0 chunk panel + accumulators (kernels_avx2_panels.h)
   const size_t ggml = static_cast<size_t>(cols / 32) * kGgmlPanelBlockBytes + kGgmlPanelSpan * 2 * kGgmlAccTokenFloats * 4;
   const size_t m = std::max({r16, kq, ggml, lane});
   return (m > q16 ? m : q16) + 64;

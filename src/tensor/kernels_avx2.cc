@@ -32,6 +32,8 @@ inline __m256i madd_acc16(__m256i acc, __m256i a, __m256i b) {
 constexpr int kKTileMax = 4;  // kernels_x86_more.h for_ktoken_tiles
 #include "tensor/kernels_x86_more.h"
 #include "tensor/kernels_avx2_r16.h"
+#include "tensor/kernels_avx2_ggml.h"
+#include "tensor/kernels_avx2_q5u.h"
 #include "tensor/kernels_avx2_kquant.h"
 #include "tensor/kernels_avx2_panels.h"
 #include "tensor/kernels_avxvnni_r16.h"
