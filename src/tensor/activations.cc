@@ -93,21 +93,15 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                   ? kFormIl
                   : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
-    case kern::Layout::kIQ4_NL_R16:
     case kern::Layout::kQ5_0_R16: {
-      // The ggml panel kernels (Act::q8u) from their tier's batch size; IQ4_NL's values would
-      // saturate the plain AVX2 tier's vpmaddubsw there, so it never gets them on that tier, and
-      // Q5_0 on the AVX-VNNI tier runs its x16t panels at every size (kernels.h).
-      const bool q5 = layout == kern::Layout::kQ5_0_R16;
+      // The ggml panel kernels (Act::q8u) from their tier's batch size (the AVX-VNNI tier runs its
+      // x16t panels at every size, kernels.h); below them the values go in unsigned against
+      // Act::x16t on every SIMD tier.
       const int64_t panel_min = isa >= Isa::kAvx512 ? kern::kGgmlPanelMinTokensAvx512
-                                : isa == Isa::kAvxVnni ? (q5 ? -1 : kern::kGgmlPanelMinTokensAvxVnni)
-                                : isa == Isa::kAvx2 && q5 ? kern::kGgmlPanelMinTokensAvx2
-                                                          : -1;
+                                : isa == Isa::kAvx2 ? kern::kGgmlPanelMinTokensAvx2
+                                                    : -1;
       const bool panels = panel_min > 0 && n_tok >= panel_min;
-      // Below them Q5_0's kernels take the values unsigned against Act::x16t on every SIMD
-      // tier, IQ4_NL's (AVX-512 only) take them + 128 against Act::x4t.
-      const unsigned term = q5 ? (isa >= Isa::kAvx2 ? kFormX16T : 0u) : (isa >= Isa::kAvx512 ? kFormX4T : 0u);
-      return kFormQ8 | (panels ? kFormQ8U : term);
+      return kFormQ8 | (panels ? kFormQ8U : (isa >= Isa::kAvx2 ? kFormX16T : 0u));
     }
     case kern::Layout::kQ4_0_R16:
       // AVX-512 batches from kQ4IlMinTokens also read Act::q8_il (the AMX tier's tile kernels
@@ -116,6 +110,10 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                                 !(isa == Isa::kAmx && n_tok >= kern::kAmxMinTokens)
                             ? kFormIl
                             : 0u);
+    case kern::Layout::kIQ4_NL_R16:
+      // The Q4_0_R16 kernels with table values (kernels.h kQ4IlMinTokens); the AMX tier runs the
+      // AVX-512 ones for it at every size.
+      return kFormQ8 | (n_tok >= kern::kQ4IlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u);
     case kern::Layout::kQ8_0:
     case kern::Layout::kQ4_0:
     case kern::Layout::kQ5_0:

@@ -2,6 +2,7 @@
 // ISA only and reached through avx2_kernels() after a CPUID check.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -78,11 +79,17 @@ void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
 // -> 332 / 2127 / 17501; avx-vnni 295 / 2239 / 18315 -> 276 / 1772 / 14460.
 constexpr int64_t kQ4PanelMinTokens = 8;
 void gemm_q4_0_r16_avxvnni(const GemmArgs& g) {
-  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni(g);
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<false>(g);
   gemm_q4_0_r16_panels_avx2<true>(g);
 }
 void gemm_q5_0_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecQ5_0256>(g); }
-void gemm_iq4_nl_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecIQ4NL256>(g); }
+// IQ4_NL_R16 in llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl) through the Q4_0_R16
+// kernels (the same bytes), the nibbles looked up in the table: the 3-token tiles, and from
+// kQ4PanelMinTokens the chunk panels.
+void gemm_iq4_nl_r16_avxvnni(const GemmArgs& g) {
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<true>(g);
+  gemm_q4_0_r16_panels_avx2<true, Q4Vals::kNlPlus128>(g);
+}
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }
 void act_round_bf16(const float* x, float* out, int64_t n) { round_bf16_256(x, out, n); }
 void act_q8_0(const float* x, int64_t n, int8_t* qs, float* d, int32_t* s) { quantize_q8_0_256(x, n, qs, d, s); }
@@ -115,7 +122,10 @@ void gemm_q6_k_r16_avxvnni(const GemmArgs& g) {
   if (g.act->n_tok < kAvx2KPanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16_avx2<true>(g);
   gemm_kquant_r16_panels_avx2<DecQ6KR16Avx2, true>(g);
 }
-void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecIQ4NL256>(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) {
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_iq4nl_r16_avx2(g);
+  gemm_q4_0_r16_panels_avx2<false, Q4Vals::kNlSigned>(g);
+}
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_0256>(g); }
 void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ4_1256>(g); }
 void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml_avx2<DecQ5_1256>(g); }

@@ -141,7 +141,7 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
       });
 }
 
-// ---- Batched Q4_0_R16: each group's nibbles unpacked a chunk at a time -----------------------
+// ---- Batched Q4_0_R16 / IQ4_NL_R16: each group's nibbles unpacked a chunk at a time ----------
 //
 // Why: the per-tile kernel (q4_0_r16_tile_avx2 / _vnni, 3 tokens) unpacks the nibbles again for
 // every tile and broadcasts each activation dword once per 8-row half. Here a chunk of
@@ -153,65 +153,100 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
 // The integer sums are the tile kernels' (AVX2: <= 8 vpmaddubsw pairs of <= 2 * 15 * 127 in
 // int16, then vpmaddwd; both minus 8 * sum(x)), and each token's accumulators take the blocks in
 // order with their epilogue (acc += float(isum) * (dw * dx)), so the results are the same bits.
+// IQ4_NL_R16 (the same bytes, Q4Vals below): on AVX-VNNI the vals are the table values + 128
+// against -128 * sum(x); on plain AVX2 the signed values followed by their absolute values
+// ([8 k4][16 rows][4] s8, then the same as u8, Avx2Q4Panel::kAbs), |w| against x with w's sign
+// per 4 values (vpmaddubsw pairs <= 2 * 127 * 127, widened at once): the exact block sums of
+// iq4nl_r16_tile_avx2, the same bits.
 struct Avx2Q4Panel {
   static constexpr size_t kVals = 0, kD = 512, kBlock = 576;
+  static constexpr size_t kAbs = 512, kDSigned = 1024, kBlockSigned = 1088;  // Q4Vals::kNlSigned
 };
-constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB)
+enum class Q4Vals { kQ4_0, kNlPlus128, kNlSigned };
+template <Q4Vals kV>
+constexpr size_t q4_panel_block() { return kV == Q4Vals::kNlSigned ? Avx2Q4Panel::kBlockSigned : Avx2Q4Panel::kBlock; }
+template <Q4Vals kV>
+constexpr size_t q4_panel_d() { return kV == Q4Vals::kNlSigned ? Avx2Q4Panel::kDSigned : Avx2Q4Panel::kD; }
+constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB; 8.5 KB signed)
 constexpr int64_t kQ4PanelSpan = 64;   // tokens per accumulator span
 constexpr int kQ4PanelTile = 6;       // 12 int sums + 2 weights + 1 broadcast of 16 ymm (4: ~2 % slower at 512)
-static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlock + kQ4PanelSpan * 64 <= 12800,
+constexpr int kQ4PanelTileSigned = 4;  // 8 int sums + 4 weights (values and |values|) + 1 broadcast
+static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlockSigned + kQ4PanelSpan * 64 <= 12800,
               "panel_scratch_bytes() reserves at least 12800 bytes");
 
 // Blocks [b0, b1) of a group -> the chunk panel.
-inline void decode_q4_0_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1, uint8_t* panel, PrefetchSpread& pf) {
+template <Q4Vals kV>
+inline void decode_q4_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1, uint8_t* panel, PrefetchSpread& pf) {
   const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i table = kV == Q4Vals::kNlPlus128 ? _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8(static_cast<char>(0x80)))
+                                                 : iq4nl_table();
+  auto store = [&](uint8_t* at, __m256i nib) {
+    if constexpr (kV == Q4Vals::kQ4_0) {
+      store256(at, nib);
+    } else {
+      const __m256i w = _mm256_shuffle_epi8(table, nib);
+      store256(at, w);
+      if constexpr (kV == Q4Vals::kNlSigned) store256(at + Avx2Q4Panel::kAbs, _mm256_sign_epi8(w, w));
+    }
+  };
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 256;
-    uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q4Panel::kBlock;
+    uint8_t* pb = panel + static_cast<size_t>(b - b0) * q4_panel_block<kV>();
     pf.step();
 #pragma GCC unroll 4
     for (int m = 0; m < 4; ++m) {
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m256i v = loadu256(vals + 64 * m + 32 * h);  // low nibbles: values 4m.., high: 16 + 4m..
-        store256(pb + Avx2Q4Panel::kVals + 64 * m + 32 * h, _mm256_and_si256(v, m4));
-        store256(pb + Avx2Q4Panel::kVals + 64 * (m + 4) + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        store(pb + Avx2Q4Panel::kVals + 64 * m + 32 * h, _mm256_and_si256(v, m4));
+        store(pb + Avx2Q4Panel::kVals + 64 * (m + 4) + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
       }
     }
-    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q4Panel::kD), load8_f16(rec + half * 32));
-    _mm256_storeu_ps(reinterpret_cast<float*>(pb + Avx2Q4Panel::kD + 32), load8_f16(rec + half * 32 + 16));
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + q4_panel_d<kV>()), load8_f16(rec + half * 32));
+    _mm256_storeu_ps(reinterpret_cast<float*>(pb + q4_panel_d<kV>() + 32), load8_f16(rec + half * 32 + 16));
   }
 }
 
 // All 16 rows of chunk [b0, b1) for tokens [t0, t0 + T), accumulating into acc[T][16] (64-byte
 // aligned, read and written once per block).
-template <int T, bool kVnni>
+template <int T, bool kVnni, Q4Vals kV>
 inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int64_t t0,
                                  float* acc, PrefetchSpread& pf) {
+  static_assert(kV != Q4Vals::kNlPlus128 || kVnni, "unsigned table values need vpdpbusd");
+  static_assert(kV != Q4Vals::kNlSigned || !kVnni, "the AVX-VNNI tier takes the values + 128");
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
+  constexpr int kOff = kV == Q4Vals::kQ4_0 ? 8 : 128;
   const int8_t* xq[T];
   for (int t = 0; t < T; ++t) xq[t] = a.q8 + (t0 + t) * a.cols;
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* pb = panel + static_cast<size_t>(b - b0) * Avx2Q4Panel::kBlock;
+    const uint8_t* pb = panel + static_cast<size_t>(b - b0) * q4_panel_block<kV>();
     pf.step();
     __m256i s0[T], s1[T];
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
-      s0[t] = s1[t] = kVnni ? _mm256_set1_epi32(-8 * a.s8[(t0 + t) * nb + b]) : _mm256_setzero_si256();
+      s0[t] = s1[t] = kVnni ? _mm256_set1_epi32(-kOff * a.s8[(t0 + t) * nb + b]) : _mm256_setzero_si256();
     }
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w0 = loadu256(pb + Avx2Q4Panel::kVals + 64 * k4);
       const __m256i w1 = loadu256(pb + Avx2Q4Panel::kVals + 64 * k4 + 32);
+      __m256i a0 = w0, a1 = w1;
+      if constexpr (kV == Q4Vals::kNlSigned) {
+        a0 = loadu256(pb + Avx2Q4Panel::kAbs + 64 * k4);
+        a1 = loadu256(pb + Avx2Q4Panel::kAbs + 64 * k4 + 32);
+      }
 #pragma GCC unroll 6
       for (int t = 0; t < T; ++t) {
         const __m256i x = bcast4(xq[t] + b * 32 + 4 * k4);
         if constexpr (kVnni) {
           s0[t] = dpbusd_vex(s0[t], w0, x);
           s1[t] = dpbusd_vex(s1[t], w1, x);
+        } else if constexpr (kV == Q4Vals::kNlSigned) {
+          s0[t] = _mm256_add_epi32(s0[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(x, w0)), ones16()));
+          s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(x, w1)), ones16()));
         } else {
           s0[t] = _mm256_add_epi16(s0[t], _mm256_maddubs_epi16(w0, x));
           s1[t] = _mm256_add_epi16(s1[t], _mm256_maddubs_epi16(w1, x));
@@ -220,12 +255,12 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
         keep_reg(s1[t]);
       }
     }
-    const __m256 d0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q4Panel::kD));
-    const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2Q4Panel::kD + 32));
+    const __m256 d0 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + q4_panel_d<kV>()));
+    const __m256 d1 = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + q4_panel_d<kV>() + 32));
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
       __m256i i0 = s0[t], i1 = s1[t];
-      if constexpr (!kVnni) {
+      if constexpr (!kVnni && kV == Q4Vals::kQ4_0) {
         const __m256i off = _mm256_set1_epi32(8 * a.s8[(t0 + t) * nb + b]);
         i0 = _mm256_sub_epi32(_mm256_madd_epi16(i0, ones16()), off);
         i1 = _mm256_sub_epi32(_mm256_madd_epi16(i1, ones16()), off);
@@ -235,13 +270,14 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
   }
 }
 
-// Batched Q4_0_R16 (needs g.scratch): tiles of kQ4PanelTile tokens over chunk panels. kVnni:
-// the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
-template <bool kVnni>
+// Batched Q4_0_R16 / IQ4_NL_R16 (needs g.scratch): tiles of kQ4PanelTile tokens (4 for the
+// signed IQ4_NL panel) over chunk panels. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
+template <bool kVnni, Q4Vals kV = Q4Vals::kQ4_0>
 inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {
-  gemm_chunk_panels_avx2<kQ4PanelChunk, kQ4PanelSpan, kQ4PanelTile, Avx2Q4Panel::kBlock>(
-      g, decode_q4_0_r16_panel_avx2, [&]<int T>(int64_t b0, int64_t b1, int64_t t0, float* acc, PrefetchSpread& pf) {
-        q4_0_panel_tile_avx2<T, kVnni>(g, g.scratch, b0, b1, t0, acc, pf);
+  constexpr int kTile = kV == Q4Vals::kNlSigned ? kQ4PanelTileSigned : kQ4PanelTile;
+  gemm_chunk_panels_avx2<kQ4PanelChunk, kQ4PanelSpan, kTile, q4_panel_block<kV>()>(
+      g, decode_q4_r16_panel_avx2<kV>, [&]<int T>(int64_t b0, int64_t b1, int64_t t0, float* acc, PrefetchSpread& pf) {
+        q4_0_panel_tile_avx2<T, kVnni, kV>(g, g.scratch, b0, b1, t0, acc, pf);
       });
 }
 

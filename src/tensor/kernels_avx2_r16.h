@@ -162,6 +162,72 @@ inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
   });
 }
 
+// ---- IQ4_NL_R16 (table values) x Q8_0 in llama.cpp's x86 order --------------------------------
+// The Q4_0_R16 bytes with every nibble looked up in the IQ4_NL table (vpshufb). Each block's 32
+// products are summed exactly in int32 and added with one FMA, acc = fma(float(S), d_w * d_x,
+// acc) (kernels_scalar.cc gemm_iq4_nl): the same bits as the scalar reference. The values
+// (-127..113) go in as |w| against x carrying w's sign (pairs <= 2 * 127 * 127), widened per 4
+// values with vpmaddwd. (The AVX-VNNI tier takes them + 128 unsigned: q4_0_r16_tile_vnni.)
+inline __m256i iq4nl_lo256(__m256i table, __m256i v) { return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0xF))); }
+inline __m256i iq4nl_hi256(__m256i table, __m256i v) {
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF)));
+}
+template <int T>
+inline void iq4nl_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
+                                int64_t t0, PrefetchSpread& pf) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const __m256i table = iq4nl_table();
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const int half = static_cast<int>(b & 1);
+    const uint8_t* vals = rec + 64 + half * 256;
+    pf.step();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m256i v = loadu256(vals + 64 * m + 32 * h);
+        const __m256i wl = iq4nl_lo256(table, v), wh = iq4nl_hi256(table, v);  // values 4m.., 16 + 4m..
+        const __m256i al = _mm256_sign_epi8(wl, wl), ah = _mm256_sign_epi8(wh, wh);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a.q8 + (t0 + t) * a.cols + b * 32;
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(bcast4(xq + 4 * m), wl)), ones16()));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(ah, _mm256_sign_epi8(bcast4(xq + 16 + 4 * m), wh)), ones16()));
+          keep_reg(isum[t]);
+        }
+      }
+      const __m256 dw = load8_f16(rec + half * 32 + 16 * h);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), d, acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+
+inline void gemm_iq4nl_r16_avx2(const GemmArgs& g) {
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
+    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { iq4nl_r16_tile_avx2<T>(g, grp, lane0, lane1, out_r, t0, pf); });
+  });
+}
+
 // ---- Q8_0_R16 (u8 = w + 128) x Q8_0 ----------------------------------------------------------
 
 // One 8-row half h of one group for tokens [t0, t0 + T): the half's 32 bytes of every line are

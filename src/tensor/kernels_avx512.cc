@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -197,11 +198,17 @@ inline void prefetch_record(const uint8_t* rec) {
   for (size_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
+// The IQ4_NL table values + 128 (1..241) in every 128-bit lane, for vpshufb by nibble.
+inline __m512i iq4nl_table128_512() {
+  return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))),
+                          _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
 // (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout.
-template <int T, int kBias, bool kQ4 = false, bool kPf = true>
+template <int T, int kBias, bool kQ4 = false, bool kPf = true, bool kNl = false>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
@@ -247,6 +254,7 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
         // (values 16 + 4*(k4 - 4) = 4*k4..), so the activation index is 4*k4 either way.
         const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * (k4 % 4)));
         w = _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
+        if constexpr (kNl) w = _mm512_shuffle_epi8(iq4nl_table128_512(), w);  // table value + 128
       } else {
         w = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * k4));
       }
@@ -358,34 +366,34 @@ void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, i
   }
 }
 
-template <int kBias, bool kQ4, bool kPf>
+template <int kBias, bool kQ4, bool kPf, bool kNl>
 void r16_group_pf(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
-  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0);
+  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0);
   switch (n_tok - t0) {
-    case 7: r16_tile<7, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 6: r16_tile<6, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 5: r16_tile<5, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 4: r16_tile<4, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 3: r16_tile<3, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 2: r16_tile<2, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
-    case 1: r16_tile<1, kBias, kQ4, kPf>(g, grp, lane0, lane1, out_r, t0); break;
+    case 7: r16_tile<7, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 6: r16_tile<6, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 5: r16_tile<5, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 4: r16_tile<4, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 3: r16_tile<3, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 2: r16_tile<2, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 1: r16_tile<1, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
     default: break;
   }
 }
 
 // Lanes [lane0, lane1) of one R16-format group, all tokens, into y[t][out_r + lane - lane0].
-template <int kBias, bool kQ4 = false>
+template <int kBias, bool kQ4 = false, bool kNl = false>
 void r16_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   if (g.sw_prefetch) {
-    r16_group_pf<kBias, kQ4, true>(g, grp, lane0, lane1, out_r);
+    r16_group_pf<kBias, kQ4, true, kNl>(g, grp, lane0, lane1, out_r);
   } else {
-    r16_group_pf<kBias, kQ4, false>(g, grp, lane0, lane1, out_r);
+    r16_group_pf<kBias, kQ4, false, kNl>(g, grp, lane0, lane1, out_r);
   }
 }
 
-template <int kBias, bool kQ4>
+template <int kBias, bool kQ4, bool kNl = false>
 void gemm_r16_groups(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
@@ -408,7 +416,7 @@ void gemm_r16_groups(const GemmArgs& g) {
       continue;
     }
     if (g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
-      r16_il_pair<kQ4>(g, grp, done);  // two whole groups
+      r16_il_pair<kQ4, kNl>(g, grp, done);  // two whole groups
       done += 32;
       grp += 2 * g.stride;
       continue;
@@ -416,7 +424,7 @@ void gemm_r16_groups(const GemmArgs& g) {
     if (!kQ4 && g.act->q8_il != nullptr) {
       r16_il_group(g, grp, lane0, lane1, done);
     } else {
-      r16_group<kBias, kQ4>(g, grp, lane0, lane1, done);
+      r16_group<kBias, kQ4, kNl>(g, grp, lane0, lane1, done);
     }
     done += lane1 - lane0;
     lane0 = 0;
@@ -426,6 +434,10 @@ void gemm_r16_groups(const GemmArgs& g) {
 
 void gemm_q8_0_r16(const GemmArgs& g) { gemm_r16_groups<128, false>(g); }
 void gemm_q4_0_r16(const GemmArgs& g) { gemm_r16_groups<8, true>(g); }
+// IQ4_NL_R16 in llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl): the Q4_0_R16 kernels (the
+// same bytes) with every nibble looked up as its table value + 128 against -128 * sum(x), the
+// Q8_0_R16 term: exact block sums, one FMA a block, the same bits as the scalar reference.
+void gemm_iq4_nl_r16_q4(const GemmArgs& g) { gemm_r16_groups<128, true, true>(g); }
 
 // ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
 // kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16; the

@@ -25,8 +25,8 @@ void gemm_signed32_panels(const GemmArgs& g) {
   }
 }
 void gemm_q5_0(const GemmArgs& g) { gemm_signed32_panels<WQ5_0>(g); }
-void gemm_iq4_nl(const GemmArgs& g) { gemm_signed32_panels<WIQ4_NL>(g); }
-void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_ggml<DecIQ4NLR16>(g); }
+void gemm_iq4_nl(const GemmArgs& g) { gemm_q8<WIQ4_NL>(g); }  // rare (the SIMD tiers repack IQ4_NL)
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_iq4_nl_r16_q4(g); }
 void gemm_q5_0_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_0R16>(g); }
 void gemm_q4_1_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ4_1R16>(g); }
 void gemm_q5_1_r16(const GemmArgs& g) { gemm_r16_ggml<DecQ5_1R16>(g); }

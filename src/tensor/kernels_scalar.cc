@@ -370,7 +370,7 @@ void gemm_signed32(const GemmArgs& g, Val val) {
   });
 }
 
-// IQ4_NL_R16 / Q5_0_R16 (repacked signed 32-blocks), in the same order as gemm_signed32.
+// Q5_0_R16 (repacked signed 32-blocks), in the same order as gemm_signed32.
 template <Layout kL>
 void gemm_signed32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
@@ -431,8 +431,42 @@ void gemm_q5_1(const GemmArgs& g) {
 void gemm_q5_0(const GemmArgs& g) {
   gemm_signed32<BlockQ5_0>(g, [](const BlockQ5_0& b, int j) { return (nibble32(b.qs, j) | (bit32(b.qh, j) << 4)) - 16; });
 }
+// IQ4_NL in llama.cpp's x86 order: every IQ4_NL matrix whose row count is a multiple of 8 is
+// repacked there (iq4_nl_8x8, ggml-cpu repack.cpp, on any AVX2 CPU), and those kernels sum each
+// 32-block exactly in int32 and add it with one FMA: acc = fma(float(S_b), d_w * d_x, acc), block
+// by block (not the 8-lane order of ggml's plain vec_dot that Q5_0 / Q4_1 / Q5_1 follow).
 void gemm_iq4_nl(const GemmArgs& g) {
-  gemm_signed32<BlockIQ4_NL>(g, [](const BlockIQ4_NL& b, int j) { return int{kIQ4NLValues[nibble32(b.qs, j)]}; });
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for_each_row_token(g, [&](int64_t r, int64_t t) {
+    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
+    const int8_t* xq = a.q8 + t * a.cols;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockIQ4_NL blk = load<BlockIQ4_NL>(w + b * sizeof(BlockIQ4_NL));
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) isum += int{kIQ4NLValues[nibble32(blk.qs, j)]} * xq[b * 32 + j];
+      s = std::fma(static_cast<float>(isum), fp16_to_fp32(blk.d) * a.d8[t * nb + b], s);
+    }
+    return s;
+  });
+}
+
+// IQ4_NL_R16 in gemm_iq4_nl's order.
+void gemm_iq4_nl_r16(const GemmArgs& g) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
+    const int8_t* xq = a.q8 + t * a.cols;
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(Layout::kIQ4_NL_R16, grp, b, lane))) * a.d8[t * nb + b];
+      int32_t isum = 0;
+      for (int k = 0; k < 32; ++k) isum += r16_signed_value(Layout::kIQ4_NL_R16, grp, b, lane, k) * xq[b * 32 + k];
+      s = std::fma(static_cast<float>(isum), d, s);
+    }
+    return s;
+  });
 }
 
 // K-type blocks x Q8_K: dot(blk, xb) returns the block's contribution / (d_x), given d_w terms.
@@ -563,7 +597,7 @@ const KernelTable& scalar_kernels() {
       gemm_q5_k,
       gemm_iq4_nl,
       gemm_iq4_xs,
-      gemm_signed32_r16<Layout::kIQ4_NL_R16>,
+      gemm_iq4_nl_r16,
       gemm_signed32_r16<Layout::kQ5_0_R16>,
       gemm_affine32_r16<Layout::kQ4_1_R16>,
       gemm_affine32_r16<Layout::kQ5_1_R16>,

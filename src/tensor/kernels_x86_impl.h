@@ -226,10 +226,12 @@ inline void gemm_bf16_256(const GemmArgs& g) { gemm_float<LoadBF16>(g); }
 // Signed 32 weights of block b: Q8_0 as stored; Q4_0 nibbles minus 8.
 struct WQ8_0 {
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr bool kBlockOrder = false;
   static __m256i vals(const uint8_t* blk) { return loadu256(blk + 2); }
 };
 struct WQ4_0 {
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
+  static constexpr bool kBlockOrder = false;
   static __m256i vals(const uint8_t* blk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     const __m128i m4 = _mm_set1_epi8(0xF);
@@ -261,10 +263,39 @@ inline void q8_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = hsum_ps(acc[t]);
 }
 
+// q8_tile's integer products, each block's summed exactly (S) and added with one FMA,
+// acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for IQ4_NL (the
+// scalar reference's gemm_iq4_nl). For matrices left in the plain layout (rare: the SIMD tiers
+// repack IQ4_NL), so kept simple.
+template <typename W, int T>
+inline void q8_block_tile(const GemmArgs& g, int64_t r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / 32;
+  const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
+  float acc[T] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * W::kBlockBytes;
+    const __m256i w = W::vals(blk);
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    const float dw = load_f16(blk);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i x = loadu256(a.q8 + (t0 + t) * a.cols + b * 32);
+      const int32_t s = hsum_epi32(mul_sum_us8(aw, _mm256_sign_epi8(x, w)));
+      acc[t] = std::fma(static_cast<float>(s), dw * a.d8[(t0 + t) * nb + b], acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = acc[t];
+}
+
 template <typename W>
 inline void gemm_q8(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; ++r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_tile<W, T>(g, r, t0); });
+    if constexpr (W::kBlockOrder) {
+      for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_block_tile<W, T>(g, r, t0); });
+    } else {
+      for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_tile<W, T>(g, r, t0); });
+    }
   }
 }
 

@@ -59,6 +59,7 @@ inline __m256i iq4nl_table() {
 
 struct WQ5_0 {
   static constexpr size_t kBlockBytes = sizeof(BlockQ5_0);
+  static constexpr bool kBlockOrder = false;
   static __m256i vals(const uint8_t* blk) {
     // Clear 5th bit: nibble | 0xF0 is nibble - 16 as int8; set: the nibble is the value.
     const __m256i hb = bits_to_bytes(blk + 2);
@@ -67,6 +68,7 @@ struct WQ5_0 {
 };
 struct WIQ4_NL {
   static constexpr size_t kBlockBytes = sizeof(BlockIQ4_NL);
+  static constexpr bool kBlockOrder = true;  // llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl)
   static __m256i vals(const uint8_t* blk) { return _mm256_shuffle_epi8(iq4nl_table(), nibbles_32(blk + 2)); }
 };
 
