@@ -27,7 +27,6 @@ struct ActScratch {
   std::vector<uint8_t> il;
   std::vector<int16_t> q16;
   std::vector<uint8_t> q8u;
-  std::vector<int32_t> x4t;
   std::vector<int32_t> x16t;
 };
 
@@ -59,12 +58,11 @@ enum Form : unsigned {
   kFormIl = 1u << 4,   // AVX-512 Q8_0_R16 tile interleave (needs kFormQ8)
   kFormQK = 1u << 5,   // Q8_K blocks
   kFormQ16 = 1u << 6,  // AVX2 Q8_0_R16: q8 widened to int16 (needs kFormQ8)
-  kFormQ8U = 1u << 7,  // Q5_0_R16 / IQ4_NL_R16 batches: q8 ^ 0x80 (needs kFormQ8)
-  kFormX4T = 1u << 8,  // IQ4_NL_R16, AVX-512, small batches: Act::x4t (needs kFormQ8)
-  kFormX16T = 1u << 9,  // Q5_0_R16 below the panels: Act::x16t (needs kFormQ8)
+  kFormQ8U = 1u << 7,  // Q5_0_R16 / Q5_1_R16 batches: q8 ^ 0x80 (needs kFormQ8)
+  kFormX16T = 1u << 8,  // Q5_0_R16 below the panels: Act::x16t (needs kFormQ8)
 };
 
-// Act::x4t / Act::x16t: per 4 consecutive q8 values, kActIlBias0 - factor * their sum.
+// Act::x16t: per 4 consecutive q8 values, kActIlBias0 - factor * their sum.
 void four_value_terms(const int8_t* q8, int64_t n, int32_t factor, int32_t* terms) {
   for (int64_t i = 0; i < n; i += 4) terms[i / 4] = kern::kActIlBias0 - factor * (q8[i] + q8[i + 1] + q8[i + 2] + q8[i + 3]);
 }
@@ -204,7 +202,6 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
     if (missing & kFormQK) grow(b.qk, static_cast<size_t>(n_tok * nb256));
     if (missing & kFormQ16) grow(b.q16, n);
     if (missing & kFormQ8U) grow(b.q8u, n);
-    if (missing & kFormX4T) grow(b.x4t, n / 4);
     if (missing & kFormX16T) grow(b.x16t, n / 4);
     if (missing & kFormIl) {
       uint8_t* il = grow(b.il, kern::act_il_bytes(n_tok, cols) + 64);
@@ -236,7 +233,6 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
           }
         }
         if (missing & kFormQ16) widen_i8(q8 + o, b.q16.data() + o, nc);
-        if (missing & kFormX4T) four_value_terms(q8 + o, nc, 128, b.x4t.data() + o / 4);
         if (missing & kFormX16T) four_value_terms(q8 + o, nc, 16, b.x16t.data() + o / 4);
         if (missing & kFormQ8U) {
           uint8_t* u = b.q8u.data() + o;
@@ -280,7 +276,6 @@ void prepare_forms(PreparedActivations::Impl& p, unsigned want, const kern::Kern
   act->q8_il = (want & kFormIl) ? p.il : nullptr;
   act->q16 = (want & kFormQ16) ? b.q16.data() : nullptr;
   act->q8u = (want & kFormQ8U) ? b.q8u.data() : nullptr;
-  act->x4t = (want & kFormX4T) ? b.x4t.data() : nullptr;
   act->x16t = (want & kFormX16T) ? b.x16t.data() : nullptr;
 }
 

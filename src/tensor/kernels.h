@@ -154,18 +154,14 @@ struct Act {
   int64_t cols = 0;
   const float* xf = nullptr;      // [n_tok][cols]: F32 as is, F16/BF16 rounded through 16 bits
   const int8_t* q8 = nullptr;     // [n_tok][cols]: Q8_0 values (Q8_0/Q4_0/Q5_0/IQ4_NL; Q8_1 for Q4_1/Q5_1)
-  // Optional (Q5_0_R16 / IQ4_NL_R16 / Q5_1_R16 batches from kGgmlPanelMinTokens* tokens): q8 +
-  // 128 as u8
+  // Optional (Q5_0_R16 / Q5_1_R16 batches from kGgmlPanelMinTokens* tokens): q8 + 128 as u8
   // (q8 ^ 0x80), the unsigned operand of the ggml panel kernels (kGgmlPanelBlockBytes). Its
   // presence is what sends a matmul through those kernels.
   const uint8_t* q8u = nullptr;
-  // Optional (IQ4_NL_R16 on the AVX-512 tiers, batches below their panel size): per token and 4
-  // consecutive values, kActIlBias0 - 128 * (the 4 q8 values' sum), [n_tok][cols/4]: the term
-  // that lets vpdpbusd take the weights unsigned (w + 128) against the signed x.
-  const int32_t* x4t = nullptr;
-  // Optional (Q5_0_R16 on the SIMD tiers, batches below their panel size): as x4t with
-  // kActIlBias0 - 16 * (the 4 values' sum), for Q5_0's values taken unsigned (w + 16, 0..31,
-  // which vpmaddubsw cannot saturate against a signed x): sum(u * x) + term = kActIlBias0 + S.
+  // Optional (Q5_0_R16 on the SIMD tiers, batches below their panel size): per token and 4
+  // consecutive values, kActIlBias0 - 16 * (the 4 q8 values' sum), [n_tok][cols/4], for Q5_0's
+  // values taken unsigned (w + 16, 0..31, which vpmaddubsw cannot saturate against a signed x):
+  // sum(u * x) + term = kActIlBias0 + S.
   const int32_t* x16t = nullptr;
   const float* d8 = nullptr;      // [n_tok][cols/32]: Q8_0 scales (fp16-rounded)
   const int32_t* s8 = nullptr;    // [n_tok][cols/32]: sum of each block's q8
@@ -247,9 +243,9 @@ struct GemmArgs {
 // do not depend on it). Process-wide, for matmuls started afterwards.
 void set_r16_pair_tile(bool on);
 
-// Batches of the ggml-ordered R16 layouts (Q5_0_R16 under AVX-512 and plain AVX2, IQ4_NL_R16
-// under AVX-512 and AVX-VNNI, Q5_1_R16 under all three; the code takes Q4_1_R16 too, but it is
-// never sent there, see kGgmlPanelMinTokensMin) decode each 16-row group once
+// Batches of the ggml-ordered R16 layouts (Q5_0_R16 under AVX-512 and plain AVX2, Q5_1_R16 under
+// all three SIMD tiers; the code takes Q4_1_R16 too, but it is never sent there, see
+// kGgmlPanelMinTokensMin) decode each 16-row group once
 // into panel blocks of kGgmlPanelBlockBytes per 32 columns: [8 k4][16 rows][4] int8 values,
 // [8 k4][16 rows] int32 kActIlBias0 - 128 * (the 4 values' sum), [16 rows] float scales, and
 // [16 rows] float mins (Q4_1 / Q5_1 only; unused bytes for the others) (kernels_avx512_panels.h,
@@ -266,20 +262,17 @@ constexpr int64_t kGgmlPanelSpan = 32;
 constexpr int64_t kGgmlPanelWhole = 32;  // up to this many blocks a group is one chunk
 constexpr int64_t kGgmlAccTokenFloats = 72;
 
-// From these batch sizes the Q5_0_R16 / IQ4_NL_R16 matmuls run through the ggml panels (below
+// From these batch sizes the Q5_0_R16 matmuls run through the ggml panels (below
 // them the per-tile kernels, whose unpacking per tile costs less than the panel's decode):
 // kernels_bench BM_Matmul Q5_0 4864x896, 1 thread, Zen 5, same minutes: avx512 (against its
-// 4-token tiles with Act::x4t) at 12 / 16 / 32 / 64 tokens 498-508 / 654-663 / 1240-1295 /
+// 4-token tiles) at 12 / 16 / 32 / 64 tokens 498-508 / 654-663 / 1240-1295 /
 // 2472-2555 us without the panels, 546-561 / 645-665 / 1017-1124 / 1803-2320 with them;
-// avxvnni (against the per-token sign-flip kernel) at 8 / 16 / 32 tokens 728-732 / 1383-1409 /
-// 2681-2701 -> 835-842 / 1370-1381 / 2423-2432; avx2 (Q5_0 only, vpmaddubsw) still 1.07x slower
-// at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at 512. The AMX tier runs the avx512
-// kernels for these layouts. Q5_0 below these sizes (and at every size on the AVX-VNNI tier):
+// avx2 (vpmaddubsw) still 1.07x slower at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at
+// 512. The AMX tier runs the avx512 kernels for these layouts. Q5_0 below these sizes (and at every size on the AVX-VNNI tier):
 // the x16t kernels (Act::x16t; kernels_avx2_q5u.h), whose panels hold only the unsigned values:
 // on avxvnni they beat the ggml panels from 16 to 512 tokens (1153-1174 vs 1259-1284 us at 16,
 // 33.3-33.7 vs 34.3-34.7 ms at 512), on avx2 they tie up to 64 and lose ~4 % at 512.
 constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;
-constexpr int64_t kGgmlPanelMinTokensAvxVnni = 16;
 constexpr int64_t kGgmlPanelMinTokensAvx2 = 128;
 // Q5_1_R16 (unsigned 5-bit values, a min per block): the ggml panels on every SIMD tier from this
 // many tokens (below it each token reads the records in place). kernels_bench BM_Matmul Q5_1

@@ -1,26 +1,19 @@
-// AVX2 kernels for the signed and min 32-blocks on R16 (IQ4_NL_R16, Q5_0_R16, Q4_1_R16,
-// Q5_1_R16) in ggml's float order, so bit-identical to the scalar reference: the in-place tiles,
-// the signed panel, the ggml panels and their span / chunk walk, and the dispatcher
-// gemm_r16_ggml_avx2 (the Q5_0 x16t kernels it also picks are in kernels_avx2_q5u.h).
+// AVX2 kernels for the 32-blocks on R16 that sum in ggml's float order (Q5_0_R16, Q4_1_R16,
+// Q5_1_R16), so bit-identical to the scalar reference: the in-place tiles, the ggml panels and
+// their span / chunk walk, and the dispatcher gemm_r16_ggml_avx2 (the Q5_0 x16t kernels it also
+// picks are in kernels_avx2_q5u.h). IQ4_NL_R16 sums each block exactly (llama.cpp's x86 order)
+// and runs the Q4_0_R16 kernels (kernels_avx2_r16.h, kernels_avx2_panels.h).
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace, right
 // after kernels_avx2_r16.h (whose helpers it uses), under the same avx2,fma,f16c target pragma.
 
-// ---- IQ4_NL_R16 / Q5_0_R16 (signed 32-blocks) in ggml's float order --------------------------
+// ---- Q5_0_R16 (signed 32-blocks) and Q4_1_R16 / Q5_1_R16 (with mins) in ggml's float order ----
 
 // Signed int8 values of 8 rows (half h) x 4 values (k4) of block half `half` of a pair record.
 inline __m256i r16_nibbles_256(const uint8_t* rec, int half, int k4, int h) {
   const __m256i v = loadu256(rec + 64 + half * 256 + 64 * (k4 % 4) + 32 * h);
   return _mm256_and_si256(k4 < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF));
 }
-struct DecIQ4NL256 {
-  static constexpr size_t kRec = kR16Q4PairBytes;
-  static constexpr bool kMin = false;
-  static constexpr bool kQ5 = false;  // values up to 127: the ggml panel's AVX2 dot would saturate
-  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
-    return _mm256_shuffle_epi8(iq4nl_table(), r16_nibbles_256(rec, half, k4, h));
-  }
-};
 // 0x10 in each byte whose value (4*k4 .. 4*k4 + 3 of 8 rows, half h) has its 5th bit set: bit
 // k4 of the Q5_0_R16 / Q5_1_R16 bit planes (kernels.h), moved to bit 4 (a 16-bit shift keeps
 // each byte's bit 4 inside its byte for shifts up to 4).
@@ -93,18 +86,10 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
     for (int k4 = 0; k4 < 8; ++k4) {
       const __m256i w = Dec::vals(rec, half, k4, h);
       const __m256i x = bcast4(xq + b * 32 + 4 * k4);
-      // Unsigned values (kMin: Q4_1 / Q5_1, pairs <= 2 * 31 * 127) multiply as they are.
-      // Signed values: |w| (kept in the decoded panel, Dec::abs_vals) against x with w's sign.
-      __m256i aw = w;
-      if constexpr (!Dec::kMin) {
-        if constexpr (requires { Dec::abs_vals(rec, half, k4, h); }) {
-          aw = Dec::abs_vals(rec, half, k4, h);
-        } else {
-          aw = _mm256_sign_epi8(w, w);
-        }
-      }
+      // Unsigned values (kMin: Q4_1 / Q5_1, pairs <= 2 * 31 * 127) multiply as they are; signed
+      // ones (Q5_0) as |w| against x with w's sign.
       const __m256i p = Dec::kMin ? _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16())
-                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones16());
+                                  : _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)), ones16());
       acc[k4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[k4]);
     }
     if constexpr (Dec::kMin) {
@@ -115,44 +100,6 @@ inline __m256 r16_ggml_half_avx2(const GemmArgs& g, const uint8_t* grp, int h, i
   }
   const __m256 s = ggml_lanes_sum(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7]);
   return Dec::kMin ? _mm256_add_ps(s, summ) : s;
-}
-
-// A group decoded once into Q8_0_R16-shaped pair records of signed int8 values ([2][16] fp16
-// scales, [2 blocks][8 k4][16 rows][4]) followed by the values' absolute values in the same
-// order, for batches: the per-token passes then only load (the |w| operand of vpmaddubsw was a
-// vpsignb per 4 values and token).
-constexpr size_t kSignedPanelPairBytes = kR16PairBytes + 2 * 512;
-// It fits the scratch that panel_scratch_bytes sizes for the ggml panels (an odd block count
-// rounds up to a whole pair record, which the accumulators' span covers).
-static_assert(kSignedPanelPairBytes <= 2 * kGgmlPanelBlockBytes &&
-              kSignedPanelPairBytes / 2 <= static_cast<size_t>(kGgmlPanelSpan * 2 * kGgmlAccTokenFloats * 4));
-struct DecPanelS8_256 {
-  static constexpr size_t kRec = kSignedPanelPairBytes;
-  static constexpr bool kMin = false;
-  static constexpr bool kQ5 = false;
-  static __m256i vals(const uint8_t* rec, int half, int k4, int h) {
-    return loadu256(rec + 64 + half * 512 + 64 * k4 + 32 * h);
-  }
-  static __m256i abs_vals(const uint8_t* rec, int half, int k4, int h) {
-    return loadu256(rec + kR16PairBytes + half * 512 + 64 * k4 + 32 * h);
-  }
-};
-template <typename Dec>
-inline void decode_signed_r16_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* panel, PrefetchSpread& pf) {
-  for (int64_t b = 0; b < nb; ++b) {
-    pf.step();
-    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * Dec::kRec;
-    uint8_t* out = panel + static_cast<size_t>(b >> 1) * kSignedPanelPairBytes;
-    const int half = static_cast<int>(b & 1);
-    __builtin_memcpy(out + half * 32, rec + half * 32, 32);
-    for (int k4 = 0; k4 < 8; ++k4) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i w = Dec::vals(rec, half, k4, h);
-        store256_s8(out + 64 + half * 512 + 64 * k4 + 32 * h, w);
-        store256_s8(out + kR16PairBytes + half * 512 + 64 * k4 + 32 * h, _mm256_sign_epi8(w, w));
-      }
-    }
-  }
 }
 
 // A signed group decoded once into kGgmlPanelBlockBytes blocks (kernels.h): the values, per row
@@ -333,31 +280,22 @@ inline void gemm_q5_0_r16_x16t(const GemmArgs& g);
 
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
-  // The ggml panels where vpmaddubsw cannot saturate (values -16..31: Q5_0, Q4_1, Q5_1).
-  if constexpr (Dec::kQ5 || Dec::kMin) {
-    if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
-  }
+  // The ggml panels (vpmaddubsw cannot saturate there: values -16..31).
+  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
   if constexpr (Dec::kQ5) {
     if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<false>(g);
   }
-  // The decoded signed panel has no mins: Q4_1's nibbles are read in place (cheap to unpack).
-  const bool batched = !Dec::kMin && g.act->n_tok >= 2 && g.scratch != nullptr;
+  // Q4_1 (and the others without their activation forms) in place, one token at a time.
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int halves = (lane0 < 8) + (lane1 > 8);
-    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok * halves + (batched ? 1 : 0)) * nb);
-    if (batched) decode_signed_r16_panel_avx2<Dec>(grp, nb, g.scratch, pf);
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, n_tok * halves * nb);
     for (int64_t t = 0; t < n_tok; ++t) {
       __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-      if (batched) {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 0, t, pf);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<DecPanelS8_256>(g, g.scratch, 1, t, pf);
-      } else {
-        if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t, pf);
-        if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t, pf);
-      }
+      if (lane0 < 8) lo = r16_ggml_half_avx2<Dec>(g, grp, 0, t, pf);
+      if (lane1 > 8) hi = r16_ggml_half_avx2<Dec>(g, grp, 1, t, pf);
       store_group(g, lo, hi, t, lane0, lane1, out_r);
     }
   });

@@ -1,5 +1,5 @@
-// AVX2 kernels over the R16 layouts (Q8_0_R16 and Q4_0_R16 here, with the helpers the other
-// AVX2 headers use; IQ4_NL_R16, Q5_0_R16, Q4_1_R16 and Q5_1_R16 in kernels_avx2_ggml.h and
+// AVX2 kernels over the R16 layouts (Q8_0_R16, Q4_0_R16 and IQ4_NL_R16 here, with the helpers
+// the other AVX2 headers use; Q5_0_R16, Q4_1_R16 and Q5_1_R16 in kernels_avx2_ggml.h and
 // kernels_avx2_q5u.h, the Q4_K_R16 and Q6_K_R16 tiles in kernels_avx2_kquant.h), so one
 // repacked layout serves the AVX2 and the AVX-512 tier. Byte layouts: kernels.h.
 //
@@ -9,8 +9,8 @@
 // -> s16 pairs, saturating) + vpmaddwd. Every use below is kept inside int16:
 //   unsigned weights (nibbles 0..15, Q6_K 0..63) x activations |x| <= 127: pairs <= 16002, and
 //   at most 30480 after summing (8 nibble pairs, or 2 Q6_K pairs) before vpmaddwd;
-//   signed weights (IQ4_NL, Q5_0): |w| as u8 against x carrying w's sign (vpsignb), pairs <=
-//   2 * 128 * 127 = 32512, widened right away.
+//   signed weights (IQ4_NL, Q5_0, Q8_0): |w| as u8 against x carrying w's sign (vpsignb), pairs
+//   <= 2 * 128 * 127 = 32512, widened right away.
 // One ymm holds 8 rows x 4 values of one 64-byte R16 line (rows 0-7 in the low 32 bytes,
 // 8-15 in the high 32): a 16-row group is two halves, each weight byte loaded once per token
 // tile and reused for the tile's columns from registers.

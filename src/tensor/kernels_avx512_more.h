@@ -10,8 +10,9 @@
 // order (kernels_avx512_rowpairs.h, kernels_avx512_lanepanels.h). Their R16 layouts, which every
 // SIMD tier repacks them into by default (kernels_avx512_kr16.h), sum each block exactly in int32
 // and scale it once: on every golden model, held-back ones included, the last-prompt logits of
-// the two orders differ by at most 4e-6 and the greedy ids agree. Q5_0 / IQ4_NL: signed
-// Q8_0-style panels in ggml's order.
+// the two orders differ by at most 4e-6 and the greedy ids agree. Q5_0: signed Q8_0-style panels
+// in ggml's order. IQ4_NL: each block exactly and one FMA, llama.cpp's x86 order (plain layout:
+// gemm_q8's per-block tile; IQ4_NL_R16: the Q4_0_R16 kernels with a table decode).
 void gemm_q3_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ3_K>(g, gemm_q3_k_pairs); }
 void gemm_q5_k(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kQ5_K>(g, gemm_q5_k_pairs); }
 void gemm_iq4_xs(const GemmArgs& g) { gemm_lane_or_plain<LaneKind::kIQ4_XS>(g, gemm_iq4_xs_pairs); }

@@ -1,12 +1,13 @@
-// Batched AVX-512 kernel for Q5_0 and IQ4_NL: 16-row panels of signed int8 values (decoded once
-// for all tokens) multiplied in ggml's float summation order.
+// Batched AVX-512 kernels for Q5_0 and the ggml-ordered R16 layouts (Q5_0_R16, Q4_1_R16,
+// Q5_1_R16): 16-row panels of signed int8 values (decoded once for all tokens) multiplied in
+// ggml's float summation order. (IQ4_NL sums each block exactly and runs the Q4_0_R16 kernels.)
 //
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // KPanel, transpose_16x16_dwords and the kernels_x86_*.h helpers (compiled for AVX-512 only).
 
 enum class KKind { kQ4_K, kQ6_K };
 
-// 16 rows of a signed 32-block type (W: WQ5_0, WIQ4_NL) -> Q8_0_R16-shaped pair records
+// 16 rows of a signed 32-block type (W: WQ5_0) -> Q8_0_R16-shaped pair records
 // ([2][16] fp16 scales, [2 blocks][8 k4][16 rows][4]) holding the signed int8 values as is.
 // Lanes >= `lanes` get scale 0.
 template <typename W>
@@ -47,14 +48,6 @@ inline __m512i r16_nibbles(const uint8_t* rec, int half, int k4) {
   const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 64 + half * 256 + 64 * (k4 % 4)));
   return _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
 }
-struct DecIQ4NLR16 {  // IQ4_NL_R16 (Q4_0_R16 bytes)
-  static constexpr size_t kRec = kR16Q4PairBytes;
-  static constexpr bool kMin = false;
-  static __m512i vals(const uint8_t* rec, int half, int k4) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
-    return _mm512_shuffle_epi8(table, r16_nibbles(rec, half, k4));
-  }
-};
 struct DecQ4_1R16 {  // Q4_1_R16: unsigned nibbles (Q4_0_R16 byte order) and a min per block
   static constexpr size_t kRec = kR16Q41PairBytes;
   static constexpr bool kMin = true;
@@ -100,9 +93,9 @@ struct DecQ5_1R16 {  // Q5_1_R16: the Q5_0_R16 bytes as unsigned nibble | 16 * b
 // block, then adds (0+4, 1+5, 2+6, 3+7), (0+2, 1+3), (0+1); here lane i is accumulator acc[i]
 // (one zmm = 16 rows), so the result is bit-identical to ggml and to the scalar reference.
 // Signed x signed: |w| as u8 against x with w's sign applied (vpdpbusd), exact for int8 pairs.
-// kTerm (signed types): the weights go in unsigned with the token's 4-value term: kTermX4T
-// (Act::x4t) the values + 128, kTermX16T (Act::x16t, Q5_0) the values + 16 (Dec::uvals).
-enum GgmlTerm : int { kTermNone = 0, kTermX4T = 1, kTermX16T = 2 };
+// kTermX16T (Q5_0): the weights go in unsigned, the values + 16 (Dec::uvals), with the token's
+// 4-value term (Act::x16t).
+enum GgmlTerm : int { kTermNone = 0, kTermX16T = 2 };
 template <typename Dec, int T, int kTerm = kTermNone>
 inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
@@ -128,7 +121,7 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
 #pragma GCC unroll 8
     for (int k4 = 0; k4 < 8; ++k4) {
       constexpr bool kUnsigned = kTerm != kTermNone;
-      __m512i aw;  // kTerm: the values + 128 or + 16 (unsigned); else |w|, the sign mask moved onto x
+      __m512i aw;  // kTerm: the values + 16 (unsigned); else |w|, the sign mask moved onto x
       __mmask64 neg = 0;
       if constexpr (kTerm == kTermX16T) {
         aw = Dec::uvals(rec, half, k4);
@@ -136,17 +129,16 @@ inline void r16_ggml_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int 
         aw = Dec::vals(rec, half, k4);  // Q4_1 / Q5_1: unsigned already, no sign to move
       } else {
         const __m512i w = Dec::vals(rec, half, k4);
-        aw = kUnsigned ? _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80))) : _mm512_abs_epi8(w);
-        if constexpr (!kUnsigned) neg = _mm512_movepi8_mask(w);
+        aw = _mm512_abs_epi8(w);
+        neg = _mm512_movepi8_mask(w);
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m512i x = bcast_dword(a.q8 + (t0 + t) * a.cols + b * 32 + 4 * k4);
         if constexpr (kUnsigned) {
-          // w + 128 (w + 16) against the signed x, the token's term kActIlBias0 - 128 (16) * (sum
-          // of the 4 x) as the accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
-          const int32_t* terms = kTerm == kTermX16T ? a.x16t : a.x4t;
-          const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(terms[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
+          // w + 16 against the signed x, the token's term kActIlBias0 - 16 * (sum of the 4 x) as the
+          // accumulator: kActIlBias0 + S, one vsubps to float(S) (exact, |S| < 2^22).
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(a.x16t[(t0 + t) * (a.cols / 4) + b * 8 + k4]), aw, x);
           acc[k4][t] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), biasf), d[t], acc[k4][t]);
         } else {
           const __m512i sx = Dec::kMin ? x : _mm512_mask_sub_epi8(x, neg, zero, x);
@@ -190,16 +182,13 @@ void r16_ggml_tiles(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1,
 }
 template <typename Dec>
 void r16_ggml_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-  if constexpr (!Dec::kMin) {
-    if (g.act->x4t != nullptr) return r16_ggml_tiles<Dec, kTermX4T>(g, grp, lane0, lane1, out_r);
-  }
   if constexpr (requires { Dec::uvals(nullptr, 0, 0); }) {
     if (g.act->x16t != nullptr) return r16_ggml_tiles<Dec, kTermX16T>(g, grp, lane0, lane1, out_r);
   }
   r16_ggml_tiles<Dec, kTermNone>(g, grp, lane0, lane1, out_r);
 }
 
-// ---- Batches of the signed R16 layouts (Q5_0_R16, IQ4_NL_R16): one decoded panel per group --
+// ---- Batches of Q5_0_R16 (and Q5_1_R16, with its mins): one decoded panel per group ---------
 //
 // ggml's order needs, per 4 values of 16 rows and per token, the exact int sum S, float(S) and
 // an FMA: r16_ggml_tile spends a sign flip of the broadcast activation (vpsubb under the
@@ -288,7 +277,7 @@ inline void ggml_panel_tile(const GemmArgs& g, const uint8_t* panel, int lane0, 
   }
 }
 
-// A resident R16 layout (IQ4_NL_R16, Q5_0_R16, Q4_1_R16, Q5_1_R16): every group in
+// A resident R16 layout (Q5_0_R16, Q4_1_R16, Q5_1_R16): every group in
 // [row0, row0 + num_rows). Batches of the signed ones that come with Act::q8u
 // (kGgmlPanelMinTokensAvx512 tokens and more) go through the decoded panel above.
 template <typename Dec>

@@ -1,11 +1,10 @@
 // AVX-VNNI kernels (vpdpbusd on ymm, VEX-encoded: Intel Alder Lake+ / Sierra Forest, AMD Zen 5)
-// for the avxvnni tier: the AVX2 tier's table with the layouts below (Q8_0_R16, Q4_0_R16)
-// replaced. Used only when
-// CPUID reports AVX-VNNI (matrix.cc clamps a forced avxvnni tier to avx2 otherwise).
+// for the avxvnni tier: the AVX2 tier's table with the layouts below (Q8_0_R16, Q4_0_R16,
+// IQ4_NL_R16, Q5_1_R16 batches) replaced. Used only when CPUID reports AVX-VNNI (matrix.cc clamps a forced avxvnni tier to avx2 otherwise).
 //
 // NOT a normal header: included once by kernels_avx2.cc inside its anonymous namespace after
-// kernels_avx2_r16.h, kernels_avx2_ggml.h and kernels_avx2_q5u.h (whose helpers it uses), under the avx2,fma,f16c pragma; each function
-// here adds "avxvnni" with a target attribute.
+// kernels_avx2_r16.h, kernels_avx2_ggml.h and kernels_avx2_q5u.h (whose helpers it uses), under
+// the avx2,fma,f16c pragma; each function here adds "avxvnni" with a target attribute.
 
 // ---- Q8_0_R16 (u8 = w + 128) x Q8_0 with vpdpbusd ----------------------------------------------
 
@@ -228,10 +227,10 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
     for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T, kNl>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
-// ---- IQ4_NL_R16 / Q5_0_R16 batches: the ggml panels (kernels_avx2_ggml.h) with vpdpbusd ----
+// ---- Q5_1_R16 batches: the ggml panels (kernels_avx2_ggml.h) with vpdpbusd ------------------
 
 // ggml_panel_half_avx2 with the 4-value dot as one vpdpbusd into the panel's term (no int16
-// step, so IQ4_NL's values up to 127 are exact too).
+// step). Q5_0 runs its x16t kernels at every size on this tier.
 template <int T, bool kCarry, bool kMin>
 TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
                                      float* accm, __m256* out) {

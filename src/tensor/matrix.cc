@@ -490,7 +490,6 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
       if (sub.qk != nullptr) sub.qk += static_cast<size_t>(t0 * nb256);
       if (sub.q16 != nullptr) sub.q16 += o;
       if (sub.q8u != nullptr) sub.q8u += o;
-      if (sub.x4t != nullptr) sub.x4t += o / 4;
       if (sub.x16t != nullptr) sub.x16t += o / 4;
       if (sub.q8_il != nullptr) sub.q8_il += static_cast<size_t>(t0 / kern::kActIlTile) * static_cast<size_t>(nb32) * kern::kActIlBlockBytes;
       g.act = &sub;

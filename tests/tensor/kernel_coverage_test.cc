@@ -199,7 +199,9 @@ std::vector<float> activations(int64_t n_tok, int64_t cols, uint32_t seed) {
   return x;
 }
 
-// Types whose every kernel follows ggml's x86 8-lane float order (kernels_scalar.cc hsum8).
+// Types whose every kernel gives the scalar reference's bits: ggml's x86 8-lane float order
+// (Q4_1, Q5_0, Q5_1: kernels_scalar.cc hsum8), or llama.cpp's repacked x86 order for IQ4_NL
+// (each block exactly, one FMA).
 bool ggml_order(DType t) {
   return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL;
 }
@@ -341,11 +343,13 @@ TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
 
 INSTANTIATE_TEST_SUITE_P(Types, EveryKernel, ::testing::ValuesIn(all_cases()), case_name);
 
-// The ggml panel kernels of Q5_0_R16 / IQ4_NL_R16 / Q4_1_R16 / Q5_1_R16 (Act::q8u) start at a
-// batch size per tier (kGgmlPanelMinTokens*: 128 for Q5_0 on the plain AVX2 tier, past the
-// batches above; 16 for Q5_1 on every tier, while Q4_1 reads its records in place at every size; Q5_0 on the AVX-VNNI tier runs its Act::x16t
-// panels at every size instead): at 11 (below every tier's), 130 and 300 tokens, with a row
-// range inside the groups, every tier gives the scalar reference kernel's bits.
+// The ggml panel kernels of Q5_0_R16 / Q4_1_R16 / Q5_1_R16 (Act::q8u) start at a batch size per
+// tier (kGgmlPanelMinTokens*: 128 for Q5_0 on the plain AVX2 tier, past the batches above; 16
+// for Q5_1 on every tier, while Q4_1 reads its records in place at every size; Q5_0 on the
+// AVX-VNNI tier runs its Act::x16t panels at every size instead), IQ4_NL_R16's Q4_0-style chunk
+// panels from 8 tokens on the ymm tiers and its pair passes from 16 on AVX-512: at 11, 130 and
+// 300 tokens, with a row range inside the groups, every tier gives the scalar reference kernel's
+// bits.
 // Rows of 320 columns run whole; rows of 1120 (35 blocks, past kGgmlPanelWhole) in chunks of
 // kGgmlPanelChunk blocks over spans of kGgmlPanelSpan tokens on the ymm tiers.
 TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
