@@ -169,7 +169,12 @@ template <Q4Vals kV>
 constexpr size_t q4_panel_d() { return kV == Q4Vals::kNlSigned ? Avx2Q4Panel::kDSigned : Avx2Q4Panel::kD; }
 constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB; 8.5 KB signed)
 constexpr int64_t kQ4PanelSpan = 64;   // tokens per accumulator span
-constexpr int kQ4PanelTile = 6;       // 12 int sums + 2 weights + 1 broadcast of 16 ymm (4: ~2 % slower at 512)
+// Tokens per Q4 panel tile: 10 int sums + 2 weights + 1 broadcast of the 16 ymm. Tiles of 6 (12
+// sums) spilled in the epilogue: BM_Matmul Q4_0 4864x896 / 896x4864, 1 thread, Zen 5, min of 5
+// alternated rounds, 64 / 512 tokens: avx2 6 -> 5 2442-2559 / 19912-19914 us -> 2355-2356 /
+// 18651-18972, avx-vnni 1898-1978 / 15777-15925 -> 1847-1926 / 15047-15492; 4 tied 5 on avx2
+// and lost on avx-vnni.
+constexpr int kQ4PanelTile = 5;
 constexpr int kQ4PanelTileSigned = 4;  // 8 int sums + 4 weights (values and |values|) + 1 broadcast
 static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlockSigned + kQ4PanelSpan * 64 <= 12800,
               "panel_scratch_bytes() reserves at least 12800 bytes");
