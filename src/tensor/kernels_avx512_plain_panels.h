@@ -7,9 +7,10 @@
 // ---- Batched Q4_0 / Q4_K / Q6_K: decode 16-row panels once, then vpdpbusd over all tokens ----
 
 // Plain (not repacked) Q4_0 / Q4_K / Q6_K rows always go through the panels, even for one
-// token where the per-row 256-bit kernels would be a little faster: those sum in another
-// order, and a row's result must not depend on the batch size (batch_invariance_test). Plain
-// layouts only run here when repacking was turned off (tests, benchmarks) or failed.
+// token where the per-row 256-bit kernels would be a little faster: the K-quants' sum in another
+// order, and a row's result must not depend on the batch size (batch_invariance_test); Q4_0's
+// give the same bits (each block exactly, one FMA) but measured no faster. Plain layouts only run
+// here when repacking was turned off (tests, benchmarks) or failed.
 // The ggml-ordered signed panels (Q5_0 / IQ4_NL, kernels_avx512_more.h) give the per-row
 // kernels' bits exactly, so they switch at kPanelMinTokens, where decoding starts to pay.
 constexpr int64_t kPanelMinTokens = 4;

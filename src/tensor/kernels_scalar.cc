@@ -89,6 +89,8 @@ void gemm_q8_0(const GemmArgs& g) {
   });
 }
 
+// Q4_0 in llama.cpp's x86 order: it repacks every Q4_0 matrix of 8k rows (q4_0_8x8) on any AVX2
+// CPU, and those kernels add each block's exact sum with one FMA (as gemm_iq4_nl below).
 void gemm_q4_0(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK4_0;
@@ -104,7 +106,7 @@ void gemm_q4_0(const GemmArgs& g) {
       for (int j = 0; j < kQK4_0 / 2; ++j) {
         isum += ((blk.qs[j] & 0xF) - 8) * xb[j] + ((blk.qs[j] >> 4) - 8) * xb[j + 16];
       }
-      s += static_cast<float>(isum) * (fp16_to_fp32(blk.d) * xd[b]);
+      s = std::fma(static_cast<float>(isum), fp16_to_fp32(blk.d) * xd[b], s);
     }
     return s;
   });
@@ -267,7 +269,7 @@ void gemm_q4_0_r16(const GemmArgs& g) {
           const uint8_t byte = vals[((k % 16) / 4) * 64 + lane * 4 + k % 4];
           isum += ((k < 16 ? byte & 0xF : byte >> 4) - 8) * xq[b * kQK4_0 + k];
         }
-        s += static_cast<float>(isum) * (dw * xd[b]);
+        s = std::fma(static_cast<float>(isum), dw * xd[b], s);
       }
       g.y[t * g.ldy + i] = s;
     }

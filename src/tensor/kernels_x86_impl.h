@@ -231,7 +231,7 @@ struct WQ8_0 {
 };
 struct WQ4_0 {
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
-  static constexpr bool kBlockOrder = false;
+  static constexpr bool kBlockOrder = true;  // llama.cpp's x86 order (it repacks Q4_0: q4_0_8x8)
   static __m256i vals(const uint8_t* blk) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     const __m128i m4 = _mm_set1_epi8(0xF);
@@ -264,9 +264,10 @@ inline void q8_tile(const GemmArgs& g, int64_t r, int64_t t0) {
 }
 
 // q8_tile's integer products, each block's summed exactly (S) and added with one FMA,
-// acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for IQ4_NL (the
-// scalar reference's gemm_iq4_nl). For matrices left in the plain layout (rare: the SIMD tiers
-// repack IQ4_NL), so kept simple.
+// acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for Q4_0 and IQ4_NL
+// (it repacks both, q4_0_8x8 / iq4_nl_8x8, and its repacked kernels sum so; the scalar
+// reference's gemm_q4_0 / gemm_iq4_nl, and every R16 kernel of both). For matrices left in the
+// plain layout (rare: the SIMD tiers repack both), so kept simple.
 template <typename W, int T>
 inline void q8_block_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   const Act& a = *g.act;

@@ -20,9 +20,9 @@
 //   Q8_0 / Q4_0 / Q5_0 / IQ4_NL weights: x quantized to Q8_0 blocks (32 values, fp16 scale);
 //   Q4_1 / Q5_1 weights: Q8_1 blocks (the Q8_0 values plus fp16 d*sum for the block minimum);
 //   Q2_K..Q6_K / IQ4_XS weights: x quantized to Q8_K blocks (256 values, float scale).
-// Q4_1, Q5_0 and Q5_1 also sum in ggml's x86 float order on every ISA, IQ4_NL in llama.cpp's
-// x86 order for it (each block exactly, one FMA: it repacks IQ4_NL), bit-identical across ISAs:
-// the quantized golden models are sensitive to last-bit differences. Repacked
+// Q4_1, Q5_0 and Q5_1 also sum in ggml's x86 float order on every ISA, Q4_0 and IQ4_NL in
+// llama.cpp's x86 order for them (each block exactly, one FMA: it repacks both), bit-identical
+// across ISAs and layouts: the quantized golden models are sensitive to last-bit differences. Repacked
 // F32 / F16 sum each output as one fused multiply-add chain over the columns in order
 // (bit-identical across ISAs too).
 // The kernel is chosen at start-up by CPUID (AVX-512 VNNI, AVX2, scalar reference); every

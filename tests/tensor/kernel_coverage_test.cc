@@ -200,10 +200,10 @@ std::vector<float> activations(int64_t n_tok, int64_t cols, uint32_t seed) {
 }
 
 // Types whose every kernel gives the scalar reference's bits: ggml's x86 8-lane float order
-// (Q4_1, Q5_0, Q5_1: kernels_scalar.cc hsum8), or llama.cpp's repacked x86 order for IQ4_NL
-// (each block exactly, one FMA).
+// (Q4_1, Q5_0, Q5_1: kernels_scalar.cc hsum8), or llama.cpp's repacked x86 order for Q4_0 and
+// IQ4_NL (each block exactly, one FMA).
 bool ggml_order(DType t) {
-  return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL;
+  return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL || t == DType::kQ4_0;
 }
 
 struct Case {
