@@ -255,8 +255,9 @@ constexpr size_t kGgmlPanelMinsOffset = 512 + 512 + 64;
 // The ymm tiers run a group's ggml panel in chunks of kGgmlPanelChunk blocks for spans of
 // kGgmlPanelSpan tokens, whose 8 lane accumulators per 8-row half and, for Q4_1 / Q5_1, the
 // half's sum of the mins' terms (kGgmlAccTokenFloats floats: [8 k4][8 lanes], [8 lanes]) follow
-// the panel in the scratch (kernels_avx2_ggml.h gemm_ggml_panels_avx2 / for_panel_chunks; the Q5_0 x16t
-// panels of q5u_panel_chunks, 576 bytes a block, use the same chunks, spans and accumulators).
+// the panel in the scratch (kernels_avx2_ggml.h gemm_ggml_panels_avx2 / for_panel_chunks; the
+// Q5_0 x16t panels of q5u_panel_chunks, 576 bytes a block, use the same chunks, spans and
+// accumulators).
 constexpr int64_t kGgmlPanelChunk = 16;
 constexpr int64_t kGgmlPanelSpan = 32;
 constexpr int64_t kGgmlPanelWhole = 32;  // up to this many blocks a group is one chunk
@@ -268,8 +269,8 @@ constexpr int64_t kGgmlAccTokenFloats = 72;
 // 4-token tiles) at 12 / 16 / 32 / 64 tokens 498-508 / 654-663 / 1240-1295 /
 // 2472-2555 us without the panels, 546-561 / 645-665 / 1017-1124 / 1803-2320 with them;
 // avx2 (vpmaddubsw) still 1.07x slower at 64 tokens (5147-5245 -> 5393-5407), ~10 % faster at
-// 512. The AMX tier runs the avx512 kernels for these layouts. Q5_0 below these sizes (and at every size on the AVX-VNNI tier):
-// the x16t kernels (Act::x16t; kernels_avx2_q5u.h), whose panels hold only the unsigned values:
+// 512. The AMX tier runs the avx512 kernels for these layouts. Q5_0 below these sizes (and at
+// every size on the AVX-VNNI tier): the x16t kernels (Act::x16t; kernels_avx2_q5u.h), whose panels hold only the unsigned values:
 // on avxvnni they beat the ggml panels from 16 to 512 tokens (1153-1174 vs 1259-1284 us at 16,
 // 33.3-33.7 vs 34.3-34.7 ms at 512), on avx2 they tie up to 64 and lose ~4 % at 512.
 constexpr int64_t kGgmlPanelMinTokensAvx512 = 16;

@@ -27,7 +27,8 @@
 // GMAC/s at 16 tokens, 214 -> 235 at 64, 221 -> 217 at 256).
 // Not done: Q4_1/Q5_0/Q5_1 (their kernels sum in ggml's 8-lane float order, per 4-value group: a
 // K = 32 tile sum cannot reproduce it bit for bit); IQ4_NL, which now sums each block exactly
-// like Q4_0 and could share its tiles with a table decode (not written: no AMX host to test on); Q4_K/Q6_K (per-sub-block int scales:
+// like Q4_0 and could share its tiles with a table decode (not written: no AMX host to test
+// on); Q4_K/Q6_K (per-sub-block int scales:
 // the same C-extraction cost per 32 or 16 values, not expected to gain given the above).
 //
 // Tile state: the tile configuration is per thread; each kernel call loads it when the thread's

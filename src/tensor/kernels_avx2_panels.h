@@ -169,12 +169,14 @@ template <Q4Vals kV>
 constexpr size_t q4_panel_d() { return kV == Q4Vals::kNlSigned ? Avx2Q4Panel::kDSigned : Avx2Q4Panel::kD; }
 constexpr int64_t kQ4PanelChunk = 8;   // blocks per decoded chunk (4.5 KB; 8.5 KB signed)
 constexpr int64_t kQ4PanelSpan = 64;   // tokens per accumulator span
-// Tokens per Q4 panel tile: 10 int sums + 2 weights + 1 broadcast of the 16 ymm. Tiles of 6 (12
-// sums) spilled in the epilogue: BM_Matmul Q4_0 4864x896 / 896x4864, 1 thread, Zen 5, min of 5
-// alternated rounds, 64 / 512 tokens: avx2 6 -> 5 2442-2559 / 19912-19914 us -> 2355-2356 /
-// 18651-18972, avx-vnni 1898-1978 / 15777-15925 -> 1847-1926 / 15047-15492; 4 tied 5 on avx2
-// and lost on avx-vnni.
+// Tokens per Q4 panel tile. AVX2: 10 int sums + 2 weights + 1 broadcast of the 16 ymm; tiles of
+// 6 (12 sums) spilled in the epilogue: BM_Matmul Q4_0 4864x896 / 896x4864, 1 thread, Zen 5, min
+// of 5 alternated rounds, 64 / 512 tokens: 2442-2559 / 19912-19914 us -> 2355-2356 /
+// 18651-18972, and engine_bench's wide Q4_0 prefill of 511 tokens 845-871 -> 817-837 ms (3
+// alternated runs); 4 tied 5. AVX-VNNI (no int16 step, fewer live registers) keeps 6: 5 was ~3 %
+// faster in BM_Matmul but ~1 % slower in that prefill (714 -> 719-725 ms).
 constexpr int kQ4PanelTile = 5;
+constexpr int kQ4PanelTileVnni = 6;
 constexpr int kQ4PanelTileSigned = 4;  // 8 int sums + 4 weights (values and |values|) + 1 broadcast
 static_assert(kQ4PanelChunk * Avx2Q4Panel::kBlockSigned + kQ4PanelSpan * 64 <= 12800,
               "panel_scratch_bytes() reserves at least 12800 bytes");
@@ -275,11 +277,11 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
   }
 }
 
-// Batched Q4_0_R16 / IQ4_NL_R16 (needs g.scratch): tiles of kQ4PanelTile tokens (4 for the
-// signed IQ4_NL panel) over chunk panels. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
+// Batched Q4_0_R16 / IQ4_NL_R16 (needs g.scratch): tiles of kQ4PanelTile / kQ4PanelTileVnni
+// tokens (4 for the signed IQ4_NL panel) over chunk panels. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
 template <bool kVnni, Q4Vals kV = Q4Vals::kQ4_0>
 inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {
-  constexpr int kTile = kV == Q4Vals::kNlSigned ? kQ4PanelTileSigned : kQ4PanelTile;
+  constexpr int kTile = kV == Q4Vals::kNlSigned ? kQ4PanelTileSigned : kVnni ? kQ4PanelTileVnni : kQ4PanelTile;
   gemm_chunk_panels_avx2<kQ4PanelChunk, kQ4PanelSpan, kTile, q4_panel_block<kV>()>(
       g, decode_q4_r16_panel_avx2<kV>, [&]<int T>(int64_t b0, int64_t b1, int64_t t0, float* acc, PrefetchSpread& pf) {
         q4_0_panel_tile_avx2<T, kVnni, kV>(g, g.scratch, b0, b1, t0, acc, pf);

@@ -168,7 +168,9 @@ inline void gemm_q4_0_r16_avx2(const GemmArgs& g) {
 // acc) (kernels_scalar.cc gemm_iq4_nl): the same bits as the scalar reference. The values
 // (-127..113) go in as |w| against x carrying w's sign (pairs <= 2 * 127 * 127), widened per 4
 // values with vpmaddwd. (The AVX-VNNI tier takes them + 128 unsigned: q4_0_r16_tile_vnni.)
-inline __m256i iq4nl_lo256(__m256i table, __m256i v) { return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0xF))); }
+inline __m256i iq4nl_lo256(__m256i table, __m256i v) {
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0xF)));
+}
 inline __m256i iq4nl_hi256(__m256i table, __m256i v) {
   return _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0xF)));
 }

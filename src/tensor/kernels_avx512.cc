@@ -207,7 +207,8 @@ inline __m512i iq4nl_table128_512() {
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
-// (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout.
+// (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout; with kNl (IQ4_NL_R16,
+// kBias 128) each nibble is looked up as its table value + 128.
 template <int T, int kBias, bool kQ4 = false, bool kPf = true, bool kNl = false>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;

@@ -12,8 +12,8 @@
 // k4 groups: values 4*k4.. in the low nibbles, 16 + 4*k4.. in the high ones), unpacked in
 // registers, the sums starting at kActIlBias0 - 8 * sum (the values are w + 8); else Q8_0_R16
 // lines (u8 = w + 128) and the record's own kActIlBias0 - 128 * sum. kNl (with kQ4): IQ4_NL_R16,
-// every nibble looked up as its table value + 128 (iq4nl_table128_512, kernels_avx512.cc), so the sums start at the
-// record's own term as for Q8_0_R16.
+// every nibble looked up as its table value + 128 (iq4nl_table128_512, kernels_avx512.cc), so
+// the sums start at the record's own term as for Q8_0_R16.
 template <int T, bool kQ4 = false, bool kNl = false>
 inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const uint8_t* xa, int slot0, __m512i* s0,
                             __m512i* s1) {

@@ -9,7 +9,8 @@
 // These per-row kernels (token tiles of up to 4, 8 for the K-types on AVX-512; each weight
 // block decoded once per tile) serve matrices left in their GGUF layout: every one of these
 // types has an R16 layout that the SIMD tiers repack it into by default (kernels_avx2_r16.h,
-// kernels_avx2_ggml.h, kernels_avx2_kquant.h, kernels_avx2_panels.h, kernels_avx512_panels.h, kernels_avx512_kr16.h).
+// kernels_avx2_ggml.h, kernels_avx2_kquant.h, kernels_avx2_panels.h, kernels_avx512_panels.h,
+// kernels_avx512_kr16.h).
 // Without repacking, Q2_K, Q3_K, Q5_K and IQ4_XS on AVX-512 run two rows per vector in decode
 // batches (kernels_avx512_rowpairs.h) and decoded int16 panels from 16 tokens
 // (kernels_avx512_lanepanels.h), both in these kernels' lanes; on AVX2 / AVX-VNNI they run here
