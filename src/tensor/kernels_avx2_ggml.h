@@ -136,14 +136,14 @@ inline void decode_ggml_panel_avx2(const uint8_t* grp, int64_t nb, uint8_t* pane
 
 // Half h (8 rows) of a ggml panel, blocks [b0, b1), for tokens [t0, t0 + T), in
 // r16_ggml_half_avx2's order (so bit-identical to it): vpmaddubsw + vpmaddwd of the unsigned
-// activation and the signed values (Q5_0 only, see above; the AVX-VNNI tier has its own copy
-// with vpdpbusd, ggml_panel_half_vnni). The float steps are the scalar reference's. The 8 lane
+// activation and the signed values (values -16..31 only, see above), or with kVnni (the AVX-VNNI
+// tier) one vpdpbusd into the panel's term. The float steps are the scalar reference's. The 8 lane
 // accumulators of token t0 + t are at accm + t * kGgmlAccTokenFloats when kCarry (in and out:
 // the blocks of a row arrive chunk by chunk, gemm_ggml_panels_avx2), else they start at zero and
 // out[t] gets their ggml lane sum. Both tiers run it one token at a time (8
 // accumulators; tiles of 2-4 tokens, which spill on the 16 ymm registers, measured no faster:
 // kernels_bench BM_Matmul/6/0/512, Zen 5).
-template <int T, bool kCarry, bool kMin>
+template <int T, bool kCarry, bool kMin, bool kVnni>
 inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
                                  float* accm, __m256* out) {
   const Act& a = *g.act;
@@ -171,7 +171,8 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const __m256i xu = bcast4(xu8 + t * a.cols + b * 32 + 4 * k4);
-        const __m256i p = _mm256_add_epi32(loadu256(pb + 512 + 64 * k4), _mm256_madd_epi16(_mm256_maddubs_epi16(xu, w), ones16()));
+        const __m256i term = loadu256(pb + 512 + 64 * k4);
+        const __m256i p = kVnni ? dpbusd_vex(term, xu, w) : _mm256_add_epi32(term, _mm256_madd_epi16(_mm256_maddubs_epi16(xu, w), ones16()));
         acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
       }
     }
@@ -200,10 +201,11 @@ inline void ggml_panel_half_avx2(const GemmArgs& g, const uint8_t* panel, int64_
     }
   }
 }
+template <bool kVnni>
 struct GgmlHalfAvx2 {
   template <int T, bool kCarry, bool kMin>
   void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
-    ggml_panel_half_avx2<T, kCarry, kMin>(g, panel, b0, b1, h, t0, accm, out);
+    ggml_panel_half_avx2<T, kCarry, kMin, kVnni>(g, panel, b0, b1, h, t0, accm, out);
   }
 };
 
@@ -281,7 +283,7 @@ inline void gemm_q5_0_r16_x16t(const GemmArgs& g);
 template <typename Dec>
 inline void gemm_r16_ggml_avx2(const GemmArgs& g) {
   // The ggml panels (vpmaddubsw cannot saturate there: values -16..31).
-  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2{});
+  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2<false>{});
   if constexpr (Dec::kQ5) {
     if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<false>(g);
   }

@@ -228,75 +228,10 @@ TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
   });
 }
 // ---- Q5_1_R16 batches: the ggml panels (kernels_avx2_ggml.h) with vpdpbusd ------------------
-
-// ggml_panel_half_avx2 with the 4-value dot as one vpdpbusd into the panel's term (no int16
-// step). Q5_0 runs its x16t kernels at every size on this tier.
-template <int T, bool kCarry, bool kMin>
-TS_AVXVNNI void ggml_panel_half_vnni(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0,
-                                     float* accm, __m256* out) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / 32;
-  const __m256 biasf = _mm256_set1_ps(kActIlBias0F);
-  __m256 acc[8][T];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[i][t] = kCarry ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 8 * i) : _mm256_setzero_ps();
-  }
-  __m256 summ[T];  // kMin: the sum of the blocks' m * s1 terms (ggml's Q4_1 / Q5_1 dot)
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) summ[t] = kCarry && kMin ? _mm256_load_ps(accm + t * kGgmlAccTokenFloats + 64) : _mm256_setzero_ps();
-  const uint8_t* xu8 = a.q8u + t0 * a.cols;
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* pb = panel + static_cast<size_t>(b) * kGgmlPanelBlockBytes + 32 * h;
-    const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 1024));
-    __m256 d[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(a.d8[(t0 + t) * nb + b]));
-#pragma GCC unroll 8
-    for (int k4 = 0; k4 < 8; ++k4) {
-      const __m256i w = loadu256(pb + 64 * k4);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m256i xu = bcast4(xu8 + t * a.cols + b * 32 + 4 * k4);
-        const __m256i p = _mm256_dpbusd_avx_epi32(loadu256(pb + 512 + 64 * k4), xu, w);
-        acc[k4][t] = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_castsi256_ps(p), biasf), d[t], acc[k4][t]);
-      }
-    }
-    if constexpr (kMin) {
-      // summ += m * s1 per block, a multiply then an add (r16_ggml_half_avx2's order).
-      const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + kGgmlPanelMinsOffset));
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) summ[t] = _mm256_add_ps(summ[t], _mm256_mul_ps(m, _mm256_set1_ps(a.s1[(t0 + t) * nb + b])));
-    }
-  }
-  if constexpr (kCarry) {
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 8 * i, acc[i][t]);
-    }
-    if constexpr (kMin) {
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) _mm256_store_ps(accm + t * kGgmlAccTokenFloats + 64, summ[t]);
-    }
-  } else {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const __m256 s = ggml_lanes_sum(acc[0][t], acc[1][t], acc[2][t], acc[3][t], acc[4][t], acc[5][t], acc[6][t], acc[7][t]);
-      out[t] = kMin ? _mm256_add_ps(s, summ[t]) : s;
-    }
-  }
-}
-struct GgmlHalfVnni {
-  template <int T, bool kCarry, bool kMin>
-  void run(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int h, int64_t t0, float* accm, __m256* out) const {
-    ggml_panel_half_vnni<T, kCarry, kMin>(g, panel, b0, b1, h, t0, accm, out);
-  }
-};
+// (ggml_panel_half_avx2 with kVnni). Q5_0 runs its x16t kernels at every size on this tier.
 template <typename Dec>
 void gemm_r16_ggml_vnni(const GemmArgs& g) {
-  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfVnni{});
+  if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2<true>{});
   if constexpr (Dec::kQ5) {
     if (g.act->x16t != nullptr) return gemm_q5_0_r16_x16t<true>(g);
   }

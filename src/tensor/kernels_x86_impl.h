@@ -240,13 +240,23 @@ struct WQ4_0 {
   }
 };
 
+// kBlockOrder (W): each block's products summed exactly (S) and added with one FMA,
+// acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for Q4_0 and IQ4_NL
+// (it repacks both, q4_0_8x8 / iq4_nl_8x8, and its repacked kernels sum so; the scalar
+// reference's gemm_q4_0 / gemm_iq4_nl, and every R16 kernel of both). Else 8 float lanes (4
+// values each) reduced at the end. For matrices left in the plain layout (rare: the SIMD tiers
+// repack these types), so kept simple.
 template <typename W, int T>
 inline void q8_tile(const GemmArgs& g, int64_t r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
   __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  float accb[T];
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    accb[t] = 0.0f;
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * W::kBlockBytes;
     const __m256i w = W::vals(blk);
@@ -256,47 +266,21 @@ inline void q8_tile(const GemmArgs& g, int64_t r, int64_t t0) {
     for (int t = 0; t < T; ++t) {
       const __m256i x = loadu256(a.q8 + (t0 + t) * a.cols + b * 32);
       const __m256i p = mul_sum_us8(aw, _mm256_sign_epi8(x, w));
-      const __m256 d = _mm256_set1_ps(dw * a.d8[(t0 + t) * nb + b]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[t]);
+      const float d = dw * a.d8[(t0 + t) * nb + b];
+      if constexpr (W::kBlockOrder) {
+        accb[t] = std::fma(static_cast<float>(hsum_epi32(p)), d, accb[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc[t]);
+      }
     }
   }
-  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = hsum_ps(acc[t]);
-}
-
-// q8_tile's integer products, each block's summed exactly (S) and added with one FMA,
-// acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for Q4_0 and IQ4_NL
-// (it repacks both, q4_0_8x8 / iq4_nl_8x8, and its repacked kernels sum so; the scalar
-// reference's gemm_q4_0 / gemm_iq4_nl, and every R16 kernel of both). For matrices left in the
-// plain layout (rare: the SIMD tiers repack both), so kept simple.
-template <typename W, int T>
-inline void q8_block_tile(const GemmArgs& g, int64_t r, int64_t t0) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / 32;
-  const uint8_t* row = g.w + static_cast<size_t>(r) * g.stride;
-  float acc[T] = {};
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * W::kBlockBytes;
-    const __m256i w = W::vals(blk);
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    const float dw = load_f16(blk);
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const __m256i x = loadu256(a.q8 + (t0 + t) * a.cols + b * 32);
-      const int32_t s = hsum_epi32(mul_sum_us8(aw, _mm256_sign_epi8(x, w)));
-      acc[t] = std::fma(static_cast<float>(s), dw * a.d8[(t0 + t) * nb + b], acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = acc[t];
+  for (int t = 0; t < T; ++t) g.y[(t0 + t) * g.ldy + r] = W::kBlockOrder ? accb[t] : hsum_ps(acc[t]);
 }
 
 template <typename W>
 inline void gemm_q8(const GemmArgs& g) {
   for (int64_t r = 0; r < g.num_rows; ++r) {
-    if constexpr (W::kBlockOrder) {
-      for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_block_tile<W, T>(g, r, t0); });
-    } else {
-      for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_tile<W, T>(g, r, t0); });
-    }
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q8_tile<W, T>(g, r, t0); });
   }
 }
 
