@@ -7,7 +7,7 @@
 //   Q3_K   16 sub-blocks of 16, values -4..3 stored + 4       kpanel_tile<16, 2>
 //   IQ4_XS  8 sub-blocks of 32, values -127..113 stored + 128 kpanel_tile<8, 7>
 // (gemm_kr16_panels, kernels_avx512_r16panels.h). Smaller batches run register tiles (Q5_K: Q4_K_R16's, Q3_K / Q2_K: Q6_K_R16's in
-// kernels_avx512.cc, IQ4_XS: iq4xs_r16_tile below) with the same exact integer block sums and the
+// kernels_avx512_kquant.h, IQ4_XS: iq4xs_r16_tile below) with the same exact integer block sums and the
 // same float steps per block and row (one, two with mins), so a row's result does not depend on
 // the batch size.
 //

@@ -1,0 +1,257 @@
+// AVX-512 kernels over the Q4_K_R16 / Q5_K_R16 and Q6_K_R16 layouts (and the kinds of Q6_K_R16's
+// tile that other K-quant layouts reuse): token tiles that unpack each 16-row group's values once
+// per tile. Byte layouts: kernels.h.
+//
+// NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
+// the Q8_0_R16 / Q4_0_R16 kernels and the prefetch helpers (compiled for AVX-512 only).
+
+// ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
+// kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16; the
+// same integer sums and float steps as kpanel_block<8, 0> (kernels_avx512_kr16.h).
+
+template <int T, bool kQ5 = false>
+inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i b16 = _mm512_set1_epi8(16);
+  const BlockQ8_K* xk[T];
+  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
+  __m512 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
+    if (g.sw_prefetch) prefetch_record<kRecBytes>(rec);
+    __m512i isum[T], msum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      isum[t] = _mm512_setzero_si512();
+      msum[t] = _mm512_setzero_si512();
+    }
+    // Two chains per sub-block (even/odd m) at small T, where one would be latency-bound.
+    constexpr int kChains = T <= 2 ? 2 : 1;
+#pragma GCC unroll 1
+    for (int c = 0; c < 4; ++c) {
+      __m512i il[kChains][T], ih[kChains][T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 2
+        for (int k = 0; k < kChains; ++k) {
+          il[k][t] = _mm512_setzero_si512();
+          ih[k][t] = _mm512_setzero_si512();
+        }
+      }
+      // Q5: the 5th bits of line (c, m) are bits 2c and 2c + 1 of qh line m.
+      const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
+      const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kQ5) {
+          const __m512i hb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + kQ4KR16BlockBytes + m * 64));
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, bit_lo), lo, b16);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bit_hi), hi, b16);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = xk[t][b].qs + 64 * c + 4 * m;
+          il[m % kChains][t] = _mm512_dpbusd_epi32(il[m % kChains][t], lo, bcast_dword(xq));
+          ih[m % kChains][t] = _mm512_dpbusd_epi32(ih[m % kChains][t], hi, bcast_dword(xq + 32));
+        }
+      }
+      if constexpr (kChains == 2) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          il[0][t] = _mm512_add_epi32(il[0][t], il[1][t]);
+          ih[0][t] = _mm512_add_epi32(ih[0][t], ih[1][t]);
+        }
+      }
+      const __m512i scl = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c)));
+      const __m512i sch = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm512_add_epi32(isum[t],
+                                   _mm512_add_epi32(_mm512_mullo_epi32(il[0][t], scl), _mm512_mullo_epi32(ih[0][t], sch)));
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i mj = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 16 * j)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m512i bs = _mm512_set1_epi32(xk[t][b].bsums[2 * j] + xk[t][b].bsums[2 * j + 1]);
+        msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, bs));
+      }
+    }
+    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
+    const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xk[t][b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
+    }
+  }
+  if (lane0 == 0 && lane1 == 16) {
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
+  } else {
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+template <bool kQ5 = false>
+void gemm_q4_k_r16(const GemmArgs& g) {
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, out_r, t0); });
+  });
+}
+
+// ---- Q6_K_R16: three zmm (ql low half, ql high half, qh) = 16 values of 16 rows ------------
+// The same tile serves the other R16 types of 16 sub-blocks of 16 values (K16 kinds): Q3_K_R16
+// (a qs line and an hmask line give 16 values + 4 of 16 rows) and Q2_K_R16 (a qs line, mins),
+// with the integer sums and float steps of kpanel_block<16, 2> / <16, 0> (kernels_avx512_kr16.h).
+enum class K16 { kQ6_K, kQ3_K, kQ2_K };
+
+template <int T, K16 kKind = K16::kQ6_K>
+inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kKind == K16::kQ6_K ? kQ6KR16BlockBytes : kKind == K16::kQ3_K ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
+  constexpr int kOffset = kKind == K16::kQ6_K ? 32 : kKind == K16::kQ3_K ? 4 : 0;  // values stored + kOffset
+  constexpr bool kMins = kKind == K16::kQ2_K;
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
+  const BlockQ8_K* xk[T];
+  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
+    if (g.sw_prefetch) prefetch_record<kRecBytes>(rec);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 2
+      for (int hh = 0; hh < 2; ++hh) {
+        // Sub-blocks (16 values) 8c + 2i + hh for i = 0..3 (the four 32-value quarters q1..q4).
+        __m512i isub[4][T];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 2
+          for (int t = 0; t < T; ++t) {
+            // Values are stored + kOffset: start from -kOffset * (sum of the sub-block's activations).
+            isub[i][t] = _mm512_set1_epi32(-kOffset * xk[t][b].bsums[8 * c + 2 * i + hh]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int mm = 0; mm < 4; ++mm) {
+          const int m = 4 * hh + mm;
+          __m512i q[4];
+          if constexpr (kKind == K16::kQ6_K) {
+            const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
+            const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
+            const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
+            q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
+            q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
+            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
+            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4),
+                                   _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
+          } else {
+            // Q3_K / Q2_K: bits 2i, 2i + 1 of qs line (c, m) are values 128c + 32i + 4m..;
+            // Q3_K adds 4 where bit 4c + i of hmask line m is set.
+            const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+            q[0] = _mm512_and_si512(v, m3);
+            q[1] = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
+            q[2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m3);
+            q[3] = _mm512_and_si512(_mm512_srli_epi16(v, 6), m3);
+            if constexpr (kKind == K16::kQ3_K) {
+              const __m512i hm = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 1024 + m * 64));
+#pragma GCC unroll 4
+              for (int i = 0; i < 4; ++i) {
+                const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * c + i)));
+                q[i] = _mm512_mask_add_epi8(q[i], _mm512_test_epi8_mask(hm, bit), q[i], b4);
+              }
+            }
+          }
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 2
+            for (int t = 0; t < T; ++t) {
+              isub[i][t] = _mm512_dpbusd_epi32(isub[i][t], q[i], bcast_dword(xk[t][b].qs + 128 * c + 32 * i + 4 * m));
+            }
+          }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const int j = 8 * c + 2 * i + hh;
+          __m512i sc;
+          if constexpr (kKind == K16::kQ6_K) {
+            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + j * 16)));
+          } else if constexpr (kKind == K16::kQ3_K) {
+            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1536 + j * 16)));
+          } else {  // Q2_K: the scale is the low nibble of the scale byte
+            sc = _mm512_and_si512(
+                _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))),
+                _mm512_set1_epi32(0xF));
+          }
+#pragma GCC unroll 2
+          for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
+        }
+      }
+    }
+    constexpr size_t kD = kKind == K16::kQ6_K ? 3328 : kKind == K16::kQ3_K ? 1792 : 1280;
+    const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kD)));
+    if constexpr (kMins) {
+      // Q2_K: sum_j min_j * bsum_j (the high nibbles), then kpanel_block's two float steps.
+      __m512i msum[T];
+      for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const __m512i mj = _mm512_srli_epi32(
+            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))), 4);
+        for (int t = 0; t < T; ++t) {
+          msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, _mm512_set1_epi32(xk[t][b].bsums[j])));
+        }
+      }
+      const __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 1312)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(xk[t][b].d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
+      }
+    } else {
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+      }
+    }
+  }
+  if (lane0 == 0 && lane1 == 16) {
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
+  } else {
+    for (int t = 0; t < T; ++t) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[t]);
+      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+    }
+  }
+}
+
+template <K16 kKind = K16::kQ6_K>
+void gemm_q6_k_r16(const GemmArgs& g) {
+  const int64_t n_tok = g.act->n_tok;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    int64_t t0 = 0;
+    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, out_r, t0);
+    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, out_r, t0);
+  });
+}
