@@ -438,7 +438,7 @@ void gemm_q4_0_r16(const GemmArgs& g) { gemm_r16_groups<8, true>(g); }
 // IQ4_NL_R16 in llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl): the Q4_0_R16 kernels (the
 // same bytes) with every nibble looked up as its table value + 128 against -128 * sum(x), the
 // Q8_0_R16 term: exact block sums, one FMA a block, the same bits as the scalar reference.
-void gemm_iq4_nl_r16_q4(const GemmArgs& g) { gemm_r16_groups<128, true, true>(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_groups<128, true, true>(g); }
 
 #include "tensor/kernels_avx512_kquant.h"
 
