@@ -19,7 +19,7 @@ inline P opaque(P p) {
 
 // kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16, and
 // the lines' vpmaddubsw pairs (<= 2 * 31 * 127) summed in int16 four at a time instead of eight;
-// the same integer sums and float steps as kpanel_half_block<KSpecQ5K>.
+// the same integer sums and float steps as kpanel_block_avx2<KSpecQ5K>.
 template <int T, bool kQ5 = false>
 inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                               PrefetchSpread& pf) {
@@ -108,7 +108,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
       for (int t = 0; t < T; ++t) {
         const __m256 dx = _mm256_set1_ps(xb[t]->d);
         // Mins first, then the scaled sum: the order of the batched panel kernel
-        // (kpanel_half_avx2), so a row's result does not depend on the batch size.
+        // (kpanel_tile_avx2), so a row's result does not depend on the batch size.
         acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
       }
@@ -170,7 +170,7 @@ inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
   return _mm256_or_si256(low, _mm256_and_si256(high, m30));
 }
 // kVnni (the AVX-VNNI tier): a sub-block's four lines summed in int32 by vpdpbusd and scaled by
-// one vpmulld (kpanel_half_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per
+// one vpmulld (kpanel_tile_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per
 // line pair: the same exact integer sums, so the same results.
 template <K16 kKind>
 inline __m256i k16_line(const uint8_t* rec, int c, int i, int m, int h) {
@@ -187,7 +187,7 @@ inline __m128i k16_scale8(const uint8_t* p) {
   return kKind == K16::kQ2_K ? _mm_and_si128(b, _mm_set1_epi8(0xF)) : b;
 }
 
-// K16 kinds: the same integer sums and float steps as kpanel_half_block<KSpecQ6K / KSpecQ3K /
+// K16 kinds: the same integer sums and float steps as kpanel_block_avx2<KSpecQ6K / KSpecQ3K /
 // KSpecQ2K> (Q2_K: the mins' term first, as there).
 template <int T, bool kVnni = false, K16 kKind = K16::kQ6_K>
 inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
@@ -320,7 +320,7 @@ inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
 
 // Values looked up per token tile: signed against x with w's sign (vpsignb) on the plain AVX2
 // tier, + 128 against x (vpdpbusd, the -128 * bsum folded into the sub-block's sum) with kVnni;
-// the same integer sums and float step as kpanel_half_block<KSpecIQ4XSS / KSpecIQ4XSU>.
+// the same integer sums and float step as kpanel_block_avx2<KSpecIQ4XSS / KSpecIQ4XSU>.
 template <int T, bool kVnni = false>
 inline void iq4xs_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                                 PrefetchSpread& pf) {

@@ -511,29 +511,34 @@ struct DecIQ4XSR16Avx2 {
   }
 };
 
-// Half h (8 rows) of one decoded panel block (pb: the block + 32h) for T tokens (xb[t]: each
-// token's Q8_K block) into acc[T], in the order of Spec (KSpec).
+// kH halves (8 rows each) of one decoded panel block (pb: the block, + 32h for half h) for T
+// tokens (xb[t]: each token's Q8_K block) into acc[h * T + t], in the order of Spec (KSpec).
+// kH == 2: each activation broadcast feeds both halves. The broadcasts read the tokens' Q8_K
+// blocks from L2 and were what bound one half at a time (a broadcast per vpdpbusd / vpmaddubsw:
+// ~1.15 vpdpbusd a cycle on Zen 5 against 2 issued; 1.55 with the broadcast shared, measured
+// in isolation), so the callers pair the halves where that measured faster (kKPanelPairs).
 // kVnni (the AVX-VNNI tier): each sub-block's lines are summed in int32 by vpdpbusd and scaled
 // with one vpmulld per sub-block instead of vpmaddubsw + vpaddw per line and vpmaddwd per int16
 // group: the same integer sums (exact, no saturation either way), so the same results.
-template <typename Spec, int T, bool kVnni = false>
-inline void kpanel_half_block(const uint8_t* pb, const BlockQ8_K* const* xb, __m256* acc) {
+template <typename Spec, int T, bool kVnni = false, int kH = 1>
+__attribute__((always_inline)) inline void kpanel_block_avx2(const uint8_t* pb, const BlockQ8_K* const* xb,
+                                                             __m256* acc) {
   constexpr int kSub = Spec::kSub;
   constexpr bool kSub16 = kSub == 16;  // 16-value sub-blocks: one bsum per sub-block
   constexpr int kLines = 64 / kSub;    // 4-value lines per sub-block
   constexpr int kGroup = Spec::kGroup;
   static_assert(!Spec::kSigned || (!kVnni && kGroup == 1 && Spec::kShift == 0 && !Spec::kMins));
   static_assert(kVnni || Spec::kShift < 7, "values + 128 would saturate vpmaddubsw");
+  static_assert(kH == 1 || kH == 2);
   constexpr bool kSide = Spec::kMins || Spec::kShift > 0;
   // Side term first (frees its registers): sum_j sc_j * bsum_j for the values' offset, or
   // sum_j m_j * (x sum of sub-block j) for the mins.
-  __m256i isum[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+  __m256i isum[kH * T];
+#pragma GCC unroll 8
+  for (int i = 0; i < kH * T; ++i) isum[i] = _mm256_setzero_si256();
   if constexpr (kSide) {
 #pragma GCC unroll 8
     for (int i = 0; i < kSub / 2; ++i) {
-      const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         __m256i xs;
@@ -545,97 +550,146 @@ inline void kpanel_half_block(const uint8_t* pb, const BlockQ8_K* const* xb, __m
           xs = _mm256_set1_epi32(
               static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
         }
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, xs));
+#pragma GCC unroll 2
+        for (int h = 0; h < kH; ++h) {
+          const __m256i pr = loadu256(pb + Avx2KPanel::kPairs + i * 64 + 32 * h);
+          isum[h * T + t] = _mm256_add_epi32(isum[h * T + t], _mm256_madd_epi16(pr, xs));
+        }
       }
     }
   }
-  const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD));
   if constexpr (Spec::kMins) {
-    const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin));
+#pragma GCC unroll 2
+    for (int h = 0; h < kH; ++h) {
+      const __m256 dm = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kDmin + 32 * h));
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[t]);
-      isum[t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) {
+        const int i = h * T + t;
+        acc[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(dm, _mm256_set1_ps(xb[t]->d)), acc[i]);
+        isum[i] = _mm256_setzero_si256();
+      }
     }
   } else if constexpr (Spec::kShift > 0) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[t], Spec::kShift));
+#pragma GCC unroll 8
+    for (int i = 0; i < kH * T; ++i) {
+      isum[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[i], Spec::kShift));
+    }
   }
 #pragma GCC unroll 1
   for (int j = 0; j < kSub; ++j) {
-    const __m256i sc = loadu256(pb + Avx2KPanel::kSc + j * 64);
+    const uint8_t* sc = pb + Avx2KPanel::kSc + j * 64;
     if constexpr (kVnni) {
-      const __m256i sc32 = _mm256_srai_epi32(sc, 16);  // the (v, v) int16 pair -> v
-      __m256i s32[T];
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+      __m256i s32[kH * T];
+#pragma GCC unroll 8
+      for (int i = 0; i < kH * T; ++i) s32[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int l = 0; l < kLines; ++l) {
         const int k4 = j * kLines + l;
-        const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
+        __m256i w[kH];
+#pragma GCC unroll 2
+        for (int h = 0; h < kH; ++h) w[h] = loadu256(pb + Avx2KPanel::kVals + k4 * 64 + 32 * h);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], w, bcast4(xb[t]->qs + 4 * k4));
+        for (int t = 0; t < T; ++t) {
+          const __m256i x = bcast4(xb[t]->qs + 4 * k4);
+#pragma GCC unroll 2
+          for (int h = 0; h < kH; ++h) s32[h * T + t] = dpbusd_vex(s32[h * T + t], w[h], x);
+        }
       }
+#pragma GCC unroll 2
+      for (int h = 0; h < kH; ++h) {
+        const __m256i sc32 = _mm256_srai_epi32(loadu256(sc + 32 * h), 16);  // the (v, v) int16 pair -> v
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc32));
+        for (int t = 0; t < T; ++t) {
+          isum[h * T + t] = _mm256_add_epi32(isum[h * T + t], _mm256_mullo_epi32(s32[h * T + t], sc32));
+        }
+      }
       continue;
     }
 #pragma GCC unroll 4
     for (int q = 0; q < kLines / kGroup; ++q) {
-      __m256i s16[T];
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) s16[t] = _mm256_setzero_si256();
+      __m256i s16[kH * T];
+#pragma GCC unroll 8
+      for (int i = 0; i < kH * T; ++i) s16[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int l = 0; l < kGroup; ++l) {
         const int k4 = j * kLines + q * kGroup + l;
-        const __m256i w = loadu256(pb + Avx2KPanel::kVals + k4 * 64);
-        if constexpr (Spec::kSigned) {
-          const __m256i aw = _mm256_abs_epi8(w);
+        __m256i w[kH], aw[kH];
+#pragma GCC unroll 2
+        for (int h = 0; h < kH; ++h) {
+          w[h] = loadu256(pb + Avx2KPanel::kVals + k4 * 64 + 32 * h);
+          if constexpr (Spec::kSigned) aw[h] = _mm256_abs_epi8(w[h]);
+        }
 #pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            s16[t] = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xb[t]->qs + 4 * k4), w));
-          }
-        } else {
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, bcast4(xb[t]->qs + 4 * k4)));
-            keep_reg(s16[t]);
+        for (int t = 0; t < T; ++t) {
+          const __m256i x = bcast4(xb[t]->qs + 4 * k4);
+#pragma GCC unroll 2
+          for (int h = 0; h < kH; ++h) {
+            if constexpr (Spec::kSigned) {
+              s16[h * T + t] = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(x, w[h]));
+            } else {
+              s16[h * T + t] = _mm256_add_epi16(s16[h * T + t], _mm256_maddubs_epi16(w[h], x));
+              keep_reg(s16[h * T + t]);
+            }
           }
         }
       }
+#pragma GCC unroll 2
+      for (int h = 0; h < kH; ++h) {
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+        for (int t = 0; t < T; ++t) {
+          // The scales as vpmaddwd's memory operand: a register for them spills the pair tiles.
+          isum[h * T + t] = _mm256_add_epi32(isum[h * T + t], _mm256_madd_epi16(s16[h * T + t], loadu256(sc + 32 * h)));
+        }
+      }
     }
   }
+#pragma GCC unroll 2
+  for (int h = 0; h < kH; ++h) {
+    const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + Avx2KPanel::kD + 32 * h));
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[t]);
+    for (int t = 0; t < T; ++t) {
+      const int i = h * T + t;
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[i]);
+    }
   }
 }
 
-// Every block of half h of a decoded panel for tokens [t0, t0 + T) (kpanel_half_block per block).
-template <typename Spec, int T, bool kVnni = false>
-inline void kpanel_half_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
+// Every block of kH halves of a decoded panel (kH == 1: half h; 2: both, h == 0) for tokens
+// [t0, t0 + T) into out[h * T + t] (kpanel_block_avx2 per block). A function of its own: inlined
+// into the group driver, GCC's register allocation of the pair tiles varied with the rest of the
+// driver (avx2 Q4_K at 512 tokens 18.2 or 22.7 ms for the same tile).
+template <typename Spec, int T, bool kVnni = false, int kH = 1>
+__attribute__((noinline)) void kpanel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
                              PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
-  __m256 acc[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[kH * T];
+#pragma GCC unroll 8
+  for (int i = 0; i < kH * T; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     pf.step();
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
-    kpanel_half_block<Spec, T, kVnni>(panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h, xb, acc);
+    kpanel_block_avx2<Spec, T, kVnni, kH>(panel + static_cast<size_t>(b) * Avx2KPanel::kBlock + 32 * h, xb, acc);
   }
-  for (int t = 0; t < T; ++t) out[t] = acc[t];
+  for (int i = 0; i < kH * T; ++i) out[i] = acc[i];
 }
 
 // Up to this many tokens (Q5_K / Q3_K / Q2_K / IQ4_XS R16) a group is decoded one block at a
 // time into an L1-resident panel block and multiplied right away; from the next size on, the
-// whole group is decoded once and every 4-token tile runs over it. The same kpanel_half_block
+// whole group is decoded once and every 4-token tile runs over it. The same kpanel_block_avx2
 // per block either way, so a row's result does not depend on the batch size.
 constexpr int64_t kAvx2KFusedMaxTokens = 4;
+// Whole groups' batches (both halves holding rows) run kpanel_tile_avx2<.., 2> over tiles of
+// kKPanelPairTile tokens where that measured faster than a half at a time over 4: on AVX-VNNI
+// every type, with vpmaddubsw the int16 groups of 8 lines (Q4_K); not for groups of 2 or 4 or the
+// signed values (BM_Matmul 4864x1024, 512 tokens, 1 thread, min of 3-4 alternated rounds, ms,
+// half at a time -> pairs of 3: avx-vnni Q4_K 21.5 -> 17.3, Q5_K 22.2 -> 17.4, IQ4_XS 20.8 ->
+// 16.3, Q6_K 19.9 -> 18.6, Q2_K 20.5 -> 18.9, Q3_K 20.1 -> 19.2; avx2 Q4_K 23.0 -> 18.7, Q5_K
+// 25.0 -> 24.8, Q2_K 21.7 -> 21.2, Q3_K 21.5 -> 21.2, Q6_K 23.2 -> 24.1, IQ4_XS 30 -> 48).
+template <typename Spec, bool kVnni>
+constexpr bool kKPanelPairs = kVnni || (!Spec::kSigned && Spec::kGroup >= 8);
+constexpr int kKPanelPairTile = 3;
 
 template <typename Dec, int T, bool kVnni>
 inline void kquant_r16_fused_group_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
@@ -650,8 +704,8 @@ inline void kquant_r16_fused_group_avx2(const GemmArgs& g, const uint8_t* grp, i
     Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, g.scratch);
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = a.qk + t * nb + b;
-    if (lane0 < 8) kpanel_half_block<Spec, T, kVnni>(g.scratch, xb, lo);
-    if (lane1 > 8) kpanel_half_block<Spec, T, kVnni>(g.scratch + 32, xb, hi);
+    if (lane0 < 8) kpanel_block_avx2<Spec, T, kVnni>(g.scratch, xb, lo);
+    if (lane1 > 8) kpanel_block_avx2<Spec, T, kVnni>(g.scratch + 32, xb, hi);
   }
   for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t, lane0, lane1, out_r);
 }
@@ -684,11 +738,21 @@ inline void gemm_kquant_r16_panels_avx2(const GemmArgs& g) {
       pf.step();
       Dec::block(grp + static_cast<size_t>(b) * Dec::kBytes, g.scratch + static_cast<size_t>(b) * Avx2KPanel::kBlock);
     }
+    if constexpr (kKPanelPairs<Spec, kVnni>) {
+      if (halves == 2) {
+        for_tiles<kKPanelPairTile>(n_tok, [&]<int T>(int64_t t0) {
+          __m256 o[2 * T];
+          kpanel_tile_avx2<Spec, T, kVnni, 2>(g, g.scratch, 0, t0, o, pf);
+          for (int t = 0; t < T; ++t) store_group(g, o[t], o[T + t], t0 + t, lane0, lane1, out_r);
+        });
+        return;
+      }
+    }
     for_tiles<4>(n_tok, [&]<int T>(int64_t t0) {
       __m256 lo[T], hi[T];
       for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
-      if (lane0 < 8) kpanel_half_avx2<Spec, T, kVnni>(g, g.scratch, 0, t0, lo, pf);
-      if (lane1 > 8) kpanel_half_avx2<Spec, T, kVnni>(g, g.scratch, 1, t0, hi, pf);
+      if (lane0 < 8) kpanel_tile_avx2<Spec, T, kVnni>(g, g.scratch, 0, t0, lo, pf);
+      if (lane1 > 8) kpanel_tile_avx2<Spec, T, kVnni>(g, g.scratch, 1, t0, hi, pf);
       for (int t = 0; t < T; ++t) store_group(g, lo[t], hi[t], t0 + t, lane0, lane1, out_r);
     });
   });
