@@ -514,9 +514,9 @@ struct DecIQ4XSR16Avx2 {
 // kH halves (8 rows each) of one decoded panel block (pb: the block, + 32h for half h) for T
 // tokens (xb[t]: each token's Q8_K block) into acc[h * T + t], in the order of Spec (KSpec).
 // kH == 2: each activation broadcast feeds both halves. The broadcasts read the tokens' Q8_K
-// blocks from L2 and were what bound one half at a time (a broadcast per vpdpbusd / vpmaddubsw:
-// ~1.15 vpdpbusd a cycle on Zen 5 against 2 issued; 1.55 with the broadcast shared, measured
-// in isolation), so the callers pair the halves where that measured faster (kKPanelPairs).
+// blocks from L2 and were what bound one half at a time (a broadcast per vpdpbusd / vpmaddubsw;
+// BM_Matmul's K-quant batches ran ~1.15 vpdpbusd a cycle on Zen 5, which issues 2), so the
+// callers pair the halves where that measured faster (kKPanelPairs).
 // kVnni (the AVX-VNNI tier): each sub-block's lines are summed in int32 by vpdpbusd and scaled
 // with one vpmulld per sub-block instead of vpmaddubsw + vpaddw per line and vpmaddwd per int16
 // group: the same integer sums (exact, no saturation either way), so the same results.
