@@ -204,6 +204,22 @@ inline __m512i iq4nl_table128_512() {
                           _mm512_set1_epi8(static_cast<char>(0x80)));
 }
 
+// A tile's accumulators (acc[t]: one 16-row group, token t0 + t) -> y[t0 + t][out_r + lane -
+// lane0] for the group's rows [lane0, lane1).
+// Always inlined: a call would take the tile's accumulators' address and keep them in memory.
+__attribute__((always_inline)) inline void store_group512(const GemmArgs& g, const __m512* acc, int n_tok, int64_t t0,
+                                                          int lane0, int lane1, int64_t out_r) {
+  if (lane0 == 0 && lane1 == 16) {
+    for (int t = 0; t < n_tok; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
+    return;
+  }
+  for (int t = 0; t < n_tok; ++t) {
+    alignas(64) float out[16];
+    _mm512_store_ps(out, acc[t]);
+    for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
+  }
+}
+
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
 // kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
@@ -275,15 +291,7 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t][b])), acc[t]);
     }
   }
-  if (lane0 == 0 && lane1 == 16) {
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
-  } else {
-    for (int t = 0; t < T; ++t) {
-      alignas(64) float out[16];
-      _mm512_store_ps(out, acc[t]);
-      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
-    }
-  }
+  store_group512(g, acc, T, t0, lane0, lane1, out_r);
 }
 
 // Q8_0_R16 x interleaved activations (Act::q8_il), tokens [t0, t0 + T) with t0 a multiple of
@@ -328,15 +336,7 @@ inline void r16_il_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int la
       acc[t] = _mm512_fmadd_ps(sf, _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc[t]);
     }
   }
-  if (lane0 == 0 && lane1 == 16) {
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
-  } else {
-    for (int t = 0; t < T; ++t) {
-      alignas(64) float out[16];
-      _mm512_store_ps(out, acc[t]);
-      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
-    }
-  }
+  store_group512(g, acc, T, t0, lane0, lane1, out_r);
 }
 
 #include "tensor/kernels_avx512_pair.h"

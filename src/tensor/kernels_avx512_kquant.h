@@ -96,15 +96,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
       acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
     }
   }
-  if (lane0 == 0 && lane1 == 16) {
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
-  } else {
-    for (int t = 0; t < T; ++t) {
-      alignas(64) float out[16];
-      _mm512_store_ps(out, acc[t]);
-      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
-    }
-  }
+  store_group512(g, acc, T, t0, lane0, lane1, out_r);
 }
 
 template <bool kQ5 = false>
@@ -235,15 +227,7 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
       }
     }
   }
-  if (lane0 == 0 && lane1 == 16) {
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(g.y + (t0 + t) * g.ldy + out_r, acc[t]);
-  } else {
-    for (int t = 0; t < T; ++t) {
-      alignas(64) float out[16];
-      _mm512_store_ps(out, acc[t]);
-      for (int l = lane0; l < lane1; ++l) g.y[(t0 + t) * g.ldy + out_r + (l - lane0)] = out[l];
-    }
-  }
+  store_group512(g, acc, T, t0, lane0, lane1, out_r);
 }
 
 template <K16 kKind = K16::kQ6_K>
