@@ -19,8 +19,11 @@
 // (ops 0, 1, 5: 576x576, 192x576, 896x896, each fits L2), so the kernel's compute rate shows
 // without DRAM; with 2 threads, the fixed cost of splitting a decode-sized matmul over the pool
 // (publishing the job, the worker joining, the caller's activation stores reaching the other
-// core). type: 0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 Q5_0. Counters: GB/s, ns/line (per 32
-// weights x 1 token). Session 38 (2-core Zen 5 PVM guest, ~0.22 us one way between the two
+// core). type: 0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 Q5_0, 5 Q4_1, 6 Q5_1, 7 Q2_K, 8 Q3_K, 9 Q5_K,
+// 10 IQ4_NL, 11 IQ4_XS. Counters: GB/s, ns/line (per 32 weights x 1 token). A 1-thread 1-token
+// GB/s below one thread's share of the streaming bandwidth (BM_Bandwidth/2 / 2) means that type's
+// decode kernel cannot keep up with DRAM on this tier: compute-bound, not memory-bound (stop 47,
+// Zen 5, avx2: Q6_K, Q5_0, Q2_K and Q3_K; see the note). Session 38 (2-core Zen 5 PVM guest, ~0.22 us one way between the two
 // vCPUs' caches): Q8_0 at 1 token, avx512, 1 / 2 threads: 576x576 2.50 / 2.94 us, 192x576
 // 0.95 / 2.50 us, 896x896 7.18 / 4.78 us (avx2: 6.07 / 6.45, 1.93 / 3.49, 13.9 / 11.9): ~1.5-2 us
 // of fixed cost a 2-thread op. Streamed from DRAM (BM_MatmulOp) the second thread's bandwidth
@@ -388,7 +391,8 @@ void prefetch_ab_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_PrefetchAB)->Apply(prefetch_ab_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
 
 // BM_MatmulHot/<type>/<op>/<n_tok>/<threads>: see the file's head.
-const DType kHotTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ5_0};
+const DType kHotTypes[] = {DType::kQ8_0, DType::kQ4_0,   DType::kQ4_K,   DType::kQ6_K,  DType::kQ5_0,  DType::kQ4_1,
+                           DType::kQ5_1, DType::kQ2_K,   DType::kQ3_K,   DType::kQ5_K,  DType::kIQ4_NL, DType::kIQ4_XS};
 void BM_MatmulHot(benchmark::State& state) {
   const DType type = kHotTypes[state.range(0)];
   const auto [rows, cols] = op_dims(type, state.range(1));
@@ -408,7 +412,7 @@ void BM_MatmulHot(benchmark::State& state) {
   state.SetLabel(std::string(ts::tensor::type_name(static_cast<uint32_t>(type))) + " " + std::to_string(rows) + "x" +
                  std::to_string(cols) + " " + ts::tensor::isa_name(ts::tensor::active_isa()));
 }
-BENCHMARK(BM_MatmulHot)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 5}, {1, 2, 8}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
+BENCHMARK(BM_MatmulHot)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {0, 1, 5}, {1, 2, 8}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.3);
 
 // BM_ActPrepAB/<cols>/<n_tok>: the activation preparation a Q8_0 matmul makes (Matrix::prepare:
 // quantize + the ISA's interleave) on the calling thread alone against split over the 2-thread
