@@ -144,14 +144,37 @@ inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
 enum class K16 { kQ6_K, kQ3_K, kQ2_K };
 
 // Line m of quarter i of half c (8 rows, half h) of a Q3_K_R16 / Q2_K_R16 block: bits 2i, 2i + 1
-// of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set.
+// of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set, times
+// 2^k16_value_shift(i): the 2-bit field is masked where it lies (no shift) and the hmask bit moved
+// straight to its place, and the tile scales the other quarters' sub-block scales up to match
+// (k16_scale_shift), so every sum is 2^kIsumShift times the exact one and is shifted back, exactly.
+// Q2_K: fields 0-2 in place (x1, x4, x16), field 3 shifted to x16 (x64 would pass 255);
+// Q3_K (values to 7): field 0 x1, fields 1-3 at x4 (x16 would overflow the two lines' int16 sum).
+template <K16 kKind>
+constexpr int k16_value_shift(int i) {
+  if constexpr (kKind == K16::kQ2_K) return i == 0 ? 0 : i == 1 ? 2 : 4;
+  if constexpr (kKind == K16::kQ3_K) return i == 0 ? 0 : 2;
+  return 0;
+}
+template <K16 kKind>
+constexpr int kIsumShift = kKind == K16::kQ2_K ? 4 : kKind == K16::kQ3_K ? 2 : 0;
+template <K16 kKind>
+constexpr int k16_scale_shift(int i) {
+  return kIsumShift<kKind> - k16_value_shift<kKind>(i);
+}
 template <K16 kKind>
 inline __m256i q2_line(const uint8_t* rec, int c, int i, int m, int h) {
+  const int vs = k16_value_shift<kKind>(i);  // the field lands at bits [vs, vs + 2)
   const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
-  __m256i q = _mm256_and_si256(i == 0 ? v : _mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * i)), _mm256_set1_epi8(3));
+  const int field_shift = 2 * i - vs;  // > 0: move the field down
+  const __m256i f = field_shift > 0 ? _mm256_srli_epi16(v, field_shift) : v;
+  __m256i q = _mm256_and_si256(f, _mm256_set1_epi8(static_cast<char>(3 << vs)));
   if constexpr (kKind == K16::kQ3_K) {
-    const __m256i hm = _mm256_srl_epi16(loadu256(rec + 1024 + m * 64 + 32 * h), _mm_cvtsi32_si128(4 * c + i));
-    q = _mm256_or_si256(q, _mm256_and_si256(_mm256_slli_epi16(hm, 2), _mm256_set1_epi8(4)));
+    // hmask bit 4c + i to bit vs + 2 (the value's 4, times 2^vs): down by 4c (the same for every
+    // quarter of line m, c a loop variable), up by the quarter's constant vs + 2 - i (1 to 3).
+    const __m256i hm = _mm256_srl_epi16(loadu256(rec + 1024 + m * 64 + 32 * h), _mm_cvtsi32_si128(4 * c));
+    const __m256i hb = _mm256_slli_epi16(hm, vs + 2 - i);
+    q = _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(static_cast<char>(4 << vs))));
   }
   return q;
 }
@@ -227,7 +250,8 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           for (int hh = 0; hh < 2; ++hh) {
             const uint8_t* scp = rec + kScales + (8 * c + 2 * i + hh) * 16 + 8 * h;
             if constexpr (kVnni) {
-              const __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp)) : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
+              __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp)) : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
+              if (k16_scale_shift<kKind>(i) > 0) sc32 = _mm256_slli_epi32(sc32, k16_scale_shift<kKind>(i));
               __m256i s32[T];
 #pragma GCC unroll 4
               for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
@@ -245,7 +269,8 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
               }
               continue;
             }
-            const __m256i sc = kKind == K16::kQ2_K ? scale_pairs_u8(k16_scale8<kKind>(scp)) : scale_pairs<true>(scp);
+            __m256i sc = kKind == K16::kQ2_K ? scale_pairs_u8(k16_scale8<kKind>(scp)) : scale_pairs<true>(scp);
+            if (k16_scale_shift<kKind>(i) > 0) sc = _mm256_slli_epi16(sc, k16_scale_shift<kKind>(i));
 #pragma GCC unroll 2
             for (int pr = 0; pr < 2; ++pr) {
               __m256i s16[T];
@@ -269,6 +294,10 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
             }
           }
         }
+      }
+      if constexpr (kIsumShift<kKind> > 0) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) isum[t] = _mm256_srai_epi32(isum[t], kIsumShift<kKind>);  // exact: a multiple
       }
       // Values stored + 2^kShift: subtract 2^kShift * sum_j sc_j * bsum_j (two sub-blocks a
       // vpmaddwd); Q2_K: sum_j min_j * bsum_j, the mins being the scale bytes' high nibbles.
