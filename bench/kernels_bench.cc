@@ -21,10 +21,12 @@
 // (publishing the job, the worker joining, the caller's activation stores reaching the other
 // core). type: 0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 Q5_0, 5 Q4_1, 6 Q5_1, 7 Q2_K, 8 Q3_K, 9 Q5_K,
 // 10 IQ4_NL, 11 IQ4_XS. Counters: GB/s, ns/line (per 32 weights x 1 token). A 1-thread 1-token
-// GB/s below one thread's share of the streaming bandwidth (BM_Bandwidth/2 / 2) means that type's
-// decode kernel cannot keep up with DRAM on this tier: compute-bound, not memory-bound (stop 47,
-// Zen 5, avx2: Q6_K, Q5_0, Q2_K and Q3_K; see the note). Session 38 (2-core Zen 5 PVM guest, ~0.22 us one way between the two
-// vCPUs' caches): Q8_0 at 1 token, avx512, 1 / 2 threads: 576x576 2.50 / 2.94 us, 192x576
+// GB/s near or below one thread's share of the streaming bandwidth (BM_Bandwidth/2 / 2) means the
+// type's decode kernel cannot keep up with DRAM on that tier. Session 47 (same host, op 5, 1 token,
+// 1 thread, GB/s; BM_Bandwidth/2 / 2 was 16-22): avx2 Q3_K 15, Q2_K 17, IQ4_NL 18-27, Q5_0 and
+// IQ4_XS 23, Q5_K 25-27, Q6_K 26-30, Q4_K 38, Q8_0 58-60; avx-vnni Q3_K 18, Q2_K 21-22, Q5_K 27,
+// Q6_K 32-35, IQ4_XS 37; avx512 every type 38 or more. Session 38 (2-core Zen 5 PVM guest, ~0.22
+// us one way between the two vCPUs' caches): Q8_0 at 1 token, avx512, 1 / 2 threads: 576x576 2.50 / 2.94 us, 192x576
 // 0.95 / 2.50 us, 896x896 7.18 / 4.78 us (avx2: 6.07 / 6.45, 1.93 / 3.49, 13.9 / 11.9): ~1.5-2 us
 // of fixed cost a 2-thread op. Streamed from DRAM (BM_MatmulOp) the second thread's bandwidth
 // about pays for it at 192x576 (4.94 vs 4.98 us) and wins from ~0.3 MB (576x576 13.3 vs 9.68).

@@ -145,11 +145,13 @@ enum class K16 { kQ6_K, kQ3_K, kQ2_K };
 
 // Line m of quarter i of half c (8 rows, half h) of a Q3_K_R16 / Q2_K_R16 block: bits 2i, 2i + 1
 // of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set, times
-// 2^k16_value_shift(i): the 2-bit field is masked where it lies (no shift) and the hmask bit moved
-// straight to its place, and the tile scales the other quarters' sub-block scales up to match
+// 2^k16_value_shift(i): the 2-bit field is masked where it lies where the int16 sums allow (no
+// shift), the hmask bit moved straight to its place, and the tile scales the other quarters' sub-block scales up to match
 // (k16_scale_shift), so every sum is 2^kIsumShift times the exact one and is shifted back, exactly.
-// Q2_K: fields 0-2 in place (x1, x4, x16), field 3 shifted to x16 (x64 would pass 255);
-// Q3_K (values to 7): field 0 x1, fields 1-3 at x4 (x16 would overflow the two lines' int16 sum).
+// Q2_K: fields 0-2 in place (x1, x4, x16), field 3 shifted to x16 (in place, x64, one
+// vpmaddubsw pair could reach 2 * 192 * 128 and saturate); two lines' pairs summed in int16 stay
+// <= 4 * 48 * 128. Q3_K (values to 7): field 0 x1, field 1 in place (x4), fields 2-3 shifted to
+// x4 (x16 would overflow the two lines' int16 sum: 4 * 112 * 128).
 template <K16 kKind>
 constexpr int k16_value_shift(int i) {
   if constexpr (kKind == K16::kQ2_K) return i == 0 ? 0 : i == 1 ? 2 : 4;
