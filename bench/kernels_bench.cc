@@ -22,7 +22,7 @@
 // core). type: 0 Q8_0, 1 Q4_0, 2 Q4_K, 3 Q6_K, 4 Q5_0, 5 Q4_1, 6 Q5_1, 7 Q2_K, 8 Q3_K, 9 Q5_K,
 // 10 IQ4_NL, 11 IQ4_XS. Counters: GB/s, ns/line (per 32 weights x 1 token). A 1-thread 1-token
 // GB/s near or below one thread's share of the streaming bandwidth (BM_Bandwidth/2 / 2) means the
-// type's decode kernel cannot keep up with DRAM on that tier. Session 47 (same host, op 5, 1 token,
+// type's decode kernel cannot keep up with DRAM on that tier. Session 47 (the Zen 5 guest below, op 5, 1 token,
 // 1 thread, GB/s; BM_Bandwidth/2 / 2 was 16-22): avx2 Q3_K 15, Q2_K 17, IQ4_NL 18-27, Q5_0 and
 // IQ4_XS 23, Q5_K 25-27, Q6_K 26-30, Q4_K 38, Q8_0 58-60; avx-vnni Q3_K 18, Q2_K 21-22, Q5_K 27,
 // Q6_K 32-35, IQ4_XS 37; avx512 every type 38 or more. Session 38 (2-core Zen 5 PVM guest, ~0.22

@@ -660,7 +660,7 @@ __attribute__((always_inline)) inline void kpanel_block_avx2(const uint8_t* pb, 
 // driver (avx2 Q4_K at 512 tokens 18.2 or 22.7 ms for the same tile).
 template <typename Spec, int T, bool kVnni = false, int kH = 1>
 __attribute__((noinline)) void kpanel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int h, int64_t t0, __m256* out,
-                             PrefetchSpread& pf) {
+                                                PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   __m256 acc[kH * T];
