@@ -519,10 +519,10 @@ void gemm_kr16_or_ref(const GemmArgs& g) {
   if (g.scratch == nullptr) return scalar_kernels().gemm[static_cast<int>(kL)](g);
   gemm_kr16_panels<Dec>(g);
 }
-// Q5_K_R16 below the panels' batch size: Q4_K_R16's register tiles with the 5th bits (the same
+// Q5_K_R16 below its panels' batch size: Q4_K_R16's register tiles with the 5th bits (the same
 // results as the panels, kpanel_block<8, 0>).
 void gemm_q5_k_r16(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q4_k_r16<true>(g);
+  if (g.act->n_tok < kR16NibblePanelMinTokens) return gemm_q4_k_r16<true>(g);
   gemm_kr16_or_ref<DecQ5KR16, Layout::kQ5_K_R16>(g);
 }
 // Q3_K_R16 / Q2_K_R16 below the panels' batch size: Q6_K_R16's register tiles (K16 kinds).
@@ -535,7 +535,7 @@ void gemm_q2_k_r16(const GemmArgs& g) {
   gemm_kr16_or_ref<DecQ2KR16, Layout::kQ2_K_R16>(g);
 }
 void gemm_iq4_xs_r16(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens) return gemm_iq4_xs_r16_tiles(g);
+  if (g.act->n_tok < kR16NibblePanelMinTokens) return gemm_iq4_xs_r16_tiles(g);
   gemm_kr16_or_ref<DecIQ4XSR16, Layout::kIQ4_XS_R16>(g);
 }
 

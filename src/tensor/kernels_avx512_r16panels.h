@@ -9,6 +9,16 @@
 
 // From this many tokens on, the R16 K-quant groups go through decoded panels.
 constexpr int64_t kR16PanelMinTokens = 8;
+// Q4_K_R16, Q5_K_R16 and IQ4_XS_R16, whose register tiles unpack a line's values in two to four
+// ops for 2 x 4 vpdpbusd, keep those tiles up to here: below it a group's panel (decoded, stored
+// and read back for only a few 4-token tiles; 109 KB, past L1, for 4864 columns) cost more than
+// it saved. BM_Matmul, 2 threads, min of 3-5 alternated rounds, 4864x1024 / 1024x4864, us,
+// panels -> tiles: 8 tokens Q4_K 145 / 139 -> 92 / 98, Q5_K 117 / 154 -> 112 / 116, IQ4_XS
+// 105 / 133 -> 88 / 92; 16 tokens Q4_K 295 / 247 -> 182 / 179, Q5_K 205 / 261 -> 205 / 196,
+// IQ4_XS 205 / 251 -> 171 / 172; 32 tokens within noise either way (1 thread, Q4_K 693 -> 880:
+// the panels win from there). Q6_K_R16 / Q3_K_R16 / Q2_K_R16's tiles (2 tokens, a 4-token tile
+// spills) lose to the panels from 8 tokens (Q6_K 8 tokens 173 -> 318 at 4 tokens a tile).
+constexpr int64_t kR16NibblePanelMinTokens = 32;
 
 // Lanes [lane0, lane0 + n) of a 16-dword vector moved to lanes [0, n), the others zero.
 // (A whole group, lanes [0, 16), is the identity: no permute.)
@@ -126,7 +136,7 @@ void gemm_kr16_panels(const GemmArgs& g) {
 }
 
 void gemm_q4_k_r16_any(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16(g);
+  if (g.act->n_tok < kR16NibblePanelMinTokens || g.scratch == nullptr) return gemm_q4_k_r16(g);
   gemm_kr16_panels<DecQ4KR16>(g);
 }
 void gemm_q6_k_r16_any(const GemmArgs& g) {
