@@ -78,13 +78,25 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
                                    _mm512_add_epi32(_mm512_mullo_epi32(il[0][t], scl), _mm512_mullo_epi32(ih[0][t], sch)));
       }
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512i mj = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 16 * j)));
+    // Mins: sum_j m_j * (x sum of sub-block j), one vpdpwssd per token for two sub-blocks (the
+    // (m_2i, m_2i+1) int16 pairs against the two sums, each within int16: 32 values of at most
+    // 127), not a vpmulld and an add per sub-block: the same exact int32 sum.
+    __m512i mpair[4];
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m512i bs = _mm512_set1_epi32(xk[t][b].bsums[2 * j] + xk[t][b].bsums[2 * j + 1]);
-        msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, bs));
+    for (int i = 0; i < 4; ++i) {
+      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 32 * i)));
+      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 32 * i + 16)));
+      mpair[i] = _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int16_t* bs = xk[t][b].bsums;
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const int32_t s0 = bs[4 * i] + bs[4 * i + 1], s1 = bs[4 * i + 2] + bs[4 * i + 3];
+        const __m512i xs =
+            _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        msum[t] = _mm512_dpwssd_epi32(msum[t], mpair[i], xs);
       }
     }
     const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
@@ -205,15 +217,18 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kD)));
     if constexpr (kMins) {
       // Q2_K: sum_j min_j * bsum_j (the high nibbles), then kpanel_block's two float steps.
+      // (One vpdpwssd per token for two sub-blocks: (m_2i, m_2i+1) int16 pairs against the
+      // pair of 16-value sums, as the Q4_K tile's mins.)
       __m512i msum[T];
       for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) {
-        const __m512i mj = _mm512_srli_epi32(
-            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))), 4);
-        for (int t = 0; t < T; ++t) {
-          msum[t] = _mm512_add_epi32(msum[t], _mm512_mullo_epi32(mj, _mm512_set1_epi32(xk[t][b].bsums[j])));
-        }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m512i m0 = _mm512_srli_epi32(
+            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + 2 * i * 16))), 4);
+        const __m512i m1 = _mm512_srli_epi32(
+            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + (2 * i + 1) * 16))), 4);
+        const __m512i mp = _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16));
+        for (int t = 0; t < T; ++t) msum[t] = _mm512_dpwssd_epi32(msum[t], mp, bcast_dword(xk[t][b].bsums + 2 * i));
       }
       const __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 1312)));
       for (int t = 0; t < T; ++t) {
