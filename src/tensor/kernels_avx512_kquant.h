@@ -84,8 +84,9 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     __m512i mpair[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 32 * i)));
-      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2176 + 32 * i + 16)));
+      const uint8_t* mins = rec + 2176 + 32 * i;  // m_2i of the 16 rows, then m_2i+1
+      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
+      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins + 16)));
       mpair[i] = _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16));
     }
 #pragma GCC unroll 4
@@ -93,9 +94,9 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
       const int16_t* bs = xk[t][b].bsums;
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        const int32_t s0 = bs[4 * i] + bs[4 * i + 1], s1 = bs[4 * i + 2] + bs[4 * i + 3];
-        const __m512i xs =
-            _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        const uint32_t s0 = static_cast<uint32_t>(bs[4 * i] + bs[4 * i + 1]);
+        const uint32_t s1 = static_cast<uint32_t>(bs[4 * i + 2] + bs[4 * i + 3]);
+        const __m512i xs = _mm512_set1_epi32(static_cast<int32_t>((s0 & 0xFFFF) | (s1 << 16)));
         msum[t] = _mm512_dpwssd_epi32(msum[t], mpair[i], xs);
       }
     }

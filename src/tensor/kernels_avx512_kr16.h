@@ -1,7 +1,8 @@
 // AVX-512 kernels for the Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 layouts (kernels.h). From
-// kR16PanelMinTokens tokens (Q5_K and IQ4_XS: kR16NibblePanelMinTokens) each 16-row group is decoded once per matmul into the K-quant panel
-// format (KPanel: unsigned int8 values in [k4][16 rows][4] order, int32 sub-block scales, int16
-// pairs, float d / dmin) and multiplied by kpanel_tile, as the Q4_K_R16 / Q6_K_R16 batches:
+// kR16PanelMinTokens tokens (Q5_K and IQ4_XS: kR16NibblePanelMinTokens) each 16-row group is
+// decoded once per matmul into the K-quant panel format (KPanel: unsigned int8 values in
+// [k4][16 rows][4] order, int32 sub-block scales, int16 pairs, float d / dmin) and multiplied by
+// kpanel_tile, as the Q4_K_R16 / Q6_K_R16 batches:
 //   Q5_K    8 sub-blocks of 32, values 0..31, mins            kpanel_tile<8, 0>
 //   Q2_K   16 sub-blocks of 16, values 0..3, mins             kpanel_tile<16, 0>
 //   Q3_K   16 sub-blocks of 16, values -4..3 stored + 4       kpanel_tile<16, 2>

@@ -16,8 +16,9 @@ constexpr int64_t kR16PanelMinTokens = 8;
 // panels -> tiles: 8 tokens Q4_K 145 / 139 -> 92 / 98, Q5_K 117 / 154 -> 112 / 116, IQ4_XS
 // 105 / 133 -> 88 / 92; 16 tokens Q4_K 295 / 247 -> 182 / 179, Q5_K 205 / 261 -> 205 / 196,
 // IQ4_XS 205 / 251 -> 171 / 172; 32 tokens within noise either way (1 thread, Q4_K 693 -> 880:
-// the panels win from there). Q6_K_R16 / Q3_K_R16 / Q2_K_R16's tiles (2 tokens, a 4-token tile
-// spills) lose to the panels from 8 tokens (Q6_K 8 tokens 173 -> 318 at 4 tokens a tile).
+// the panels win from there). Q6_K_R16 / Q3_K_R16 / Q2_K_R16's tiles (2 tokens; wider ones spill)
+// lose to the panels from 8 tokens (Q6_K 4864x1024, 8 tokens: 173 us on the panels, 177 / 318
+// with 3- / 4-token tiles).
 constexpr int64_t kR16NibblePanelMinTokens = 32;
 
 // Lanes [lane0, lane0 + n) of a 16-dword vector moved to lanes [0, n), the others zero.
