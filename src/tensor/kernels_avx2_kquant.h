@@ -95,10 +95,7 @@ inline void q4k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
         const __m256i mp = pair_of_rows<false>(rec + 2176 + (2 * i) * 16 + 8 * h);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
-          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
-          const __m256i xs = _mm256_set1_epi32(
-              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+          const __m256i xs = _mm256_set1_epi32(q8k_sum_pair32(*xb[t], i));
           msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mp, xs));
         }
       }
@@ -146,8 +143,9 @@ enum class K16 { kQ6_K, kQ3_K, kQ2_K };
 // Line m of quarter i of half c (8 rows, half h) of a Q3_K_R16 / Q2_K_R16 block: bits 2i, 2i + 1
 // of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set, times
 // 2^k16_value_shift(i): the 2-bit field is masked where it lies where the int16 sums allow (no
-// shift), the hmask bit moved straight to its place, and the tile scales the other quarters' sub-block scales up to match
-// (k16_scale_shift), so every sum is 2^kIsumShift times the exact one and is shifted back, exactly.
+// shift), the hmask bit moved straight to its place, and the tile scales the other quarters'
+// sub-block scales up to match (k16_scale_shift), so every sum is 2^kIsumShift times the exact
+// one and is shifted back, exactly.
 // Q2_K: fields 0-2 in place (x1, x4, x16), field 3 shifted to x16 (in place, x64, one
 // vpmaddubsw pair could reach 2 * 192 * 128 and saturate); two lines' pairs summed in int16 stay
 // <= 4 * 48 * 128. Q3_K (values to 7): field 0 x1, field 1 in place (x4), fields 2-3 shifted to
@@ -252,7 +250,8 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           for (int hh = 0; hh < 2; ++hh) {
             const uint8_t* scp = rec + kScales + (8 * c + 2 * i + hh) * 16 + 8 * h;
             if constexpr (kVnni) {
-              __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp)) : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
+              __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp))
+                                                 : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
               if (k16_scale_shift<kKind>(i) > 0) sc32 = _mm256_slli_epi32(sc32, k16_scale_shift<kKind>(i));
               __m256i s32[T];
 #pragma GCC unroll 4

@@ -545,10 +545,7 @@ __attribute__((always_inline)) inline void kpanel_block_avx2(const uint8_t* pb, 
         if constexpr (kSub16) {
           xs = bcast4(xb[t]->bsums + 2 * i);
         } else {
-          const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
-          const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
-          xs = _mm256_set1_epi32(
-              static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+          xs = _mm256_set1_epi32(q8k_sum_pair32(*xb[t], i));
         }
 #pragma GCC unroll 2
         for (int h = 0; h < kH; ++h) {

@@ -91,13 +91,9 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const int16_t* bs = xk[t][b].bsums;
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        const uint32_t s0 = static_cast<uint32_t>(bs[4 * i] + bs[4 * i + 1]);
-        const uint32_t s1 = static_cast<uint32_t>(bs[4 * i + 2] + bs[4 * i + 3]);
-        const __m512i xs = _mm512_set1_epi32(static_cast<int32_t>((s0 & 0xFFFF) | (s1 << 16)));
-        msum[t] = _mm512_dpwssd_epi32(msum[t], mpair[i], xs);
+        msum[t] = _mm512_dpwssd_epi32(msum[t], mpair[i], _mm512_set1_epi32(q8k_sum_pair32(xk[t][b], i)));
       }
     }
     const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));

@@ -225,9 +225,7 @@ inline void kpanel_block(const uint8_t* pb, const BlockQ8_K* const* xb, __m512* 
       if constexpr (kQ6) {
         xs = bcast_dword(xb[t]->bsums + 2 * i);
       } else {
-        const int32_t s0 = xb[t]->bsums[4 * i] + xb[t]->bsums[4 * i + 1];
-        const int32_t s1 = xb[t]->bsums[4 * i + 2] + xb[t]->bsums[4 * i + 3];
-        xs = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(s0) & 0xFFFF) | (static_cast<uint32_t>(s1) << 16)));
+        xs = _mm512_set1_epi32(q8k_sum_pair32(*xb[t], i));
       }
       side[t] = _mm512_dpwssd_epi32(side[t], pr, xs);
     }

@@ -13,6 +13,15 @@
 
 constexpr int kTileT = 4;
 
+// The activation sums of 32-value sub-blocks 2i and 2i + 1 of a Q8_K block (bsums 4i..4i + 3),
+// packed as an int16 pair (low half 2i) for vpmaddwd / vpdpwssd against (m_2i, m_2i+1) pairs.
+// Each sum fits int16: 32 values of at most 127 in magnitude.
+inline int32_t q8k_sum_pair32(const BlockQ8_K& x, int i) {
+  const auto s0 = static_cast<uint32_t>(x.bsums[4 * i] + x.bsums[4 * i + 1]);
+  const auto s1 = static_cast<uint32_t>(x.bsums[4 * i + 2] + x.bsums[4 * i + 3]);
+  return static_cast<int32_t>((s0 & 0xFFFF) | (s1 << 16));
+}
+
 // Prefetches the next 16-row group at a steady rate over every block step of every pass made
 // over the current group. Batched kernels pass over a group several times (token tiles,
 // halves) but only the first pass streams from DRAM; spreading the next group's lines over
