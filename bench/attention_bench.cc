@@ -10,7 +10,8 @@
 // "f16" is the F16 cache with llama.cpp's fp16 V accumulator (the default), "f16acc32" with the
 // opt-in f32 one (AttentionParams::f16_ggml = false).
 // ".../smollm2": SmolLM2-135M's shape (9 heads, 3 KV heads, head_dim 64); ".../stories":
-// stories260K's (8 heads, 4 KV heads, head_dim 8, the narrow-head path).
+// stories260K's (8 heads, 4 KV heads, head_dim 8, the narrow-head path); ".../wide": the
+// wide-1024 models' of compare_llamacpp.sh (16 heads, 4 KV heads, head_dim 64).
 // Arguments: Google Benchmark flags, plus --isa NAME (bench_isa.h).
 #include <benchmark/benchmark.h>
 
@@ -31,7 +32,7 @@ using namespace ts::model;
 struct Shape {
   int32_t n_head, n_head_kv, head_dim;
 };
-constexpr Shape kQwen{14, 2, 64}, kSmol{9, 3, 64}, kStories{8, 4, 8};
+constexpr Shape kQwen{14, 2, 64}, kSmol{9, 3, 64}, kStories{8, 4, 8}, kWide{16, 4, 64};
 
 struct Setup {
   KvStorage kv;
@@ -151,6 +152,9 @@ BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2")-
 BENCHMARK(Decode<true, KvType::kQ8_0, kSmol>)->Name("Decode8/tiled/q8_0/smollm2")->Arg(256)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2/warm")->Arg(160)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(DecodeCold<KvType::kF16, kSmol>)->Name("Decode8/tiled/f16/smollm2/cold")->Arg(160)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kWide>)->Name("Decode8/tiled/f16/wide")->Arg(96)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(Decode<true, KvType::kF16, kWide, false, 1>)->Name("Decode1/tiled/f16/wide")->Arg(96)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(DecodeCold<KvType::kF16, kWide>)->Name("Decode8/tiled/f16/wide/cold")->Arg(96)->Arg(512)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(DecodeCold<KvType::kQ8_0, kSmol>)->Name("Decode8/tiled/q8_0/smollm2/cold")->Arg(160)->Iterations(200)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kQwen, true>)->Name("Decode8/tiled/f16acc32")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(Decode<true, KvType::kF16, kSmol, true>)->Name("Decode8/tiled/f16acc32/smollm2")->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -198,6 +198,40 @@ inline void prefetch_record(const uint8_t* rec) {
   for (size_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
+// The Q4_K_R16 / Q5_K_R16 register tile's prefetch: with one pass over its 16-row group (4 tokens
+// or fewer) the record kR16KPrefetchBytes ahead (prefetch_record); with several (5-31 tokens, a
+// tile per 4), the next group spread over every block step of every pass (PrefetchSpread), as
+// the panels do. Only the first pass streams the group; a lookahead that runs into the group's
+// own cached lines in the later passes left DRAM idle while they computed. BM_Matmul 8 tokens,
+// 2 threads, streamed, 4864x1024 / 1024x4864, min of 4-6 alternated rounds: Q4_K 115-129 /
+// 118-131 -> 98-106 / 95-111 us, Q5_K 143 / 123 -> 115 / 112. IQ4_XS_R16's tile measured slower
+// with it (89-98 / 88-97 -> 102-110 / 104-117) and keeps the record lookahead.
+struct TilePrefetch {
+  PrefetchSpread* spread = nullptr;  // null: one pass, prefetch_record
+  template <size_t kBytes>
+  void step(const GemmArgs& g, const uint8_t* rec) const {
+    if (spread != nullptr) {
+      spread->step();
+    } else if (g.sw_prefetch) {
+      prefetch_record<kBytes>(rec);
+    }
+  }
+};
+
+// Runs pass(tp) over each 16-row group of the matmul, `passes` passes a group: with more than
+// one, tp spreads the next group's prefetch over them.
+template <typename F>
+inline void for_r16_groups_passes(const GemmArgs& g, int64_t passes, F&& pass) {
+  const int64_t nb = g.act->cols / kQK_K;
+  const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
+  const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
+  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+    if (passes <= 1) return pass(grp, lane0, lane1, out_r, TilePrefetch{});
+    PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, passes * nb);
+    pass(grp, lane0, lane1, out_r, TilePrefetch{&pf});
+  });
+}
+
 // The IQ4_NL table values + 128 (1..241) in every 128-bit lane, for vpshufb by nibble.
 inline __m512i iq4nl_table128_512() {
   return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues))),

@@ -10,7 +10,8 @@
 // same integer sums and float steps as kpanel_block<8, 0> (kernels_avx512_kr16.h).
 
 template <int T, bool kQ5 = false>
-inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
+inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                         TilePrefetch pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
@@ -23,7 +24,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
-    if (g.sw_prefetch) prefetch_record<kRecBytes>(rec);
+    pf.step<kRecBytes>(g, rec);
     __m512i isum[T], msum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -110,8 +111,9 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
 
 template <bool kQ5 = false>
 void gemm_q4_k_r16(const GemmArgs& g) {
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, out_r, t0); });
+  const int64_t n_tok = g.act->n_tok;
+  for_r16_groups_passes(g, (n_tok + 3) / 4, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
+    for_token_tiles(n_tok, [&]<int T>(int64_t t0) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 
