@@ -189,7 +189,8 @@ constexpr int64_t kR16IlPairTileMinTokens = 5;
 
 // Every line of the K-quant R16 block record kR16KPrefetchBytes ahead of `rec` (the record being
 // computed), at every batch size: with one line per record, or none below 2-4 tokens, 1-3 token
-// Q4_K/Q6_K matmuls streamed from DRAM at ~2/3 of the rate the 4-token ones reached.
+// Q4_K/Q6_K matmuls streamed from DRAM at ~2/3 of the rate the 4-token ones reached. The
+// register tiles request the same lines spread through each block step instead (TilePrefetch).
 constexpr int kR16KPrefetchBytes = 8192;
 template <size_t kBytes>
 inline void prefetch_record(const uint8_t* rec) {
@@ -198,23 +199,25 @@ inline void prefetch_record(const uint8_t* rec) {
   for (size_t o = 0; o < kBytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
-// The Q4_K_R16 / Q5_K_R16 register tile's prefetch: with one pass over its 16-row group (4 tokens
-// or fewer) the record kR16KPrefetchBytes ahead (prefetch_record); with several (5-31 tokens, a
-// tile per 4), the next group spread over every block step of every pass (PrefetchSpread), as
-// the panels do. Only the first pass streams the group; a lookahead that runs into the group's
-// own cached lines in the later passes left DRAM idle while they computed. BM_Matmul 8 tokens,
-// 2 threads, streamed, 4864x1024 / 1024x4864, min of 4-6 alternated rounds: Q4_K 115-129 /
-// 118-131 -> 98-106 / 95-111 us, Q5_K 143 / 123 -> 115 / 112. IQ4_XS_R16's tile measured slower
-// with it (89-98 / 88-97 -> 102-110 / 104-117) and keeps the record lookahead.
+// The K-quant register tiles' prefetch (Q4_K_R16 / Q5_K_R16, Q6_K_R16 and its kinds, IQ4_XS_R16),
+// handed to the tile as the lines of each block step, which it issues through the step's inner
+// loop (LinePrefetch): with one pass over its 16-row group (Q4_K / Q5_K: up to 8 tokens, the
+// others as before) the record kR16KPrefetchBytes ahead; with several (Q4_K / Q5_K 9-31 tokens),
+// the next group spread over every block step of every pass (PrefetchSpread), as the panels do:
+// a lookahead that runs into the group's own cached lines in the later passes left DRAM idle.
+// The record's lines requested all at once at the block's start (prefetch_record) left the
+// stream no faster than the sum of its memory and compute times once the tile computed for 5-8
+// tokens, and slowed even 1-token decode: BM_Matmul 2 threads, streamed, 4864x1024 / 1024x4864,
+// min of 4-6 alternated rounds, us, before -> after: 1 token Q4_K 56 / 58 -> 47 / 45, Q5_K
+// 85 / 77 -> 61 / 56, Q6_K 89 / 75 -> 70 / 66, IQ4_XS 56 / 62 -> 43 / 45 (Q3_K 62 / 41 -> 55 / 46);
+// 8 tokens (Q4_K / Q5_K now q4k_r16_tile8) Q4_K 104 / 117 -> 89 / 87, Q5_K 118 / 123 -> 99 / 92.
 struct TilePrefetch {
-  PrefetchSpread* spread = nullptr;  // null: one pass, prefetch_record
+  PrefetchSpread* spread = nullptr;  // null: one pass, the record kR16KPrefetchBytes ahead
   template <size_t kBytes>
-  void step(const GemmArgs& g, const uint8_t* rec) const {
-    if (spread != nullptr) {
-      spread->step();
-    } else if (g.sw_prefetch) {
-      prefetch_record<kBytes>(rec);
-    }
+  LinePrefetch lines(const GemmArgs& g, const uint8_t* rec) const {
+    if (spread != nullptr) return spread->take<LinePrefetch>();
+    if (!g.sw_prefetch) return {};
+    return {reinterpret_cast<const char*>(rec) + kR16KPrefetchBytes, static_cast<int>(kBytes / 64)};
   }
 };
 

@@ -139,7 +139,8 @@ struct DecIQ4XSR16 {
 // tile, the same integer sums and float step as kpanel_block<8, 7>: per sub-block ib,
 // sc_ib * (sum (w + 128) x - 128 * bsum_ib), one vpmulld per sub-block and token.
 template <int T>
-inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lanes, int64_t out_r, int64_t t0) {
+inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lanes, int64_t out_r, int64_t t0,
+                           TilePrefetch pf = {}) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   const __m512i m4 = _mm512_set1_epi8(0xF), tab = iq4_table_u8();
@@ -149,7 +150,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kIQ4XSR16BlockBytes;
-    if (g.sw_prefetch) prefetch_record<kIQ4XSR16BlockBytes>(rec);
+    const LinePrefetch lp = pf.lines<kIQ4XSR16BlockBytes>(g, rec);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -162,6 +163,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
       }
 #pragma GCC unroll 4
       for (int m = 0; m < 4; ++m) {
+        lp.line<32, kIQ4XSR16BlockBytes>(ib * 4 + m);
         const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
         const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
         const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));

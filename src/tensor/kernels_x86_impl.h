@@ -52,6 +52,34 @@ struct PrefetchSpread {
     const size_t end = done + per_step < bytes ? done + per_step : bytes;
     for (; done < end; done += 64) _mm_prefetch(next - back + done, _MM_HINT_T0);
   }
+  // step()'s lines, not yet requested: the caller issues them (LinePrefetch) one or two at a
+  // time through its block step.
+  template <typename Lines>
+  Lines take() {
+    if (next == nullptr) return {};
+    const size_t end = done + per_step < bytes ? done + per_step : bytes;
+    const Lines l{next - back + done, static_cast<int>((end - done) / 64)};
+    done = end;
+    return l;
+  }
+};
+
+// A block step's prefetch lines, issued through the step's inner loop (line(k) at iteration k of
+// kIters: lines k, k + kIters, ...) instead of all at its start: a burst of 30-45 prefetches at every block start of a
+// compute-heavy tile (5-8 tokens) left its DRAM stream no faster than the sum of its memory and
+// compute times (kernels_avx512.cc, TilePrefetch).
+struct LinePrefetch {
+  const char* base = nullptr;
+  int n = 0;  // lines from base
+  // kBytes: the most a step takes (a block record), so at most kPer lines an iteration.
+  template <int kIters, size_t kBytes>
+  void line(int k) const {
+    constexpr int kPer = static_cast<int>((kBytes / 64 + kIters - 1) / kIters);
+#pragma GCC unroll 8
+    for (int r = 0; r < kPer; ++r) {
+      if (k + r * kIters < n) _mm_prefetch(base + 64 * (k + r * kIters), _MM_HINT_T0);
+    }
+  }
 };
 
 inline float hsum_ps(__m256 v) {
