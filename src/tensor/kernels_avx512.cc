@@ -210,7 +210,7 @@ inline void prefetch_record(const uint8_t* rec) {
 // tokens, and slowed even 1-token decode: BM_Matmul 2 threads, streamed, 4864x1024 / 1024x4864,
 // min of 4-6 alternated rounds, us, before -> after: 1 token Q4_K 56 / 58 -> 47 / 45, Q5_K
 // 85 / 77 -> 61 / 56, Q6_K 89 / 75 -> 70 / 66, IQ4_XS 56 / 62 -> 43 / 45 (Q3_K 62 / 41 -> 55 / 46);
-// 8 tokens (Q4_K / Q5_K now q4k_r16_tile8) Q4_K 104 / 117 -> 89 / 87, Q5_K 118 / 123 -> 99 / 92.
+// 8 tokens (Q4_K / Q5_K now one pass, q4k_r16_tile) Q4_K 104 / 117 -> 89 / 87, Q5_K 118 / 123 -> 99 / 92.
 struct TilePrefetch {
   PrefetchSpread* spread = nullptr;  // null: one pass, the record kR16KPrefetchBytes ahead
   template <size_t kBytes>

@@ -9,115 +9,15 @@
 // kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16; the
 // same integer sums and float steps as kpanel_block<8, 0> (kernels_avx512_kr16.h).
 
+// T <= 4: both nibbles of a line per step, two sums per token (four at T <= 2, where one chain
+// a sub-block would be latency-bound). T = 5..8, one pass over the group for up to 8 tokens: each
+// sub-block's low and high nibbles in turn (the lines read twice, from L1), one chain per token,
+// so that T chains, T block sums and T accumulators fit the 32 registers. The same exact integer
+// sums and float steps either way (bit-identical).
 template <int T, bool kQ5 = false>
 inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                          TilePrefetch pf) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / kQK_K;
-  constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
-  const __m512i m4 = _mm512_set1_epi8(0xF);
-  const __m512i b16 = _mm512_set1_epi8(16);
-  const BlockQ8_K* xk[T];
-  for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
-  __m512 acc[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
-    const LinePrefetch lp = pf.lines<kRecBytes>(g, rec);
-    __m512i isum[T], msum[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_setzero_si512();
-      msum[t] = _mm512_setzero_si512();
-    }
-    // Two chains per sub-block (even/odd m) at small T, where one would be latency-bound.
-    constexpr int kChains = T <= 2 ? 2 : 1;
-#pragma GCC unroll 1
-    for (int c = 0; c < 4; ++c) {
-      __m512i il[kChains][T], ih[kChains][T];
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 2
-        for (int k = 0; k < kChains; ++k) {
-          il[k][t] = _mm512_setzero_si512();
-          ih[k][t] = _mm512_setzero_si512();
-        }
-      }
-      // Q5: the 5th bits of line (c, m) are bits 2c and 2c + 1 of qh line m.
-      const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
-      const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
-#pragma GCC unroll 8
-      for (int m = 0; m < 8; ++m) {
-        lp.line<32, kRecBytes>(c * 8 + m);
-        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
-        __m512i lo = _mm512_and_si512(v, m4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        if constexpr (kQ5) {
-          const __m512i hb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + kQ4KR16BlockBytes + m * 64));
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, bit_lo), lo, b16);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bit_hi), hi, b16);
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const int8_t* xq = xk[t][b].qs + 64 * c + 4 * m;
-          il[m % kChains][t] = _mm512_dpbusd_epi32(il[m % kChains][t], lo, bcast_dword(xq));
-          ih[m % kChains][t] = _mm512_dpbusd_epi32(ih[m % kChains][t], hi, bcast_dword(xq + 32));
-        }
-      }
-      if constexpr (kChains == 2) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          il[0][t] = _mm512_add_epi32(il[0][t], il[1][t]);
-          ih[0][t] = _mm512_add_epi32(ih[0][t], ih[1][t]);
-        }
-      }
-      const __m512i scl = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c)));
-      const __m512i sch = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16)));
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        isum[t] = _mm512_add_epi32(isum[t],
-                                   _mm512_add_epi32(_mm512_mullo_epi32(il[0][t], scl), _mm512_mullo_epi32(ih[0][t], sch)));
-      }
-    }
-    // Mins: sum_j m_j * (x sum of sub-block j), one vpdpwssd per token for two sub-blocks (the
-    // (m_2i, m_2i+1) int16 pairs against the two sums, each within int16: 32 values of at most
-    // 127), not a vpmulld and an add per sub-block: the same exact int32 sum.
-    __m512i mpair[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const uint8_t* mins = rec + 2176 + 32 * i;  // m_2i of the 16 rows, then m_2i+1
-      const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
-      const __m512i m1 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins + 16)));
-      mpair[i] = _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16));
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        msum[t] = _mm512_dpwssd_epi32(msum[t], mpair[i], _mm512_set1_epi32(q8k_sum_pair32(xk[t][b], i)));
-      }
-    }
-    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
-    const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(xk[t][b].d);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmv, dx), acc[t]);
-    }
-  }
-  store_group512(g, acc, T, t0, lane0, lane1, out_r);
-}
-
-// Q4_K_R16 / Q5_K_R16 for 5-8 tokens in one pass over the group: each sub-block's low and high
-// nibbles in turn (the lines read twice from L1), one chain per token, so that T chains, T block
-// sums and T accumulators fit the 32 registers; the same exact integer sums and float steps as
-// q4k_r16_tile (bit-identical).
-template <int T, bool kQ5 = false>
-inline void q4k_r16_tile8(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
-                          TilePrefetch pf) {
-  static_assert(T > 4 && T <= 8);
+  static_assert(T >= 1 && T <= 8);
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr size_t kRecBytes = kQ5 ? kQ5KR16BlockBytes : kQ4KR16BlockBytes;
@@ -134,51 +34,110 @@ inline void q4k_r16_tile8(const GemmArgs& g, const uint8_t* grp, int lane0, int 
     __m512i isum[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    if constexpr (T <= 4) {
+      constexpr int kChains = T <= 2 ? 2 : 1;
 #pragma GCC unroll 1
-    for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < 4; ++c) {
+        __m512i il[kChains][T], ih[kChains][T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        // Sub-block 2c + h: nibble h of lines (c, 0..7); Q5: its 5th bits are bit 2c + h of qh line m.
-        const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (2 * c + h)));
-        __m512i is[T];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+          for (int k = 0; k < kChains; ++k) {
+            il[k][t] = _mm512_setzero_si512();
+            ih[k][t] = _mm512_setzero_si512();
+          }
+        }
+        // Q5: the 5th bits of line (c, m) are bits 2c and 2c + 1 of qh line m.
+        const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
+        const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
 #pragma GCC unroll 8
         for (int m = 0; m < 8; ++m) {
-          lp.line<64, kRecBytes>((c * 2 + h) * 8 + m);
+          lp.line<32, kRecBytes>(c * 8 + m);
           const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
-          __m512i q = _mm512_and_si512(h == 0 ? v : _mm512_srli_epi16(v, 4), m4);
+          __m512i lo = _mm512_and_si512(v, m4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           if constexpr (kQ5) {
             const __m512i hb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + kQ4KR16BlockBytes + m * 64));
-            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hb, bit), q, b16);
+            lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, bit_lo), lo, b16);
+            hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bit_hi), hi, b16);
           }
-#pragma GCC unroll 8
-          for (int t = 0; t < T; ++t) is[t] = _mm512_dpbusd_epi32(is[t], q, bcast_dword(xk[t][b].qs + 64 * c + 32 * h + 4 * m));
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xk[t][b].qs + 64 * c + 4 * m;
+            il[m % kChains][t] = _mm512_dpbusd_epi32(il[m % kChains][t], lo, bcast_dword(xq));
+            ih[m % kChains][t] = _mm512_dpbusd_epi32(ih[m % kChains][t], hi, bcast_dword(xq + 32));
+          }
         }
-        const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16 * h)));
+        if constexpr (kChains == 2) {
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            il[0][t] = _mm512_add_epi32(il[0][t], il[1][t]);
+            ih[0][t] = _mm512_add_epi32(ih[0][t], ih[1][t]);
+          }
+        }
+        const __m512i scl = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c)));
+        const __m512i sch =
+            _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16)));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m512i lo_hi = _mm512_add_epi32(_mm512_mullo_epi32(il[0][t], scl), _mm512_mullo_epi32(ih[0][t], sch));
+          isum[t] = _mm512_add_epi32(isum[t], lo_hi);
+        }
+      }
+    } else {
+#pragma GCC unroll 1
+      for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          // Sub-block 2c + h: nibble h of lines (c, 0..7); Q5: its 5th bits are bit 2c + h of qh line m.
+          const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (2 * c + h)));
+          __m512i is[T];
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(is[t], sc));
+          for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int m = 0; m < 8; ++m) {
+            lp.line<64, kRecBytes>((c * 2 + h) * 8 + m);
+            const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
+            __m512i q = _mm512_and_si512(h == 0 ? v : _mm512_srli_epi16(v, 4), m4);
+            if constexpr (kQ5) {
+              const __m512i hb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + kQ4KR16BlockBytes + m * 64));
+              q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hb, bit), q, b16);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) {
+              is[t] = _mm512_dpbusd_epi32(is[t], q, bcast_dword(xk[t][b].qs + 64 * c + 32 * h + 4 * m));
+            }
+          }
+          const __m512i sc =
+              _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 2048 + 32 * c + 16 * h)));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(is[t], sc));
+        }
       }
     }
-    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
-    // Mins as q4k_r16_tile's (vpdpwssd pairs), in the block sums' registers, now free.
+    // Mins: sum_j m_j * (x sum of sub-block j), one vpdpwssd per token for two sub-blocks (the
+    // (m_2i, m_2i+1) int16 pairs against the two sums, each within int16: 32 values of at most
+    // 127), not a vpmulld and an add per sub-block: the same exact int32 sum.
     __m512i mpair[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      const uint8_t* mins = rec + 2176 + 32 * i;
+      const uint8_t* mins = rec + 2176 + 32 * i;  // m_2i of the 16 rows, then m_2i+1
       const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
       const __m512i m1 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mins + 16)));
       mpair[i] = _mm512_or_si512(m0, _mm512_slli_epi32(m1, 16));
     }
+    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2304)));
     const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       __m512i msum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) msum = _mm512_dpwssd_epi32(msum, mpair[i], _mm512_set1_epi32(q8k_sum_pair32(xk[t][b], i)));
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
+      for (int i = 0; i < 4; ++i) {
+        msum = _mm512_dpwssd_epi32(msum, mpair[i], _mm512_set1_epi32(q8k_sum_pair32(xk[t][b], i)));
+      }
+      const __m512 dx = _mm512_set1_ps(xk[t][b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmv, dx), acc[t]);
     }
   }
   store_group512(g, acc, T, t0, lane0, lane1, out_r);
@@ -187,20 +146,21 @@ inline void q4k_r16_tile8(const GemmArgs& g, const uint8_t* grp, int lane0, int 
 template <bool kQ5 = false>
 void gemm_q4_k_r16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
-  for_r16_groups_passes(g, (n_tok + 7) / 8, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
+  const auto pass = [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
     int64_t t0 = 0;
-    for (; t0 + 8 <= n_tok; t0 += 8) q4k_r16_tile8<8, kQ5>(g, grp, lane0, lane1, out_r, t0, pf);
+    for (; t0 + 8 <= n_tok; t0 += 8) q4k_r16_tile<8, kQ5>(g, grp, lane0, lane1, out_r, t0, pf);
     switch (n_tok - t0) {
-      case 7: q4k_r16_tile8<7, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
-      case 6: q4k_r16_tile8<6, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
-      case 5: q4k_r16_tile8<5, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
+      case 7: q4k_r16_tile<7, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
+      case 6: q4k_r16_tile<6, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
+      case 5: q4k_r16_tile<5, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 4: q4k_r16_tile<4, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 3: q4k_r16_tile<3, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 2: q4k_r16_tile<2, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 1: q4k_r16_tile<1, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       default: break;
     }
-  });
+  };
+  for_r16_groups_passes(g, (n_tok + 7) / 8, pass);
 }
 
 // ---- Q6_K_R16: three zmm (ql low half, ql high half, qh) = 16 values of 16 rows ------------
