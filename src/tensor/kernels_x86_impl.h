@@ -52,22 +52,22 @@ struct PrefetchSpread {
     const size_t end = done + per_step < bytes ? done + per_step : bytes;
     for (; done < end; done += 64) _mm_prefetch(next - back + done, _MM_HINT_T0);
   }
-  // step()'s lines, not yet requested: the caller issues them (LinePrefetch) one or two at a
-  // time through its block step.
+  // step()'s lines (the same ones, a partial last line included), not yet requested: the caller
+  // issues them (LinePrefetch) a few at a time through its block step.
   template <typename Lines>
   Lines take() {
     if (next == nullptr) return {};
     const size_t end = done + per_step < bytes ? done + per_step : bytes;
-    const Lines l{next - back + done, static_cast<int>((end - done) / 64)};
+    const Lines l{next - back + done, static_cast<int>((end - done + 63) / 64)};
     done = end;
     return l;
   }
 };
 
 // A block step's prefetch lines, issued through the step's inner loop (line(k) at iteration k of
-// kIters: lines k, k + kIters, ...) instead of all at its start: a burst of 30-45 prefetches at every block start of a
-// compute-heavy tile (5-8 tokens) left its DRAM stream no faster than the sum of its memory and
-// compute times (kernels_avx512.cc, TilePrefetch).
+// kIters: lines k, k + kIters, ...) instead of all at its start: a burst of 21-53 prefetches at
+// every block start of a compute-heavy tile (5-8 tokens) left its DRAM stream no faster than the
+// sum of its memory and compute times (kernels_avx512.cc, TilePrefetch).
 struct LinePrefetch {
   const char* base = nullptr;
   int n = 0;  // lines from base
