@@ -564,11 +564,11 @@ void gemm_q5_k_r16(const GemmArgs& g) {
 }
 // Q3_K_R16 / Q2_K_R16 below the panels' batch size: Q6_K_R16's register tiles (K16 kinds).
 void gemm_q3_k_r16(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q6_k_r16<K16::kQ3_K>(g);
+  if (g.act->n_tok < kK16PanelMinTokens) return gemm_q6_k_r16<K16::kQ3_K>(g);
   gemm_kr16_or_ref<DecQ3KR16, Layout::kQ3_K_R16>(g);
 }
 void gemm_q2_k_r16(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens) return gemm_q6_k_r16<K16::kQ2_K>(g);
+  if (g.act->n_tok < kK16PanelMinTokens) return gemm_q6_k_r16<K16::kQ2_K>(g);
   gemm_kr16_or_ref<DecQ2KR16, Layout::kQ2_K_R16>(g);
 }
 void gemm_iq4_xs_r16(const GemmArgs& g) {

@@ -130,11 +130,11 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
+      alignas(32) int32_t pr[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(pr), q8k_sum_pairs32(xk[t][b]));
       __m512i msum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        msum = _mm512_dpwssd_epi32(msum, mpair[i], _mm512_set1_epi32(q8k_sum_pair32(xk[t][b], i)));
-      }
+      for (int i = 0; i < 4; ++i) msum = _mm512_dpwssd_epi32(msum, mpair[i], bcast_dword(pr + kQ8KPairSlot[i]));
       const __m512 dx = _mm512_set1_ps(xk[t][b].d);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
       acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmv, dx), acc[t]);
@@ -169,17 +169,51 @@ void gemm_q4_k_r16(const GemmArgs& g) {
 // with the integer sums and float steps of kpanel_block<16, 2> / <16, 0> (kernels_avx512_kr16.h).
 enum class K16 { kQ6_K, kQ3_K, kQ2_K };
 
+// Quarter i (values 128c + 32i + 4m.. of the 16 rows) of line m in half c of a K16 record, as
+// unsigned bytes (stored + kOffset): Q6_K from a ql line (low nibbles for quarters 0-1, high for
+// 2-3) and 2 bits of the qh line; Q3_K / Q2_K the 2-bit field i of the qs line, Q3_K + 4 where
+// bit 4c + i of hmask line m is set.
+template <K16 kKind>
+inline __m512i k16_quarter(const uint8_t* rec, int c, int i, int m) {
+  const auto line = [&](size_t off) { return _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + off)); };
+  if constexpr (kKind == K16::kQ6_K) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    const __m512i l = line((c * 16 + m + (i & 1) * 8) * 64);
+    const __m512i vh = line(2048 + (c * 8 + m) * 64);
+    const __m512i lo = _mm512_and_si512(i < 2 ? l : _mm512_srli_epi16(l, 4), m4);
+    const __m512i hi = i == 0   ? _mm512_slli_epi16(vh, 4)
+                       : i == 1 ? _mm512_slli_epi16(vh, 2)
+                       : i == 2 ? vh
+                                : _mm512_srli_epi16(vh, 2);
+    return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+  } else {
+    const __m512i v = line((c * 8 + m) * 64);
+    __m512i q = _mm512_and_si512(i == 0 ? v : _mm512_srli_epi16(v, 2 * i), _mm512_set1_epi8(3));
+    if constexpr (kKind == K16::kQ3_K) {
+      // Bit 4c + i of the hmask byte moved to bit 2 (an epi16 shift by at most 5 keeps bit 2 of
+      // each byte from its own byte) and or'ed in: q <= 3 has no bit 2.
+      const __m512i hm = line(1024 + m * 64);
+      const int s = 4 * c + i - 2;
+      const __m512i hb = s > 0 ? _mm512_srli_epi16(hm, s) : s < 0 ? _mm512_slli_epi16(hm, -s) : hm;
+      q = _mm512_or_si512(q, _mm512_and_si512(hb, _mm512_set1_epi8(4)));
+    }
+    return q;
+  }
+}
+
+// T <= 2: the four quarters of a line per step, a chain per quarter and token (wider tiles of
+// this form spill). T = 5..8, one pass over the group for up to 8 tokens: a sub-block at a time
+// (its quarter of 4 lines, the lines read again from L1 for each quarter), one chain per token,
+// and the values' + kOffset taken off once per block (two sub-blocks a vpdpwssd) instead of
+// starting each chain from -kOffset * bsum: the same exact integer sums, the same float steps.
 template <int T, K16 kKind = K16::kQ6_K>
 inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
-                         TilePrefetch pf = {}) {
+                         TilePrefetch pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
   constexpr size_t kRecBytes = kKind == K16::kQ6_K ? kQ6KR16BlockBytes : kKind == K16::kQ3_K ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
   constexpr int kOffset = kKind == K16::kQ6_K ? 32 : kKind == K16::kQ3_K ? 4 : 0;  // values stored + kOffset
   constexpr bool kMins = kKind == K16::kQ2_K;
-  const __m512i m4 = _mm512_set1_epi8(0xF);
-  const __m512i m30 = _mm512_set1_epi8(0x30);
-  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
   const BlockQ8_K* xk[T];
   for (int t = 0; t < T; ++t) xk[t] = a.qk + (t0 + t) * nb;
   __m512 acc[T];
@@ -187,8 +221,19 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
     const LinePrefetch lp = pf.lines<kRecBytes>(g, rec);
+    // 8-token tiles: the float accumulators wait in memory through the block step (they are
+    // needed only at its end), leaving the registers to the chains and integer sums.
+    if constexpr (T > 4) __asm__ volatile("" : "+m"(acc));
+    // Sub-block j's scales of the 16 rows (Q2_K: the low nibbles of its scale bytes).
+    const auto k16_scale = [rec](int j) {
+      constexpr size_t kSc = kKind == K16::kQ6_K ? 3072 : kKind == K16::kQ3_K ? 1536 : 1024;
+      const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(rec + kSc + j * 16));
+      if constexpr (kKind == K16::kQ2_K) return _mm512_and_si512(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(0xF));
+      return _mm512_cvtepi8_epi32(b);
+    };
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    if constexpr (T <= 4) {
 #pragma GCC unroll 1
     for (int c = 0; c < 2; ++c) {
 #pragma GCC unroll 2
@@ -208,32 +253,8 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
           const int m = 4 * hh + mm;
           lp.line<16, kRecBytes>((c * 2 + hh) * 4 + mm);
           __m512i q[4];
-          if constexpr (kKind == K16::kQ6_K) {
-            const __m512i va = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m) * 64));
-            const __m512i vb = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 16 + m + 8) * 64));
-            const __m512i vh = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 2048 + (c * 8 + m) * 64));
-            q[0] = _mm512_or_si512(_mm512_and_si512(va, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 4), m30));
-            q[1] = _mm512_or_si512(_mm512_and_si512(vb, m4), _mm512_and_si512(_mm512_slli_epi16(vh, 2), m30));
-            q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(va, 4), m4), _mm512_and_si512(vh, m30));
-            q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(vb, 4), m4),
-                                   _mm512_and_si512(_mm512_srli_epi16(vh, 2), m30));
-          } else {
-            // Q3_K / Q2_K: bits 2i, 2i + 1 of qs line (c, m) are values 128c + 32i + 4m..;
-            // Q3_K adds 4 where bit 4c + i of hmask line m is set.
-            const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + (c * 8 + m) * 64));
-            q[0] = _mm512_and_si512(v, m3);
-            q[1] = _mm512_and_si512(_mm512_srli_epi16(v, 2), m3);
-            q[2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m3);
-            q[3] = _mm512_and_si512(_mm512_srli_epi16(v, 6), m3);
-            if constexpr (kKind == K16::kQ3_K) {
-              const __m512i hm = _mm512_load_si512(reinterpret_cast<const __m512i*>(rec + 1024 + m * 64));
 #pragma GCC unroll 4
-              for (int i = 0; i < 4; ++i) {
-                const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * c + i)));
-                q[i] = _mm512_mask_add_epi8(q[i], _mm512_test_epi8_mask(hm, bit), q[i], b4);
-              }
-            }
-          }
+          for (int i = 0; i < 4; ++i) q[i] = k16_quarter<kKind>(rec, c, i, m);
 #pragma GCC unroll 4
           for (int i = 0; i < 4; ++i) {
 #pragma GCC unroll 2
@@ -244,19 +265,56 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-          const int j = 8 * c + 2 * i + hh;
-          __m512i sc;
-          if constexpr (kKind == K16::kQ6_K) {
-            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + j * 16)));
-          } else if constexpr (kKind == K16::kQ3_K) {
-            sc = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1536 + j * 16)));
-          } else {  // Q2_K: the scale is the low nibble of the scale byte
-            sc = _mm512_and_si512(
-                _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(rec + 1024 + j * 16))),
-                _mm512_set1_epi32(0xF));
-          }
+          const __m512i sc = k16_scale(8 * c + 2 * i + hh);
 #pragma GCC unroll 2
           for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
+        }
+      }
+    }
+    } else {
+#pragma GCC unroll 1
+      for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 2
+        for (int hh = 0; hh < 2; ++hh) {
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const int j = 8 * c + 2 * i + hh;  // the sub-block: quarter i of lines 4hh..4hh + 3
+            // The lines are loaded again for each quarter: hidden from GCC, which would otherwise
+            // keep every line of the four quarters in registers and spill the integer sums.
+            const uint8_t* rq = rec;
+            __asm__("" : "+r"(rq));
+            __m512i is[T];
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int mm = 0; mm < 4; ++mm) {
+              const int m = 4 * hh + mm;
+              lp.line<64, kRecBytes>(((c * 2 + hh) * 4 + i) * 4 + mm);
+              const __m512i q = k16_quarter<kKind>(rq, c, i, m);
+#pragma GCC unroll 8
+              for (int t = 0; t < T; ++t) {
+                is[t] = _mm512_dpbusd_epi32(is[t], q, bcast_dword(xk[t][b].qs + 128 * c + 32 * i + 4 * m));
+              }
+            }
+            const __m512i sc = k16_scale(j);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(is[t], sc));
+          }
+        }
+      }
+      if constexpr (kOffset != 0) {
+        __m512i sp[8];  // (sc_2k, sc_2k+1) as int16 pairs
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          sp[k] = _mm512_or_si512(_mm512_and_si512(k16_scale(2 * k), _mm512_set1_epi32(0xFFFF)),
+                                  _mm512_slli_epi32(k16_scale(2 * k + 1), 16));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          __m512i corr = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) corr = _mm512_dpwssd_epi32(corr, sp[k], bcast_dword(xk[t][b].bsums + 2 * k));
+          isum[t] = _mm512_sub_epi32(isum[t], _mm512_mullo_epi32(corr, _mm512_set1_epi32(kOffset)));
         }
       }
     }
@@ -292,12 +350,24 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
   store_group512(g, acc, T, t0, lane0, lane1, out_r);
 }
 
+// 1-4 tokens: 2-token tiles, each with the record lookahead; from 5: 8-token tiles (one pass at
+// 5-8 tokens; a 5-7 or a 1-4 token rest), the next group spread over the passes when several.
 template <K16 kKind = K16::kQ6_K>
 void gemm_q6_k_r16(const GemmArgs& g) {
-  const int64_t n_tok = g.act->n_tok;
-  for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
+  const int64_t n_tok = g.act->n_tok, rest = n_tok % 8;
+  const int64_t passes = n_tok <= 4 ? 1 : n_tok / 8 + (rest >= 5 ? 1 : (rest + 1) / 2);
+  for_r16_groups_passes(g, passes, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
     int64_t t0 = 0;
-    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, out_r, t0);
-    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, out_r, t0);
+    if (n_tok >= 5) {
+      for (; t0 + 8 <= n_tok; t0 += 8) q6k_r16_tile<8, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
+      switch (n_tok - t0) {
+        case 7: q6k_r16_tile<7, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 7; break;
+        case 6: q6k_r16_tile<6, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 6; break;
+        case 5: q6k_r16_tile<5, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 5; break;
+        default: break;
+      }
+    }
+    for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
+    if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }

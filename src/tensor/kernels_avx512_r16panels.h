@@ -16,10 +16,15 @@ constexpr int64_t kR16PanelMinTokens = 8;
 // panels -> tiles: 8 tokens Q4_K 145 / 139 -> 92 / 98, Q5_K 117 / 154 -> 112 / 116, IQ4_XS
 // 105 / 133 -> 88 / 92; 16 tokens Q4_K 295 / 247 -> 182 / 179, Q5_K 205 / 261 -> 205 / 196,
 // IQ4_XS 205 / 251 -> 171 / 172; 32 tokens within noise either way (1 thread, Q4_K 693 -> 880:
-// the panels win from there). Q6_K_R16 / Q3_K_R16 / Q2_K_R16's tiles (2 tokens; wider ones spill)
-// lose to the panels from 8 tokens (Q6_K 4864x1024, 8 tokens: 173 us on the panels, 177 / 318
-// with 3- / 4-token tiles).
+// the panels win from there).
 constexpr int64_t kR16NibblePanelMinTokens = 32;
+// Q6_K_R16 / Q3_K_R16 / Q2_K_R16 (the K16 kinds) keep their register tiles up to here (8-token
+// one-pass tiles from 5 tokens, q6k_r16_tile). BM_Matmul, 2 threads, streamed, min of 4
+// alternated rounds, 4864x1024 / 1024x4864, us, panels -> tiles: 8 tokens Q6_K 127 / 161 ->
+// 116 / 110, Q3_K 112 / 132 -> 107 / 97, Q2_K 108 / 126 -> 94 / 84; 16 tokens mixed (Q6_K
+// 202 / 243 -> 213 / 222, Q3_K 211 / 221 -> 222 / 202, Q2_K 198 / 207 -> 194 / 173), so the
+// panels keep 16 on. (The 2-token tiles they had before lost to the panels from 8 tokens.)
+constexpr int64_t kK16PanelMinTokens = 16;
 
 // Lanes [lane0, lane0 + n) of a 16-dword vector moved to lanes [0, n), the others zero.
 // (A whole group, lanes [0, 16), is the identity: no permute.)
@@ -141,6 +146,6 @@ void gemm_q4_k_r16_any(const GemmArgs& g) {
   gemm_kr16_panels<DecQ4KR16>(g);
 }
 void gemm_q6_k_r16_any(const GemmArgs& g) {
-  if (g.act->n_tok < kR16PanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16(g);
+  if (g.act->n_tok < kK16PanelMinTokens || g.scratch == nullptr) return gemm_q6_k_r16(g);
   gemm_kr16_panels<DecQ6KR16>(g);
 }
