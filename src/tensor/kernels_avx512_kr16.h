@@ -1,5 +1,5 @@
 // AVX-512 kernels for the Q5_K_R16 / Q3_K_R16 / Q2_K_R16 / IQ4_XS_R16 layouts (kernels.h). From
-// kR16PanelMinTokens tokens (Q5_K and IQ4_XS: kR16NibblePanelMinTokens) each 16-row group is
+// kK16PanelMinTokens tokens (Q5_K and IQ4_XS: kR16NibblePanelMinTokens) each 16-row group is
 // decoded once per matmul into the K-quant panel format (KPanel: unsigned int8 values in
 // [k4][16 rows][4] order, int32 sub-block scales, int16 pairs, float d / dmin) and multiplied by
 // kpanel_tile, as the Q4_K_R16 / Q6_K_R16 batches:
@@ -153,6 +153,48 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
     const LinePrefetch lp = pf.lines<kIQ4XSR16BlockBytes>(g, rec);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    if constexpr (T > 4) {
+      // 5-8 tokens, one pass: one chain per token and sub-block (its low, then high nibbles),
+      // the offset taken off once per block: 128 * sum_ib sc_ib * bsum_ib by vpdpwssd of the
+      // (sc_2k, sc_2k+1) int16 pairs against the pair sums (q8k_sum_pairs32). The float
+      // accumulators wait in memory through the block step, leaving the registers to the chains.
+      __asm__ volatile("" : "+m"(acc));
+#pragma GCC unroll 2
+      for (int ib = 0; ib < 8; ++ib) {
+        __m512i is[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          lp.line<32, kIQ4XSR16BlockBytes>(ib * 4 + m);
+          const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
+          const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+          const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const int8_t* xq = xk[t][b].qs + 32 * ib + 4 * m;
+            is[t] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(is[t], lo, bcast_dword(xq)), hi, bcast_dword(xq + 16));
+          }
+        }
+        const __m512i sc = s8x16_to_i32(rec + 2048 + ib * 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(is[t], sc));
+      }
+      __m512i sp[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        sp[k] = pair16(s8x16_to_i32(rec + 2048 + (2 * k) * 16), s8x16_to_i32(rec + 2048 + (2 * k + 1) * 16));
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        alignas(32) int32_t pr[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pr), q8k_sum_pairs32(xk[t][b]));
+        __m512i corr = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) corr = _mm512_dpwssd_epi32(corr, sp[k], bcast_dword(pr + kQ8KPairSlot[k]));
+        isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
+      }
+    } else {
 #pragma GCC unroll 2
     for (int ib = 0; ib < 8; ++ib) {
       // Two chains (low and high nibbles), the offset folded into the first.
@@ -176,6 +218,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
       const __m512i sc = s8x16_to_i32(rec + 2048 + ib * 16);
       for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(il[t], ih[t]), sc));
     }
+    }
     const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 2176)));
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, _mm512_set1_ps(xk[t][b].d)), acc[t]);
@@ -185,8 +228,21 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
   for (int t = 0; t < T; ++t) store_lanes(g, sh.ps(acc[t]), t0 + t, out_r, lanes);
 }
 
+// 1-4 tokens: a 1-4 token tile; from 5: 8-token tiles (one pass at 5-8 tokens) and the rest.
 inline void gemm_iq4_xs_r16_tiles(const GemmArgs& g) {
+  const int64_t n_tok = g.act->n_tok;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
-    for_token_tiles(g.act->n_tok, [&]<int T>(int64_t t0) { iq4xs_r16_tile<T>(g, grp, lane0, lane1 - lane0, out_r, t0); });
+    const int lanes = lane1 - lane0;
+    int64_t t0 = 0;
+    if (n_tok >= 5) {
+      for (; t0 + 8 <= n_tok; t0 += 8) iq4xs_r16_tile<8>(g, grp, lane0, lanes, out_r, t0);
+      switch (n_tok - t0) {
+        case 7: iq4xs_r16_tile<7>(g, grp, lane0, lanes, out_r, t0); t0 += 7; break;
+        case 6: iq4xs_r16_tile<6>(g, grp, lane0, lanes, out_r, t0); t0 += 6; break;
+        case 5: iq4xs_r16_tile<5>(g, grp, lane0, lanes, out_r, t0); t0 += 5; break;
+        default: break;
+      }
+    }
+    for_token_tiles(n_tok - t0, [&]<int T>(int64_t t1) { iq4xs_r16_tile<T>(g, grp, lane0, lanes, out_r, t0 + t1); });
   });
 }

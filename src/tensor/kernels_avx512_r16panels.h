@@ -7,8 +7,8 @@
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // KPanel, kpanel_tile and kernels_avx512_panels.h (compiled for AVX-512 only).
 
-// From this many tokens on, the R16 K-quant groups go through decoded panels.
-constexpr int64_t kR16PanelMinTokens = 8;
+// The R16 K-quant groups go through decoded panels from kR16NibblePanelMinTokens tokens
+// (Q4_K_R16 / Q5_K_R16 / IQ4_XS_R16) or kK16PanelMinTokens (Q6_K_R16 / Q3_K_R16 / Q2_K_R16).
 // Q4_K_R16, Q5_K_R16 and IQ4_XS_R16, whose register tiles unpack a line's values in two to four
 // ops for 2 x 4 vpdpbusd, keep those tiles up to here: below it a group's panel (decoded, stored
 // and read back for only a few 4-token tiles; 109 KB, past L1, for 4864 columns) cost more than
