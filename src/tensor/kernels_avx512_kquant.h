@@ -5,6 +5,18 @@
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // the Q8_0_R16 / Q4_0_R16 kernels and the prefetch helpers (compiled for AVX-512 only).
 
+// Per lane, sum_k (p_2k, p_2k+1) . (S_2k, S_2k+1) over the int16 pairs p[k] and the pairs of a
+// Q8_K block's 32-value sums S (q8k_sum_pairs32, broadcast from the stack, not from general
+// registers): the Q4_K / Q5_K tiles' mins and the IQ4_XS tile's offset, four vpdpwssd.
+__attribute__((always_inline)) inline __m512i q8k_pair_dot512(const __m512i (&p)[4], const BlockQ8_K& x) {
+  alignas(32) int32_t pr[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(pr), q8k_sum_pairs32(x));
+  __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, p[k], bcast_dword(pr + kQ8KPairSlot[k]));
+  return s;
+}
+
 // ---- Q4_K_R16: one zmm = 8 nibbles of 16 rows; unpacked once per token tile -----------------
 // kQ5: Q5_K_R16 (the Q4_K_R16 record plus the qh lines): each value's 5th bit added as 16; the
 // same integer sums and float steps as kpanel_block<8, 0> (kernels_avx512_kr16.h).
@@ -130,11 +142,7 @@ inline void q4k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     const __m512 dmv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + 2336)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      alignas(32) int32_t pr[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(pr), q8k_sum_pairs32(xk[t][b]));
-      __m512i msum = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) msum = _mm512_dpwssd_epi32(msum, mpair[i], bcast_dword(pr + kQ8KPairSlot[i]));
+      const __m512i msum = q8k_pair_dot512(mpair, xk[t][b]);
       const __m512 dx = _mm512_set1_ps(xk[t][b].d);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, dx), acc[t]);
       acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmv, dx), acc[t]);
@@ -235,42 +243,42 @@ inline void q6k_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int l
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     if constexpr (T <= 4) {
 #pragma GCC unroll 1
-    for (int c = 0; c < 2; ++c) {
+      for (int c = 0; c < 2; ++c) {
 #pragma GCC unroll 2
-      for (int hh = 0; hh < 2; ++hh) {
-        // Sub-blocks (16 values) 8c + 2i + hh for i = 0..3 (the four 32-value quarters q1..q4).
-        __m512i isub[4][T];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-#pragma GCC unroll 2
-          for (int t = 0; t < T; ++t) {
-            // Values are stored + kOffset: start from -kOffset * (sum of the sub-block's activations).
-            isub[i][t] = _mm512_set1_epi32(-kOffset * xk[t][b].bsums[8 * c + 2 * i + hh]);
-          }
-        }
-#pragma GCC unroll 4
-        for (int mm = 0; mm < 4; ++mm) {
-          const int m = 4 * hh + mm;
-          lp.line<16, kRecBytes>((c * 2 + hh) * 4 + mm);
-          __m512i q[4];
-#pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) q[i] = k16_quarter<kKind>(rec, c, i, m);
+        for (int hh = 0; hh < 2; ++hh) {
+          // Sub-blocks (16 values) 8c + 2i + hh for i = 0..3 (the four 32-value quarters q1..q4).
+          __m512i isub[4][T];
 #pragma GCC unroll 4
           for (int i = 0; i < 4; ++i) {
 #pragma GCC unroll 2
             for (int t = 0; t < T; ++t) {
-              isub[i][t] = _mm512_dpbusd_epi32(isub[i][t], q[i], bcast_dword(xk[t][b].qs + 128 * c + 32 * i + 4 * m));
+              // Values are stored + kOffset: start from -kOffset * (sum of the sub-block's activations).
+              isub[i][t] = _mm512_set1_epi32(-kOffset * xk[t][b].bsums[8 * c + 2 * i + hh]);
             }
           }
-        }
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const __m512i sc = k16_scale(8 * c + 2 * i + hh);
+          for (int mm = 0; mm < 4; ++mm) {
+            const int m = 4 * hh + mm;
+            lp.line<16, kRecBytes>((c * 2 + hh) * 4 + mm);
+            __m512i q[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) q[i] = k16_quarter<kKind>(rec, c, i, m);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) {
 #pragma GCC unroll 2
-          for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
+              for (int t = 0; t < T; ++t) {
+                isub[i][t] = _mm512_dpbusd_epi32(isub[i][t], q[i], bcast_dword(xk[t][b].qs + 128 * c + 32 * i + 4 * m));
+              }
+            }
+          }
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const __m512i sc = k16_scale(8 * c + 2 * i + hh);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(isub[i][t], sc));
+          }
         }
       }
-    }
     } else {
 #pragma GCC unroll 1
       for (int c = 0; c < 2; ++c) {

@@ -151,6 +151,13 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = grp + static_cast<size_t>(b) * kIQ4XSR16BlockBytes;
     const LinePrefetch lp = pf.lines<kIQ4XSR16BlockBytes>(g, rec);
+    // Line m of sub-block ib: its low and high nibbles' values + 128 (values 0-15, 16-31).
+    const auto values = [&](int ib, int m) {
+      lp.line<32, kIQ4XSR16BlockBytes>(ib * 4 + m);
+      const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
+      return std::pair{_mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4)),
+                       _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4))};
+    };
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     if constexpr (T > 4) {
@@ -166,10 +173,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
         for (int t = 0; t < T; ++t) is[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
-          lp.line<32, kIQ4XSR16BlockBytes>(ib * 4 + m);
-          const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
-          const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
-          const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+          const auto [lo, hi] = values(ib, m);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
             const int8_t* xq = xk[t][b].qs + 32 * ib + 4 * m;
@@ -187,12 +191,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        alignas(32) int32_t pr[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(pr), q8k_sum_pairs32(xk[t][b]));
-        __m512i corr = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) corr = _mm512_dpwssd_epi32(corr, sp[k], bcast_dword(pr + kQ8KPairSlot[k]));
-        isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
+        isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(q8k_pair_dot512(sp, xk[t][b]), 7));
       }
     } else {
 #pragma GCC unroll 2
@@ -205,10 +204,7 @@ inline void iq4xs_r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int
       }
 #pragma GCC unroll 4
       for (int m = 0; m < 4; ++m) {
-        lp.line<32, kIQ4XSR16BlockBytes>(ib * 4 + m);
-        const __m512i v = load_rec(rec + (ib * 4 + m) * 64);
-        const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
-        const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        const auto [lo, hi] = values(ib, m);
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = xk[t][b].qs + 32 * ib + 4 * m;
           il[t] = _mm512_dpbusd_epi32(il[t], lo, bcast_dword(xq));
