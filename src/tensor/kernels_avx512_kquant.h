@@ -5,6 +5,22 @@
 // NOT a normal header: included once by kernels_avx512.cc inside its anonymous namespace, after
 // the Q8_0_R16 / Q4_0_R16 kernels and the prefetch helpers (compiled for AVX-512 only).
 
+// The 8-token one-pass tiles' schedule, from 5 tokens on: tile<8> over each whole 8 tokens,
+// then tile<T> over a 5-7 token rest. Returns where the 0-4 tokens left start (all of them
+// below 5 tokens): the caller's narrower tiles take those.
+template <typename F>
+inline int64_t for_wide_tiles(int64_t n_tok, F&& tile) {
+  if (n_tok < 5) return 0;
+  int64_t t0 = 0;
+  for (; t0 + 8 <= n_tok; t0 += 8) tile.template operator()<8>(t0);
+  switch (n_tok - t0) {
+    case 7: tile.template operator()<7>(t0); return n_tok;
+    case 6: tile.template operator()<6>(t0); return n_tok;
+    case 5: tile.template operator()<5>(t0); return n_tok;
+    default: return t0;
+  }
+}
+
 // Per lane, sum_k (p_2k, p_2k+1) . (S_2k, S_2k+1) over the int16 pairs p[k] and the pairs of a
 // Q8_K block's 32-value sums S (q8k_sum_pairs32, broadcast from the stack, not from general
 // registers): the Q4_K / Q5_K tiles' mins and the IQ4_XS tile's offset, four vpdpwssd.
@@ -155,12 +171,9 @@ template <bool kQ5 = false>
 void gemm_q4_k_r16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   const auto pass = [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
-    int64_t t0 = 0;
-    for (; t0 + 8 <= n_tok; t0 += 8) q4k_r16_tile<8, kQ5>(g, grp, lane0, lane1, out_r, t0, pf);
+    const int64_t t0 = for_wide_tiles(
+        n_tok, [&]<int T>(int64_t t) { q4k_r16_tile<T, kQ5>(g, grp, lane0, lane1, out_r, t, pf); });
     switch (n_tok - t0) {
-      case 7: q4k_r16_tile<7, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
-      case 6: q4k_r16_tile<6, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
-      case 5: q4k_r16_tile<5, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 4: q4k_r16_tile<4, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 3: q4k_r16_tile<3, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
       case 2: q4k_r16_tile<2, kQ5>(g, grp, lane0, lane1, out_r, t0, pf); break;
@@ -365,16 +378,8 @@ void gemm_q6_k_r16(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok, rest = n_tok % 8;
   const int64_t passes = n_tok <= 4 ? 1 : n_tok / 8 + (rest >= 5 ? 1 : (rest + 1) / 2);
   for_r16_groups_passes(g, passes, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r, TilePrefetch pf) {
-    int64_t t0 = 0;
-    if (n_tok >= 5) {
-      for (; t0 + 8 <= n_tok; t0 += 8) q6k_r16_tile<8, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
-      switch (n_tok - t0) {
-        case 7: q6k_r16_tile<7, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 7; break;
-        case 6: q6k_r16_tile<6, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 6; break;
-        case 5: q6k_r16_tile<5, kKind>(g, grp, lane0, lane1, out_r, t0, pf); t0 += 5; break;
-        default: break;
-      }
-    }
+    int64_t t0 = for_wide_tiles(
+        n_tok, [&]<int T>(int64_t t) { q6k_r16_tile<T, kKind>(g, grp, lane0, lane1, out_r, t, pf); });
     for (; t0 + 2 <= n_tok; t0 += 2) q6k_r16_tile<2, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
     if (t0 < n_tok) q6k_r16_tile<1, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
   });

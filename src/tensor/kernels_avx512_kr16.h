@@ -229,16 +229,8 @@ inline void gemm_iq4_xs_r16_tiles(const GemmArgs& g) {
   const int64_t n_tok = g.act->n_tok;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     const int lanes = lane1 - lane0;
-    int64_t t0 = 0;
-    if (n_tok >= 5) {
-      for (; t0 + 8 <= n_tok; t0 += 8) iq4xs_r16_tile<8>(g, grp, lane0, lanes, out_r, t0);
-      switch (n_tok - t0) {
-        case 7: iq4xs_r16_tile<7>(g, grp, lane0, lanes, out_r, t0); t0 += 7; break;
-        case 6: iq4xs_r16_tile<6>(g, grp, lane0, lanes, out_r, t0); t0 += 6; break;
-        case 5: iq4xs_r16_tile<5>(g, grp, lane0, lanes, out_r, t0); t0 += 5; break;
-        default: break;
-      }
-    }
+    const int64_t t0 =
+        for_wide_tiles(n_tok, [&]<int T>(int64_t t) { iq4xs_r16_tile<T>(g, grp, lane0, lanes, out_r, t); });
     for_token_tiles(n_tok - t0, [&]<int T>(int64_t t1) { iq4xs_r16_tile<T>(g, grp, lane0, lanes, out_r, t0 + t1); });
   });
 }
