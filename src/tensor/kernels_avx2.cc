@@ -147,11 +147,11 @@ template <bool kVnni>
 void gemm_q5_k_r16(const GemmArgs& g) { gemm_kr16_avx2<DecQ5KR16Avx2, Layout::kQ5_K_R16, kVnni>(g, gemm_q4_k_r16_avx2<true>); }
 template <bool kVnni>
 void gemm_q3_k_r16(const GemmArgs& g) {
-  gemm_kr16_avx2<DecQ3KR16Avx2, Layout::kQ3_K_R16, kVnni>(g, gemm_q6_k_r16_avx2<kVnni, K16::kQ3_K>);
+  gemm_kr16_avx2<DecQ3KR16Avx2, Layout::kQ3_K_R16, kVnni>(g, gemm_k16_lines_avx2<kVnni, K16::kQ3_K>);
 }
 template <bool kVnni>
 void gemm_q2_k_r16(const GemmArgs& g) {
-  gemm_kr16_avx2<DecQ2KR16Avx2, Layout::kQ2_K_R16, kVnni>(g, gemm_q6_k_r16_avx2<kVnni, K16::kQ2_K>);
+  gemm_kr16_avx2<DecQ2KR16Avx2, Layout::kQ2_K_R16, kVnni>(g, gemm_k16_lines_avx2<kVnni, K16::kQ2_K>);
 }
 template <bool kVnni>
 void gemm_iq4_xs_r16(const GemmArgs& g) {

@@ -339,6 +339,146 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
   for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
 }
 
+// Q3_K_R16 / Q2_K_R16 at 1-2 tokens, line by line: each qs line is loaded and shifted once for
+// its four quarters (quarters 0, 1 from the line, 2, 3 from the line >> 4: fields 0, 2 masked to
+// x1, fields 1, 3 in place, x4) and each Q3_K hmask line shifted once per half c (its bits 4c..4c+3
+// to bits 4..7), the high bit of quarter s being min(hm & 2^(4+s), 4 or 16): and + min + or, no
+// shift per quarter. The four lines of a sub-block are summed in int16 (<= 4 * 2 * 28 * 128) or
+// by vpdpbusd (kVnni), then scaled per row; the x4 quarters' scales are not shifted, the x1
+// quarters' are (x4), so every sum is 4 times the exact one: the same integer sums and float
+// steps as q6k_r16_tile_avx2 / kpanel_block_avx2 (Q2_K: the mins' term first).
+template <int T, bool kVnni, K16 kKind>
+inline void k16_lines_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
+                                PrefetchSpread& pf) {
+  static_assert(kKind == K16::kQ3_K || kKind == K16::kQ2_K);
+  constexpr bool kQ3 = kKind == K16::kQ3_K;
+  const Act& a = *g.act;
+  const int64_t nb = a.cols / kQK_K;
+  constexpr size_t kRecBytes = kQ3 ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
+  constexpr size_t kScales = kQ3 ? 1536 : 1024;
+  constexpr size_t kD = kQ3 ? 1792 : 1280;
+  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C);
+  __m256 acc[2][T];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = grp + static_cast<size_t>(b) * kRecBytes;
+    pf.step();
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = a.qk + (t0 + t) * nb + b;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int8_t* xqs[T];
+      for (int t = 0; t < T; ++t) xqs[t] = opaque(xb[t]->qs);
+      __m256i isum[T], corr[T];
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int c = 0; c < 2; ++c) {
+        [[maybe_unused]] const __m128i hshift = _mm_cvtsi32_si128(4 - 4 * c);
+#pragma GCC unroll 2
+        for (int hh = 0; hh < 2; ++hh) {
+          __m256i s[4][T];
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 2
+            for (int t = 0; t < T; ++t) s[i][t] = _mm256_setzero_si256();
+          }
+#pragma GCC unroll 4
+          for (int mm = 0; mm < 4; ++mm) {
+            const int m = 4 * hh + mm;
+            const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
+            const __m256i v4 = _mm256_srli_epi16(v, 4);
+            [[maybe_unused]] __m256i hm;
+            if constexpr (kQ3) hm = _mm256_sll_epi16(loadu256(rec + 1024 + m * 64 + 32 * h), hshift);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) {
+              __m256i q = _mm256_and_si256(i < 2 ? v : v4, (i & 1) ? m0c : m03);
+              if constexpr (kQ3) {
+                const __m256i hb = _mm256_and_si256(hm, _mm256_set1_epi8(static_cast<char>(16 << i)));
+                q = _mm256_or_si256(q, _mm256_min_epu8(hb, _mm256_set1_epi8((i & 1) ? 16 : 4)));
+              }
+#pragma GCC unroll 2
+              for (int t = 0; t < T; ++t) {
+                const __m256i x = bcast4(xqs[t] + 128 * c + 32 * i + 4 * m);
+                if constexpr (kVnni) {
+                  s[i][t] = dpbusd_vex(s[i][t], q, x);
+                } else {
+                  s[i][t] = _mm256_add_epi16(s[i][t], _mm256_maddubs_epi16(q, x));
+                }
+                keep_reg(s[i][t]);
+              }
+            }
+          }
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const __m128i sc8 = k16_scale8<kKind>(rec + kScales + (8 * c + 2 * i + hh) * 16 + 8 * h);
+            if constexpr (kVnni) {
+              __m256i sc32 = kQ3 ? _mm256_cvtepi8_epi32(sc8) : _mm256_cvtepu8_epi32(sc8);
+              if ((i & 1) == 0) sc32 = _mm256_slli_epi32(sc32, 2);
+#pragma GCC unroll 2
+              for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s[i][t], sc32));
+            } else {
+              const __m128i dup = _mm_unpacklo_epi8(sc8, sc8);  // each row's scale twice: an int16 pair
+              __m256i sc = kQ3 ? _mm256_cvtepi8_epi16(dup) : _mm256_cvtepu8_epi16(dup);
+              if ((i & 1) == 0) sc = _mm256_slli_epi16(sc, 2);
+#pragma GCC unroll 2
+              for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s[i][t], sc));
+            }
+#pragma GCC unroll 2
+            for (int t = 0; t < T; ++t) keep_reg(isum[t]);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) isum[t] = _mm256_srai_epi32(isum[t], 2);  // exact: a multiple of 4
+      // Q3_K (values stored + 4): subtract 4 * sum_j sc_j * bsum_j; Q2_K: sum_j min_j * bsum_j,
+      // the mins being the scale bytes' high nibbles; two sub-blocks a vpmaddwd.
+      const uint8_t* scales = opaque(rec + kScales);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        __m256i sp;
+        if constexpr (kQ3) {
+          sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
+        } else {
+          const __m128i m4 = _mm_set1_epi8(0xF);
+          const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i) * 16 + 8 * h));
+          const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i + 1) * 16 + 8 * h));
+          sp = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(_mm_unpacklo_epi8(lo, hi), 4), m4));
+        }
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
+      }
+      const __m256 dv = load8_f16(rec + kD + 16 * h);
+      if constexpr (!kQ3) {
+        const __m256 dmv = load8_f16(rec + 1312 + 16 * h);
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          const __m256 dx = _mm256_set1_ps(xb[t]->d);
+          acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
+          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
+        }
+      } else {
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          const __m256i sv = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 2));
+          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sv), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
+}
+template <bool kVnni, K16 kKind>
+inline void gemm_k16_lines_avx2(const GemmArgs& g) {
+  gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
+    k16_lines_tile_avx2<T, kVnni, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
+  });
+}
+
 template <bool kVnni = false, K16 kKind = K16::kQ6_K>
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
