@@ -136,48 +136,9 @@ inline void gemm_q4_k_r16_avx2(const GemmArgs& g) {
 
 // ---- Q6_K_R16 x Q8_K -------------------------------------------------------------------------
 
-// The other R16 types of 16 sub-blocks of 16 values share Q6_K_R16's tile (K16 kinds below):
-// Q3_K_R16 (values + 4 from a qs line and an hmask line) and Q2_K_R16 (qs line, mins).
+// The R16 types of 16 sub-blocks of 16 values (K16 kinds): Q6_K_R16 (q6k_r16_tile_avx2), Q3_K_R16
+// (values + 4 from a qs line and an hmask line) and Q2_K_R16 (qs line, mins) (k16_lines_tile_avx2).
 enum class K16 { kQ6_K, kQ3_K, kQ2_K };
-
-// Line m of quarter i of half c (8 rows, half h) of a Q3_K_R16 / Q2_K_R16 block: bits 2i, 2i + 1
-// of qs line (c, m), plus (Q3_K) 4 where bit 4c + i of hmask line m is set, times
-// 2^k16_value_shift(i): the 2-bit field is masked where it lies where the int16 sums allow (no
-// shift), the hmask bit moved straight to its place, and the tile scales the other quarters'
-// sub-block scales up to match (k16_scale_shift), so every sum is 2^kIsumShift times the exact
-// one and is shifted back, exactly.
-// Q2_K: fields 0-2 in place (x1, x4, x16), field 3 shifted to x16 (in place, x64, one
-// vpmaddubsw pair could reach 2 * 192 * 128 and saturate); two lines' pairs summed in int16 stay
-// <= 4 * 48 * 128. Q3_K (values to 7): field 0 x1, field 1 in place (x4), fields 2-3 shifted to
-// x4 (x16 would overflow the two lines' int16 sum: 4 * 112 * 128).
-template <K16 kKind>
-constexpr int k16_value_shift(int i) {
-  if constexpr (kKind == K16::kQ2_K) return i == 0 ? 0 : i == 1 ? 2 : 4;
-  if constexpr (kKind == K16::kQ3_K) return i == 0 ? 0 : 2;
-  return 0;
-}
-template <K16 kKind>
-constexpr int kIsumShift = kKind == K16::kQ2_K ? 4 : kKind == K16::kQ3_K ? 2 : 0;
-template <K16 kKind>
-constexpr int k16_scale_shift(int i) {
-  return kIsumShift<kKind> - k16_value_shift<kKind>(i);
-}
-template <K16 kKind>
-inline __m256i q2_line(const uint8_t* rec, int c, int i, int m, int h) {
-  const int vs = k16_value_shift<kKind>(i);  // the field lands at bits [vs, vs + 2)
-  const __m256i v = loadu256(rec + (c * 8 + m) * 64 + 32 * h);
-  const int field_shift = 2 * i - vs;  // > 0: move the field down
-  const __m256i f = field_shift > 0 ? _mm256_srli_epi16(v, field_shift) : v;
-  __m256i q = _mm256_and_si256(f, _mm256_set1_epi8(static_cast<char>(3 << vs)));
-  if constexpr (kKind == K16::kQ3_K) {
-    // hmask bit 4c + i to bit vs + 2 (the value's 4, times 2^vs): down by 4c (the same for every
-    // quarter of line m, c a loop variable), up by the quarter's constant vs + 2 - i (1 to 3).
-    const __m256i hm = _mm256_srl_epi16(loadu256(rec + 1024 + m * 64 + 32 * h), _mm_cvtsi32_si128(4 * c));
-    const __m256i hb = _mm256_slli_epi16(hm, vs + 2 - i);
-    q = _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(static_cast<char>(4 << vs))));
-  }
-  return q;
-}
 
 // Line m of quarter i of half c (8 rows, half h) of a Q6_K_R16 block: its values + 32 (0..63).
 inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
@@ -192,17 +153,6 @@ inline __m256i q6_line(const uint8_t* rec, int c, int i, int m, int h) {
   else high = _mm256_srli_epi16(qh, 2);
   return _mm256_or_si256(low, _mm256_and_si256(high, m30));
 }
-// kVnni (the AVX-VNNI tier): a sub-block's four lines summed in int32 by vpdpbusd and scaled by
-// one vpmulld (kpanel_tile_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per
-// line pair: the same exact integer sums, so the same results.
-template <K16 kKind>
-inline __m256i k16_line(const uint8_t* rec, int c, int i, int m, int h) {
-  if constexpr (kKind == K16::kQ6_K) {
-    return q6_line(rec, c, i, m, h);
-  } else {
-    return q2_line<kKind>(rec, c, i, m, h);
-  }
-}
 // Sub-block scales of 8 rows at p: Q6_K / Q3_K int8; Q2_K the low nibbles of its scale bytes.
 template <K16 kKind>
 inline __m128i k16_scale8(const uint8_t* p) {
@@ -210,17 +160,17 @@ inline __m128i k16_scale8(const uint8_t* p) {
   return kKind == K16::kQ2_K ? _mm_and_si128(b, _mm_set1_epi8(0xF)) : b;
 }
 
-// K16 kinds: the same integer sums and float steps as kpanel_block_avx2<KSpecQ6K / KSpecQ3K /
-// KSpecQ2K> (Q2_K: the mins' term first, as there).
-template <int T, bool kVnni = false, K16 kKind = K16::kQ6_K>
+// The same integer sums and float steps as kpanel_block_avx2<KSpecQ6K>. kVnni (the AVX-VNNI
+// tier): a sub-block's four lines summed in int32 by vpdpbusd and scaled by one vpmulld
+// (kpanel_tile_avx2's form) instead of vpmaddubsw + vpaddw per line and vpmaddwd per line pair:
+// the same exact integer sums, so the same results.
+template <int T, bool kVnni = false>
 inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                               PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / kQK_K;
-  constexpr size_t kRecBytes = kKind == K16::kQ6_K ? kQ6KR16BlockBytes : kKind == K16::kQ3_K ? kQ3KR16BlockBytes : kQ2KR16BlockBytes;
-  constexpr size_t kScales = kKind == K16::kQ6_K ? 3072 : kKind == K16::kQ3_K ? 1536 : 1024;
-  constexpr size_t kD = kKind == K16::kQ6_K ? 3328 : kKind == K16::kQ3_K ? 1792 : 1280;
-  constexpr int kShift = kKind == K16::kQ6_K ? 5 : kKind == K16::kQ3_K ? 2 : 0;  // values stored + 2^kShift
+  constexpr size_t kRecBytes = kQ6KR16BlockBytes;
+  constexpr size_t kScales = 3072, kD = 3328;
   __m256 acc[2][T];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -250,16 +200,14 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           for (int hh = 0; hh < 2; ++hh) {
             const uint8_t* scp = rec + kScales + (8 * c + 2 * i + hh) * 16 + 8 * h;
             if constexpr (kVnni) {
-              __m256i sc32 = kKind == K16::kQ2_K ? _mm256_cvtepu8_epi32(k16_scale8<kKind>(scp))
-                                                 : _mm256_cvtepi8_epi32(k16_scale8<kKind>(scp));
-              if (k16_scale_shift<kKind>(i) > 0) sc32 = _mm256_slli_epi32(sc32, k16_scale_shift<kKind>(i));
+              const __m256i sc32 = _mm256_cvtepi8_epi32(k16_scale8<K16::kQ6_K>(scp));
               __m256i s32[T];
 #pragma GCC unroll 4
               for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
               for (int mm = 0; mm < 4; ++mm) {
                 const int m = 4 * hh + mm;
-                const __m256i q = k16_line<kKind>(rec, c, i, m, h);
+                const __m256i q = q6_line(rec, c, i, m, h);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) s32[t] = dpbusd_vex(s32[t], q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m));
               }
@@ -270,8 +218,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
               }
               continue;
             }
-            __m256i sc = kKind == K16::kQ2_K ? scale_pairs_u8(k16_scale8<kKind>(scp)) : scale_pairs<true>(scp);
-            if (k16_scale_shift<kKind>(i) > 0) sc = _mm256_slli_epi16(sc, k16_scale_shift<kKind>(i));
+            const __m256i sc = scale_pairs<true>(scp);
 #pragma GCC unroll 2
             for (int pr = 0; pr < 2; ++pr) {
               __m256i s16[T];
@@ -280,7 +227,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 #pragma GCC unroll 2
               for (int mm = 0; mm < 2; ++mm) {
                 const int m = 4 * hh + 2 * pr + mm;
-                const __m256i q = k16_line<kKind>(rec, c, i, m, h);
+                const __m256i q = q6_line(rec, c, i, m, h);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                   s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(q, bcast4(xqs[t] + 128 * c + 32 * i + 4 * m)));
@@ -296,43 +243,20 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
           }
         }
       }
-      if constexpr (kIsumShift<kKind> > 0) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_srai_epi32(isum[t], kIsumShift<kKind>);  // exact: a multiple
-      }
-      // Values stored + 2^kShift: subtract 2^kShift * sum_j sc_j * bsum_j (two sub-blocks a
-      // vpmaddwd); Q2_K: sum_j min_j * bsum_j, the mins being the scale bytes' high nibbles.
+      // Values stored + 32: subtract 32 * sum_j sc_j * bsum_j (two sub-blocks a vpmaddwd).
       // (The scales are read again here: opaque keeps GCC from holding the loads above alive.)
       const uint8_t* scales = opaque(rec + kScales);
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        __m256i sp;
-        if constexpr (kKind == K16::kQ2_K) {
-          const __m128i m4 = _mm_set1_epi8(0xF);
-          const __m128i lo = _mm_and_si128(_mm_srli_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i) * 16 + 8 * h)), 4), m4);
-          const __m128i hi = _mm_and_si128(_mm_srli_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + (2 * i + 1) * 16 + 8 * h)), 4), m4);
-          sp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(lo, hi));
-        } else {
-          sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
-        }
+        const __m256i sp = pair_of_rows<true>(scales + (2 * i) * 16 + 8 * h);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sp, bcast4(xb[t]->bsums + 2 * i)));
       }
       const __m256 dv = load8_f16(rec + kD + 16 * h);
-      if constexpr (kKind == K16::kQ2_K) {
-        const __m256 dmv = load8_f16(rec + 1312 + 16 * h);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const __m256 dx = _mm256_set1_ps(xb[t]->d);
-          acc[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr[t]), _mm256_mul_ps(dmv, dx), acc[h][t]);
-          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dv, dx), acc[h][t]);
-        }
-      } else {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], kShift));
-          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
-        }
+      for (int t = 0; t < T; ++t) {
+        const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dv, _mm256_set1_ps(xb[t]->d)), acc[h][t]);
       }
     }
   }
@@ -346,7 +270,7 @@ inline void q6k_r16_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, 
 // shift per quarter. The four lines of a sub-block are summed in int16 (<= 4 * 2 * 28 * 128) or
 // by vpdpbusd (kVnni), then scaled per row; the x4 quarters' scales are not shifted, the x1
 // quarters' are (x4), so every sum is 4 times the exact one: the same integer sums and float
-// steps as q6k_r16_tile_avx2 / kpanel_block_avx2 (Q2_K: the mins' term first).
+// steps as kpanel_block_avx2<KSpecQ3K / KSpecQ2K> (Q2_K: the mins' term first).
 template <int T, bool kVnni, K16 kKind>
 inline void k16_lines_tile_avx2(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0,
                                 PrefetchSpread& pf) {
@@ -479,10 +403,10 @@ inline void gemm_k16_lines_avx2(const GemmArgs& g) {
   });
 }
 
-template <bool kVnni = false, K16 kKind = K16::kQ6_K>
+template <bool kVnni = false>
 inline void gemm_q6_k_r16_avx2(const GemmArgs& g) {
   gemm_kquant_tiles_avx2(g, [&]<int T>(const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0, PrefetchSpread& pf) {
-    q6k_r16_tile_avx2<T, kVnni, kKind>(g, grp, lane0, lane1, out_r, t0, pf);
+    q6k_r16_tile_avx2<T, kVnni>(g, grp, lane0, lane1, out_r, t0, pf);
   });
 }
 
