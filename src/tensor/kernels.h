@@ -236,6 +236,11 @@ struct GemmArgs {
   // avx512 tier (Q8_0 / Q4_0 tiles, K-quant records), every PrefetchSpread user (AVX2, avxvnni
   // and the panel kernels) and the F32 / F16 / BF16 decode tiles.
   bool sw_prefetch = true;
+  // Q5_0 (plain and Q5_0_R16) in the block order instead of ggml's 8-lane order (matrix.h
+  // Q50Order::kBlock): honoured by the scalar reference, every tier's plain Q5_0 kernel and the
+  // AVX-512 Q5_0_R16 kernels (which then read Act::q8_il from kQ4IlMinTokens); the ymm tiers'
+  // Q5_0_R16 kernels stay in ggml's order.
+  bool q5_block = false;
 };
 
 // Benchmark hook (kernels_bench BM_PairTileAB): whether the avx512 tier's Q8_0_R16 kernel may

@@ -241,6 +241,32 @@ inline __m512i iq4nl_table128_512() {
                           _mm512_set1_epi8(static_cast<char>(0x80)));
 }
 
+// What the nibbles of the Q4_0_R16-shaped kernels (kQ4) are: kNibPlain Q4_0_R16 (stored u8 = w +
+// 8), kNibTable IQ4_NL_R16 (each nibble looked up as its table value + 128), kNibQ5 Q5_0_R16 (the
+// nibble with the record's 5th bit as bit 4: u8 = w + 16; records of kR16Q5PairBytes).
+enum NibKind : int { kNibPlain = 0, kNibTable = 1, kNibQ5 = 2 };
+
+// The u8 values 4*k4 .. 4*k4 + 3 of 16 rows from a Q4_0_R16-shaped line `v` (k4 < 4: its low
+// nibbles; else its high ones, values 16 + 4*(k4 - 4) = 4*k4..); kNibQ5: `planes` is the block's
+// 5th-bit line (bit k4 of byte (row, j) is value 4*k4 + j's), moved to bit 4 (a 16-bit shift keeps
+// each byte's bit 4 inside its byte for shifts up to 4) and or'ed in.
+template <int kNib>
+__attribute__((always_inline)) inline __m512i q4_line_values(__m512i v, int k4, __m512i planes) {
+  __m512i w = _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
+  if constexpr (kNib == kNibTable) w = _mm512_shuffle_epi8(iq4nl_table128_512(), w);
+  if constexpr (kNib == kNibQ5) {
+    const __m512i at4 = k4 < 4   ? _mm512_slli_epi16(planes, 4 - k4)
+                        : k4 > 4 ? _mm512_srli_epi16(planes, k4 - 4)
+                                 : planes;
+    w = _mm512_ternarylogic_epi32(w, at4, _mm512_set1_epi8(0x10), 0xF8);  // w | (at4 & 0x10)
+  }
+  return w;
+}
+template <bool kQ4, int kNib>
+constexpr size_t r16_rec_bytes() {
+  return !kQ4 ? kR16PairBytes : kNib == kNibQ5 ? kR16Q5PairBytes : kR16Q4PairBytes;
+}
+
 // A tile's accumulators (acc[t]: one 16-row group, token t0 + t) -> y[t0 + t][out_r + lane -
 // lane0] for the group's rows [lane0, lane1).
 // Always inlined: a call would take the tile's accumulators' address and keep them in memory.
@@ -259,10 +285,10 @@ __attribute__((always_inline)) inline void store_group512(const GemmArgs& g, con
 
 // Rows [lane0, lane1) of one 16-row group for tokens [t0, t0 + T), written to
 // y[t][out_r + lane - lane0].
-// kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16 records
-// (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout; with kNl (IQ4_NL_R16,
-// kBias 128) each nibble is looked up as its table value + 128.
-template <int T, int kBias, bool kQ4 = false, bool kPf = true, bool kNl = false>
+// kBias: the stored u8 is w + kBias (128 for Q8_0, 8 for Q4_0 panels). kQ4: Q4_0_R16-shaped
+// records (nibbles; one zmm feeds two k4 groups) instead of the Q8_0_R16 layout, their nibbles
+// of kind kNib (IQ4_NL_R16 with kBias 128, Q5_0_R16 with kBias 16).
+template <int T, int kBias, bool kQ4 = false, bool kPf = true, int kNib = kNibPlain>
 inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r, int64_t t0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
@@ -280,10 +306,10 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    constexpr size_t kRec = kQ4 ? kR16Q4PairBytes : kR16PairBytes;
-    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kRec;
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * r16_rec_bytes<kQ4, kNib>();
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * (kQ4 ? 256 : 512);
+    const uint8_t* planes_line = rec + kR16Q4PairBytes + half * 64;  // kNibQ5 only
     if constexpr (kPf) {
       // Every line of the block's values (the scales line with the first half), as in r16_il_tile.
       constexpr int kLines = kQ4 ? 4 : 8;
@@ -291,7 +317,12 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
 #pragma GCC unroll 8
       for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(rec) + kR16PrefetchBytes, _MM_HINT_T0);
+      if constexpr (kNib == kNibQ5) {
+        _mm_prefetch(reinterpret_cast<const char*>(planes_line) + kR16PrefetchBytes, _MM_HINT_T0);
+      }
     }
+    __m512i planes = _mm512_setzero_si512();
+    if constexpr (kNib == kNibQ5) planes = _mm512_load_si512(reinterpret_cast<const __m512i*>(planes_line));
     __m512i isum[kChains][T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
@@ -304,11 +335,8 @@ inline void r16_tile(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1
     for (int k4 = 0; k4 < 8; ++k4) {
       __m512i w;
       if constexpr (kQ4) {
-        // k4 < 4: low nibbles of line k4 (values 4*k4..); k4 >= 4: high nibbles of line k4 - 4
-        // (values 16 + 4*(k4 - 4) = 4*k4..), so the activation index is 4*k4 either way.
-        const __m512i v = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * (k4 % 4)));
-        w = _mm512_and_si512(k4 < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0xF));
-        if constexpr (kNl) w = _mm512_shuffle_epi8(iq4nl_table128_512(), w);  // table value + 128
+        // The activation index is 4*k4 for the low and the high nibbles alike (q4_line_values).
+        w = q4_line_values<kNib>(_mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * (k4 % 4))), k4, planes);
       } else {
         w = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals + 64 * k4));
       }
@@ -404,34 +432,34 @@ void r16_il_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, i
   }
 }
 
-template <int kBias, bool kQ4, bool kPf, bool kNl>
+template <int kBias, bool kQ4, bool kPf, int kNib>
 void r16_group_pf(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   int64_t t0 = 0;
-  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0);
+  for (; t0 + 8 <= n_tok; t0 += 8) r16_tile<8, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0);
   switch (n_tok - t0) {
-    case 7: r16_tile<7, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 6: r16_tile<6, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 5: r16_tile<5, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 4: r16_tile<4, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 3: r16_tile<3, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 2: r16_tile<2, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
-    case 1: r16_tile<1, kBias, kQ4, kPf, kNl>(g, grp, lane0, lane1, out_r, t0); break;
+    case 7: r16_tile<7, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 6: r16_tile<6, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 5: r16_tile<5, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 4: r16_tile<4, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 3: r16_tile<3, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 2: r16_tile<2, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
+    case 1: r16_tile<1, kBias, kQ4, kPf, kNib>(g, grp, lane0, lane1, out_r, t0); break;
     default: break;
   }
 }
 
 // Lanes [lane0, lane1) of one R16-format group, all tokens, into y[t][out_r + lane - lane0].
-template <int kBias, bool kQ4 = false, bool kNl = false>
+template <int kBias, bool kQ4 = false, int kNib = kNibPlain>
 void r16_group(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
   if (g.sw_prefetch) {
-    r16_group_pf<kBias, kQ4, true, kNl>(g, grp, lane0, lane1, out_r);
+    r16_group_pf<kBias, kQ4, true, kNib>(g, grp, lane0, lane1, out_r);
   } else {
-    r16_group_pf<kBias, kQ4, false, kNl>(g, grp, lane0, lane1, out_r);
+    r16_group_pf<kBias, kQ4, false, kNib>(g, grp, lane0, lane1, out_r);
   }
 }
 
-template <int kBias, bool kQ4, bool kNl = false>
+template <int kBias, bool kQ4, int kNib = kNibPlain>
 void gemm_r16_groups(const GemmArgs& g) {
   int64_t done = 0;
   const uint8_t* grp = g.w;
@@ -454,7 +482,7 @@ void gemm_r16_groups(const GemmArgs& g) {
       continue;
     }
     if (g.act->q8_il != nullptr && g.act->n_tok >= kR16IlPairMinTokens && lane0 == 0 && left >= 32) {
-      r16_il_pair<kQ4, kNl>(g, grp, done);  // two whole groups
+      r16_il_pair<kQ4, kNib>(g, grp, done);  // two whole groups
       done += 32;
       grp += 2 * g.stride;
       continue;
@@ -462,7 +490,7 @@ void gemm_r16_groups(const GemmArgs& g) {
     if (!kQ4 && g.act->q8_il != nullptr) {
       r16_il_group(g, grp, lane0, lane1, done);
     } else {
-      r16_group<kBias, kQ4, kNl>(g, grp, lane0, lane1, done);
+      r16_group<kBias, kQ4, kNib>(g, grp, lane0, lane1, done);
     }
     done += lane1 - lane0;
     lane0 = 0;
@@ -475,7 +503,13 @@ void gemm_q4_0_r16(const GemmArgs& g) { gemm_r16_groups<8, true>(g); }
 // IQ4_NL_R16 in llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl): the Q4_0_R16 kernels (the
 // same bytes) with every nibble looked up as its table value + 128 against -128 * sum(x), the
 // Q8_0_R16 term: exact block sums, one FMA a block, the same bits as the scalar reference.
-void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_groups<128, true, true>(g); }
+void gemm_iq4_nl_r16(const GemmArgs& g) { gemm_r16_groups<128, true, kNibTable>(g); }
+// Q5_0_R16 in the block order (GemmArgs::q5_block, matrix.h Q50Order::kBlock; the scalar
+// reference's gemm_q5_0 in that mode: exact block sums, one FMA a block): the Q4_0_R16 kernels over
+// its records with each value's 5th bit or'ed in, the stored u8 w + 16 against -16 * sum(x), the
+// same bits as the scalar reference. (The default, ggml's order: gemm_q5_0_r16 in
+// kernels_avx512_more.h.)
+void gemm_q5_0_r16_block(const GemmArgs& g) { gemm_r16_groups<16, true, kNibQ5>(g); }
 
 #include "tensor/kernels_avx512_kquant.h"
 

@@ -10,20 +10,23 @@
 // per 4 values two weight vectors and T broadcasts feed 2T vpdpbusd from registers; each sum
 // starts at its token's term. kQ4: Q4_0_R16 lines (one 64-byte line holds the nibbles of two
 // k4 groups: values 4*k4.. in the low nibbles, 16 + 4*k4.. in the high ones), unpacked in
-// registers, the sums starting at kActIlBias0 - 8 * sum (the values are w + 8); else Q8_0_R16
-// lines (u8 = w + 128) and the record's own kActIlBias0 - 128 * sum. kNl (with kQ4): IQ4_NL_R16,
-// every nibble looked up as its table value + 128 (iq4nl_table128_512, kernels_avx512.cc), so
-// the sums start at the record's own term as for Q8_0_R16.
-template <int T, bool kQ4 = false, bool kNl = false>
+// registers (q4_line_values, kernels_avx512.cc), the sums starting at kActIlBias0 - 8 * sum
+// (the values are w + 8); else Q8_0_R16 lines (u8 = w + 128) and the record's own kActIlBias0 -
+// 128 * sum. kNib (with kQ4): kNibTable, IQ4_NL_R16, every nibble looked up as its table value +
+// 128, so the sums start at the record's own term as for Q8_0_R16; kNibQ5, Q5_0_R16, the 5th
+// bits from planes0 / planes1 (each group's bit line of the block), w + 16 against
+// kActIlBias0 - 16 * sum.
+template <int T, bool kQ4 = false, int kNib = kNibPlain>
 inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const uint8_t* xa, int slot0, __m512i* s0,
-                            __m512i* s1) {
+                            __m512i* s1, __m512i planes0 = __m512i{}, __m512i planes1 = __m512i{}) {
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     const __m512i t128 = bcast_dword(xa + kActIlTile * 32 + 4 * (slot0 + t));
-    if constexpr (kQ4 && !kNl) {
-      // kActIlBias0 - 128 * sum -> kActIlBias0 - 8 * sum (exact: the difference is a multiple of 128).
+    if constexpr (kQ4 && kNib != kNibTable) {
+      // kActIlBias0 - 128 * sum -> kActIlBias0 - 8 (or 16) * sum (exact: the difference is a multiple of 128).
+      constexpr int kShift = kNib == kNibQ5 ? 3 : 4;
       const __m512i b0 = _mm512_set1_epi32(kActIlBias0);
-      s0[t] = s1[t] = _mm512_sub_epi32(b0, _mm512_srai_epi32(_mm512_sub_epi32(b0, t128), 4));
+      s0[t] = s1[t] = _mm512_sub_epi32(b0, _mm512_srai_epi32(_mm512_sub_epi32(b0, t128), kShift));
     } else {
       s0[t] = s1[t] = t128;
     }
@@ -32,15 +35,10 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
   for (int k4 = 0; k4 < 8; ++k4) {
     __m512i w0, w1;
     if constexpr (kQ4) {
-      const __m512i nib = _mm512_set1_epi8(0xF);
       const __m512i v0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * (k4 % 4)));
       const __m512i v1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * (k4 % 4)));
-      w0 = _mm512_and_si512(k4 < 4 ? v0 : _mm512_srli_epi16(v0, 4), nib);
-      w1 = _mm512_and_si512(k4 < 4 ? v1 : _mm512_srli_epi16(v1, 4), nib);
-      if constexpr (kNl) {
-        w0 = _mm512_shuffle_epi8(iq4nl_table128_512(), w0);
-        w1 = _mm512_shuffle_epi8(iq4nl_table128_512(), w1);
-      }
+      w0 = q4_line_values<kNib>(v0, k4, planes0);
+      w1 = q4_line_values<kNib>(v1, k4, planes1);
     } else {
       w0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals0 + 64 * k4));
       w1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(vals1 + 64 * k4));
@@ -60,14 +58,14 @@ inline void pair_block_sums(const uint8_t* vals0, const uint8_t* vals1, const ui
 // vpdpbusd runs 2 a cycle): every vpdpbusd carried its own broadcast load, ~1.4 loads per
 // vpdpbusd with the per-block terms; this is ~0.9. kPrefetch: this pass also prefetches the
 // blocks' lines (the first pass over a tile does; later ones find them in cache).
-// Same integer block sums and float steps as r16_il_tile, so identical results. kQ4: Q4_0_R16
-// groups (pair_block_sums), whose integer sums are r16_tile<T, 8, true>'s, and whose float steps
-// (float(S) exactly, times fl(d_w * d_x), one FMA) are too: the same bits as that kernel.
-template <int T, bool kPrefetch, bool kQ4 = false, bool kNl = false>
+// Same integer block sums and float steps as r16_il_tile, so identical results. kQ4: Q4_0_R16-
+// shaped groups (pair_block_sums), whose integer sums are r16_tile<T, kBias, true, kNib>'s, and
+// whose float steps (float(S) exactly, times fl(d_w * d_x), one FMA) are too: the same bits.
+template <int T, bool kPrefetch, bool kQ4 = false, int kNib = kNibPlain>
 inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_r, int64_t t0, int slot0) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  constexpr size_t kRec = kQ4 ? kR16Q4PairBytes : kR16PairBytes;
+  constexpr size_t kRec = r16_rec_bytes<kQ4, kNib>();
   constexpr size_t kHalfBytes = kQ4 ? 256 : 512;
   const uint8_t* xa = a.q8_il + static_cast<size_t>(t0 / kActIlTile) * static_cast<size_t>(nb) * kActIlBlockBytes;
   const uint8_t* grp1 = grp + g.stride;
@@ -91,9 +89,20 @@ inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_
         _mm_prefetch(reinterpret_cast<const char*>(grp + ro) + kR16IlPrefetchBytes, _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(grp1 + ro) + kR16IlPrefetchBytes, _MM_HINT_T1);
       }
+      if constexpr (kNib == kNibQ5) {  // the block's 5th-bit lines
+        const size_t po = ro + kR16Q4PairBytes + half * 64 + kR16IlPrefetchBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(grp + po), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(grp1 + po), _MM_HINT_T1);
+      }
     }
     __m512i s0[T], s1[T];
-    pair_block_sums<T, kQ4, kNl>(vals0, vals1, xa, slot0, s0, s1);
+    if constexpr (kNib == kNibQ5) {
+      const __m512i p0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp + ro + kR16Q4PairBytes + half * 64));
+      const __m512i p1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp1 + ro + kR16Q4PairBytes + half * 64));
+      pair_block_sums<T, kQ4, kNib>(vals0, vals1, xa, slot0, s0, s1, p0, p1);
+    } else {
+      pair_block_sums<T, kQ4, kNib>(vals0, vals1, xa, slot0, s0, s1);
+    }
     const __m512 dw0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + ro + half * 32)));
     const __m512 dw1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp1 + ro + half * 32)));
 #pragma GCC unroll 4
@@ -114,21 +123,41 @@ inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_
 }
 
 // Two whole groups, all tokens: per tile of kActIlTile tokens, passes of up to 4 (kQ4:
-// Q4_0_R16 groups; with kNl IQ4_NL_R16).
-template <bool kQ4 = false, bool kNl = false>
+// Q4_0_R16-shaped groups of nibble kind kNib).
+template <bool kQ4 = false, int kNib = kNibPlain>
 void r16_il_pair(const GemmArgs& g, const uint8_t* grp, int64_t out_r) {
   const int64_t n_tok = g.act->n_tok;
   for (int64_t t0 = 0; t0 < n_tok; t0 += kActIlTile) {
     const int64_t tn = n_tok - t0 < kActIlTile ? n_tok - t0 : kActIlTile;
     switch (tn) {
-      case 8: r16_il_pair_pass<4, true, kQ4, kNl>(g, grp, out_r, t0, 0); r16_il_pair_pass<4, false, kQ4, kNl>(g, grp, out_r, t0, 4); break;
-      case 7: r16_il_pair_pass<4, true, kQ4, kNl>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false, kQ4, kNl>(g, grp, out_r, t0, 4); break;
-      case 6: r16_il_pair_pass<3, true, kQ4, kNl>(g, grp, out_r, t0, 0); r16_il_pair_pass<3, false, kQ4, kNl>(g, grp, out_r, t0, 3); break;
-      case 5: r16_il_pair_pass<3, true, kQ4, kNl>(g, grp, out_r, t0, 0); r16_il_pair_pass<2, false, kQ4, kNl>(g, grp, out_r, t0, 3); break;
-      case 4: r16_il_pair_pass<4, true, kQ4, kNl>(g, grp, out_r, t0, 0); break;
-      case 3: r16_il_pair_pass<3, true, kQ4, kNl>(g, grp, out_r, t0, 0); break;
-      case 2: r16_il_pair_pass<2, true, kQ4, kNl>(g, grp, out_r, t0, 0); break;
-      case 1: r16_il_pair_pass<1, true, kQ4, kNl>(g, grp, out_r, t0, 0); break;
+      case 8:
+        r16_il_pair_pass<4, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        r16_il_pair_pass<4, false, kQ4, kNib>(g, grp, out_r, t0, 4);
+        break;
+      case 7:
+        r16_il_pair_pass<4, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        r16_il_pair_pass<3, false, kQ4, kNib>(g, grp, out_r, t0, 4);
+        break;
+      case 6:
+        r16_il_pair_pass<3, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        r16_il_pair_pass<3, false, kQ4, kNib>(g, grp, out_r, t0, 3);
+        break;
+      case 5:
+        r16_il_pair_pass<3, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        r16_il_pair_pass<2, false, kQ4, kNib>(g, grp, out_r, t0, 3);
+        break;
+      case 4:
+        r16_il_pair_pass<4, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        break;
+      case 3:
+        r16_il_pair_pass<3, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        break;
+      case 2:
+        r16_il_pair_pass<2, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        break;
+      case 1:
+        r16_il_pair_pass<1, true, kQ4, kNib>(g, grp, out_r, t0, 0);
+        break;
       default: break;
     }
   }

@@ -355,37 +355,63 @@ void for_each_r16_row_token(const GemmArgs& g, Dot dot) {
   }
 }
 
-// Signed 32-value blocks x Q8_0 activations: s = sum_b d_w * d_x * sum_j w_j x_j.
-template <typename Block, typename Val>
+// Signed 32-value blocks x Q8_0 activations: s = sum_b d_w * d_x * sum_j w_j x_j, for one row
+// and token: scale(b) gives block b's d_w * d_x, values(b, v) its 32 values. ggml's 8-lane order
+// (dot_block32, hsum8: Q5_0 by default), or kBlock: each block's products summed exactly in int32
+// and added with one FMA, acc = fma(float(S_b), d_w * d_x, acc), block by block: llama.cpp's x86
+// order for IQ4_NL (it repacks every IQ4_NL matrix of 8k rows, iq4_nl_8x8, ggml-cpu repack.cpp,
+// on any AVX2 CPU, and those kernels sum so; not the 8-lane order of ggml's plain vec_dot that
+// Q5_0 / Q4_1 / Q5_1 follow), and Q5_0's in Q50Order::kBlock (matrix.h).
+template <bool kBlock, typename Scale, typename Values>
+float signed32_dot(int64_t nb, const int8_t* xq, Scale scale, Values values) {
+  float acc[8] = {}, s = 0;
+  int32_t v[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = scale(b);
+    values(b, v);
+    if constexpr (kBlock) {
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) isum += v[j] * xq[b * 32 + j];
+      s = std::fma(static_cast<float>(isum), d, s);
+    } else {
+      dot_block32(acc, d, xq + b * 32, [&](int j) { return v[j]; });
+    }
+  }
+  return kBlock ? s : hsum8(acc);
+}
+template <bool kBlock, typename Block, typename Val>
 void gemm_signed32(const GemmArgs& g, Val val) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   for_each_row_token(g, [&](int64_t r, int64_t t) {
     const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
-    const int8_t* xq = a.q8 + t * a.cols;
-    float acc[8] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      const Block blk = load<Block>(w + b * sizeof(Block));
-      dot_block32(acc, fp16_to_fp32(blk.d) * a.d8[t * nb + b], xq + b * 32, [&](int j) { return val(blk, j); });
-    }
-    return hsum8(acc);
+    return signed32_dot<kBlock>(
+        nb, a.q8 + t * a.cols,
+        [&](int64_t b) { return fp16_to_fp32(load<Block>(w + b * sizeof(Block)).d) * a.d8[t * nb + b]; },
+        [&](int64_t b, int32_t* v) {
+          const Block blk = load<Block>(w + b * sizeof(Block));
+          for (int j = 0; j < 32; ++j) v[j] = val(blk, j);
+        });
   });
 }
-
-// Q5_0_R16 (repacked signed 32-blocks), in the same order as gemm_signed32.
-template <Layout kL>
+// Q5_0_R16 / IQ4_NL_R16 (repacked signed 32-blocks), in gemm_signed32<kBlock>'s order.
+template <bool kBlock, Layout kL>
 void gemm_signed32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
-    const int8_t* xq = a.q8 + t * a.cols;
-    float acc[8] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
-      dot_block32(acc, d, xq + b * 32, [&](int k) { return r16_signed_value(kL, grp, b, lane, k); });
-    }
-    return hsum8(acc);
+    return signed32_dot<kBlock>(
+        nb, a.q8 + t * a.cols,
+        [&](int64_t b) { return fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b]; },
+        [&](int64_t b, int32_t* v) {
+          for (int k = 0; k < 32; ++k) v[k] = r16_signed_value(kL, grp, b, lane, k);
+        });
   });
+}
+// Q5_0_R16: ggml's order (gemm_signed32_r16), or the block order (GemmArgs::q5_block).
+void gemm_q5_0_r16(const GemmArgs& g) {
+  if (g.q5_block) return gemm_signed32_r16<true, Layout::kQ5_0_R16>(g);
+  gemm_signed32_r16<false, Layout::kQ5_0_R16>(g);
 }
 
 // Unsigned 32-value blocks with a min x Q8_1 activations (ggml's q4_1/q5_1 x q8_1 dot):
@@ -431,44 +457,13 @@ void gemm_q5_1(const GemmArgs& g) {
   gemm_affine32<BlockQ5_1>(g, [](const BlockQ5_1& b, int j) { return nibble32(b.qs, j) | (bit32(b.qh, j) << 4); });
 }
 void gemm_q5_0(const GemmArgs& g) {
-  gemm_signed32<BlockQ5_0>(g, [](const BlockQ5_0& b, int j) { return (nibble32(b.qs, j) | (bit32(b.qh, j) << 4)) - 16; });
+  auto val = [](const BlockQ5_0& b, int j) { return (nibble32(b.qs, j) | (bit32(b.qh, j) << 4)) - 16; };
+  if (g.q5_block) return gemm_signed32<true, BlockQ5_0>(g, val);  // Q50Order::kBlock (matrix.h)
+  gemm_signed32<false, BlockQ5_0>(g, val);
 }
-// IQ4_NL in llama.cpp's x86 order: every IQ4_NL matrix whose row count is a multiple of 8 is
-// repacked there (iq4_nl_8x8, ggml-cpu repack.cpp, on any AVX2 CPU), and those kernels sum each
-// 32-block exactly in int32 and add it with one FMA: acc = fma(float(S_b), d_w * d_x, acc), block
-// by block (not the 8-lane order of ggml's plain vec_dot that Q5_0 / Q4_1 / Q5_1 follow).
+// IQ4_NL in llama.cpp's x86 order (gemm_signed32<true>).
 void gemm_iq4_nl(const GemmArgs& g) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / 32;
-  for_each_row_token(g, [&](int64_t r, int64_t t) {
-    const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
-    const int8_t* xq = a.q8 + t * a.cols;
-    float s = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockIQ4_NL blk = load<BlockIQ4_NL>(w + b * sizeof(BlockIQ4_NL));
-      int32_t isum = 0;
-      for (int j = 0; j < 32; ++j) isum += int{kIQ4NLValues[nibble32(blk.qs, j)]} * xq[b * 32 + j];
-      s = std::fma(static_cast<float>(isum), fp16_to_fp32(blk.d) * a.d8[t * nb + b], s);
-    }
-    return s;
-  });
-}
-
-// IQ4_NL_R16 in gemm_iq4_nl's order.
-void gemm_iq4_nl_r16(const GemmArgs& g) {
-  const Act& a = *g.act;
-  const int64_t nb = a.cols / 32;
-  for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
-    const int8_t* xq = a.q8 + t * a.cols;
-    float s = 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const float d = fp16_to_fp32(load<uint16_t>(r16_block_scale(Layout::kIQ4_NL_R16, grp, b, lane))) * a.d8[t * nb + b];
-      int32_t isum = 0;
-      for (int k = 0; k < 32; ++k) isum += r16_signed_value(Layout::kIQ4_NL_R16, grp, b, lane, k) * xq[b * 32 + k];
-      s = std::fma(static_cast<float>(isum), d, s);
-    }
-    return s;
-  });
+  gemm_signed32<true, BlockIQ4_NL>(g, [](const BlockIQ4_NL& b, int j) { return int{kIQ4NLValues[nibble32(b.qs, j)]}; });
 }
 
 // K-type blocks x Q8_K: dot(blk, xb) returns the block's contribution / (d_x), given d_w terms.
@@ -599,8 +594,8 @@ const KernelTable& scalar_kernels() {
       gemm_q5_k,
       gemm_iq4_nl,
       gemm_iq4_xs,
-      gemm_iq4_nl_r16,
-      gemm_signed32_r16<Layout::kQ5_0_R16>,
+      gemm_signed32_r16<true, Layout::kIQ4_NL_R16>,
+      gemm_q5_0_r16,
       gemm_affine32_r16<Layout::kQ4_1_R16>,
       gemm_affine32_r16<Layout::kQ5_1_R16>,
       gemm_q5_k_r16,

@@ -290,7 +290,8 @@ struct WQ4_0 {
 // kBlockOrder (W): each block's products summed exactly (S) and added with one FMA,
 // acc = fma(float(S), d_w * d_x, acc), block by block: llama.cpp's x86 order for Q4_0 and IQ4_NL
 // (it repacks both, q4_0_8x8 / iq4_nl_8x8, and its repacked kernels sum so; the scalar
-// reference's gemm_q4_0 / gemm_iq4_nl, and every R16 kernel of both). Else 8 float lanes (4
+// reference's gemm_q4_0 / gemm_iq4_nl, and every R16 kernel of both), and Q5_0's in the opt-in
+// block order (matrix.h Q50Order::kBlock). Else 8 float lanes (4
 // values each) reduced at the end. For matrices left in the plain layout (rare: the SIMD tiers
 // repack these types), so kept simple.
 template <typename W, int T>

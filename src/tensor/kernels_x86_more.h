@@ -67,13 +67,20 @@ struct WQ5_0 {
     return _mm256_or_si256(nibbles_32(blk + 6), _mm256_andnot_si256(hb, _mm256_set1_epi8(static_cast<char>(0xF0))));
   }
 };
+// Q5_0 in the block order (GemmArgs::q5_block: matrix.h Q50Order::kBlock).
+struct WQ5_0Block : WQ5_0 {
+  static constexpr bool kBlockOrder = true;
+};
 struct WIQ4_NL {
   static constexpr size_t kBlockBytes = sizeof(BlockIQ4_NL);
   static constexpr bool kBlockOrder = true;  // llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl)
   static __m256i vals(const uint8_t* blk) { return _mm256_shuffle_epi8(iq4nl_table(), nibbles_32(blk + 2)); }
 };
 
-inline void gemm_q5_0_256(const GemmArgs& g) { gemm_q8<WQ5_0>(g); }
+inline void gemm_q5_0_256(const GemmArgs& g) {
+  if (g.q5_block) return gemm_q8<WQ5_0Block>(g);
+  gemm_q8<WQ5_0>(g);
+}
 inline void gemm_iq4_nl_256(const GemmArgs& g) { gemm_q8<WIQ4_NL>(g); }
 
 // ---- Q4_1 / Q5_1 x Q8_1: unsigned 32-blocks with fp16 d and m -------------------------------

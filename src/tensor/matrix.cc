@@ -164,7 +164,8 @@ std::string isa_summary() {
   } else {
     cpu += ", amx unusable: " + (f.amx_cpu() ? amx_permission().why : std::string("the OS does not enable its state"));
   }
-  return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")";
+  return std::string("kernels: ") + isa_name(active_isa()) + " (CPU: " + cpu + ")" +
+         (q5_0_order() == Q50Order::kBlock ? ", Q5_0 in block order (TOKENSERVE_Q5_0_ORDER)" : "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -446,6 +447,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
   const kern::GemmFn fn = gemm_for(isa, im.layout);
   const bool r16 = kern::is_r16(im.layout);
   const bool sw_prefetch = sw_prefetch_enabled(isa, im.type, n_tok);
+  const bool q5_block = im.type == DType::kQ5_0 && q5_0_order() == Q50Order::kBlock;
   const int64_t ldy = row_end - row_begin;
   // Computes absolute rows [b, e).
   // Prefill-sized batches run as a blocked GEMM: each thread's rows are swept once per panel of
@@ -470,6 +472,7 @@ void Matrix::matmul_rows(PreparedActivations& xp, float* y, int64_t row_begin, i
     }
     g.stride = im.stride;
     g.sw_prefetch = sw_prefetch;
+    g.q5_block = q5_block;
     g.num_rows = e - b;
     g.ldy = ldy;
     if (n_tok <= panel_tok) {

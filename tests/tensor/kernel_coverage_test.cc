@@ -199,10 +199,15 @@ std::vector<float> activations(int64_t n_tok, int64_t cols, uint32_t seed) {
   return x;
 }
 
-// Types whose every kernel gives the scalar reference's bits: ggml's x86 8-lane float order
-// (Q4_1, Q5_0, Q5_1: kernels_scalar.cc hsum8), or llama.cpp's repacked x86 order for Q4_0 and
-// IQ4_NL (each block exactly, one FMA).
-bool ggml_order(DType t) {
+// Whether a type's kernel on `isa` (its R16 layout if `repacked`, else the plain one) gives the
+// scalar reference's bits: ggml's x86 8-lane float order (Q4_1, Q5_0, Q5_1: kernels_scalar.cc
+// hsum8) or llama.cpp's repacked x86 order for Q4_0 and IQ4_NL (each block exactly, one FMA)
+// everywhere; Q5_0 in the opt-in block order (Q50Order::kBlock) everywhere but in the ymm tiers'
+// Q5_0_R16 kernels, which stay in ggml's order (within the summation tolerance).
+bool scalar_bits(DType t, Isa isa, bool repacked) {
+  if (t == DType::kQ5_0 && q5_0_order() == Q50Order::kBlock) {
+    return isa == Isa::kScalar || isa >= Isa::kAvx512 || !repacked;
+  }
   return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL || t == DType::kQ4_0;
 }
 
@@ -226,8 +231,7 @@ class EveryKernel : public ::testing::TestWithParam<Case> {};
 
 // Rows [row_begin, row_end) of every token: each ISA and layout against the reference and the
 // scalar kernels, for 1..17 and 35 tokens.
-TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
-  const Case c = GetParam();
+void check_every_kernel(const Case& c) {
   const int64_t rows = 37;  // two full 16-row groups and a partial one
   const auto w = random_weights(c.type, rows, c.cols, 1234u + static_cast<uint32_t>(c.type));
   IsaGuard guard;
@@ -256,7 +260,7 @@ TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
         }
         if (isa == Isa::kScalar && !repack) {
           scalar_y = y;
-        } else if (ggml_order(c.type)) {
+        } else if (scalar_bits(c.type, isa, m->repacked())) {
           // Same float operations in the same order as the scalar reference (and ggml).
           ASSERT_EQ(0, std::memcmp(y.data(), scalar_y.data(), y.size() * 4)) << what << ": not bit-identical to scalar";
         } else {
@@ -264,6 +268,7 @@ TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
             ASSERT_NEAR(y[i], scalar_y[i], 1e-5 * mag[i] + 1e-6) << what << " vs scalar, i " << i;
           }
         }
+        if (::testing::Test::HasFatalFailure()) return;
         // A row range that starts inside a 16-row group and ends inside another.
         const int64_t rb = 5, re = rows - 3;
         std::vector<float> ys(static_cast<size_t>(n_tok * (re - rb)), std::nanf(""));
@@ -275,6 +280,55 @@ TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) {
                 << what << " rows [" << rb << ", " << re << ") r " << r;
           }
         }
+      }
+    }
+  }
+}
+
+TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) { check_every_kernel(GetParam()); }
+
+// Q5_0 in the opt-in block order (Q50Order::kBlock): the same checks, plus the large batches the
+// AVX-512 pair passes take (Act::q8_il from 16 tokens), with odd column counts; and the mode
+// changes the scalar reference's bits (the block sums are not ggml's 8 lanes), so a kernel that
+// ignored it would fail the bit-for-bit checks.
+TEST(Q5_0BlockOrder, EveryKernelFollowsIt) {
+  struct OrderGuard {
+    Q50Order saved = q5_0_order();
+    ~OrderGuard() { set_q5_0_order(saved); }
+  } order_guard;
+  for (int64_t cols : {96, 320, 1120}) {
+    set_q5_0_order(Q50Order::kBlock);
+    check_every_kernel({DType::kQ5_0, cols});
+    if (HasFatalFailure()) return;
+  }
+  IsaGuard guard;
+  ThreadPool pool(2);
+  const int64_t rows = 37, cols = 1120;
+  const auto w = random_weights(DType::kQ5_0, rows, cols, 515u);
+  for (int64_t n_tok : {16, 40, 130}) {
+    const auto x = activations(n_tok, cols, static_cast<uint32_t>(n_tok) + 5u);
+    std::vector<double> ref, mag;
+    reference(DType::kQ5_0, w, rows, cols, x, n_tok, &ref, &mag);
+    set_isa(Isa::kScalar);
+    auto ms = Matrix::create(DType::kQ5_0, w.data(), rows, cols);
+    ASSERT_TRUE(ms.ok());
+    std::vector<float> want(static_cast<size_t>(n_tok * rows)), ggml(want.size());
+    set_q5_0_order(Q50Order::kGgml);
+    ms->matmul(x.data(), n_tok, ggml.data(), nullptr);
+    set_q5_0_order(Q50Order::kBlock);
+    ms->matmul(x.data(), n_tok, want.data(), nullptr);
+    ASSERT_NE(0, std::memcmp(want.data(), ggml.data(), want.size() * 4)) << "the orders gave the same bits";
+    for (Isa isa : host_isas()) {
+      set_isa(isa);
+      auto m = Matrix::create(DType::kQ5_0, w.data(), rows, cols);
+      ASSERT_TRUE(m.ok());
+      std::vector<float> y(want.size(), std::nanf(""));
+      m->matmul(x.data(), n_tok, y.data(), &pool);
+      const std::string what = std::string(isa_name(isa)) + " n_tok " + std::to_string(n_tok);
+      if (scalar_bits(DType::kQ5_0, isa, m->repacked())) {
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << what << ": not the scalar block order's bits";
+      } else {
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-6) << what << " i " << i;
       }
     }
   }
@@ -331,7 +385,7 @@ TEST_P(EveryKernel, ScalarR16KernelsMatchTheSimdOnes) {
       for (size_t i = 0; i < simd.size(); ++i) {
         ASSERT_NEAR(scalar[i], ref[i], 2e-5 * mag[i] + 1e-6) << what << " scalar vs reference, i " << i;
       }
-      if (ggml_order(c.type) || c.type == DType::kF32 || c.type == DType::kF16) {
+      if (scalar_bits(c.type, isa, true) || c.type == DType::kF32 || c.type == DType::kF16) {
         // ggml's order, or (F32_R16 / F16_R16) one FMA chain per output.
         ASSERT_EQ(0, std::memcmp(simd.data(), scalar.data(), simd.size() * 4)) << what << ": not bit-identical";
       } else {
@@ -367,6 +421,8 @@ TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
       ASSERT_TRUE(ms.ok());
       std::vector<float> want(static_cast<size_t>(n_tok * rows));
       ms->matmul(x.data(), n_tok, want.data(), nullptr);
+      std::vector<double> ref, mag;
+      reference(type, w, rows, cols, x, n_tok, &ref, &mag);
       for (Isa isa : host_isas()) {
         if (isa == Isa::kScalar) continue;
         set_isa(isa);
@@ -377,10 +433,14 @@ TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
                                  std::to_string(cols) + " n_tok " + std::to_string(n_tok);
         std::vector<float> y(want.size(), std::nanf(""));
         m->matmul(x.data(), n_tok, y.data(), &pool);
-        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << what;
         const int64_t rb = 3, re = 35;
         std::vector<float> ys(static_cast<size_t>(n_tok * (re - rb)), std::nanf(""));
         m->matmul_rows(x.data(), n_tok, ys.data(), rb, re, &pool);
+        if (!scalar_bits(type, isa, true)) {  // Q5_0 in the block order on a ymm tier
+          for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-6) << what << " i " << i;
+          continue;
+        }
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * 4)) << what;
         for (int64_t t = 0; t < n_tok; ++t) {
           ASSERT_EQ(0, std::memcmp(&ys[static_cast<size_t>(t * (re - rb))], &want[static_cast<size_t>(t * rows + rb)],
                                    static_cast<size_t>(re - rb) * 4))
