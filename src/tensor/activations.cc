@@ -92,13 +92,13 @@ unsigned forms_for(kern::Layout layout, int64_t n_tok, Isa isa) {
                   : 0u) |
              (n_tok >= kern::kActQ16MinTokens && isa == Isa::kAvx2 ? kFormQ16 : 0u);
     case kern::Layout::kQ5_0_R16: {
-      // Q50Order::kBlock on AVX-512 / AMX: the Q4_0_R16 kernels with the 5th bit (Act::q8_il from
-      // kQ4IlMinTokens, at every size on AMX as for IQ4_NL_R16). Else ggml's order: the ggml panel
+      // Q50Order::kBlock on AVX-VNNI / AVX-512 / AMX: the Q4_0_R16 kernels with the 5th bit (AVX-512
+      // / AMX: Act::q8_il from kQ4IlMinTokens, as IQ4_NL_R16). Else ggml's order: the ggml panel
       // kernels (Act::q8u) from their tier's batch size (the AVX-VNNI tier runs its x16t panels at
       // every size, kernels.h); below them the values go in unsigned against Act::x16t on every
       // SIMD tier.
-      if (isa >= Isa::kAvx512 && q5_0_order() == Q50Order::kBlock) {
-        return kFormQ8 | (n_tok >= kern::kQ4IlMinTokens ? kFormIl : 0u);
+      if (q5_0_order() == Q50Order::kBlock && isa >= Isa::kAvxVnni) {
+        return kFormQ8 | (n_tok >= kern::kQ4IlMinTokens && isa >= Isa::kAvx512 ? kFormIl : 0u);
       }
       const int64_t panel_min = isa >= Isa::kAvx512 ? kern::kGgmlPanelMinTokensAvx512
                                 : isa == Isa::kAvx2 ? kern::kGgmlPanelMinTokensAvx2

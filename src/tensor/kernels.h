@@ -209,8 +209,9 @@ inline size_t act_il_bytes(int64_t n_tok, int64_t cols) {
          kActIlBlockBytes;
 }
 
-// From this many tokens the AVX-512 Q4_0_R16 matmul reads Act::q8_il too: whole pairs of
-// groups through the Q8_0_R16 prefill passes, the nibbles unpacked in registers
+// From this many tokens the AVX-512 Q4_0_R16 matmul (and IQ4_NL_R16's, and Q5_0_R16's in
+// Q50Order::kBlock) reads Act::q8_il too: whole pairs of groups through the Q8_0_R16 prefill
+// passes, the nibbles unpacked in registers
 // (kernels_avx512_pair.h); below it, and for a matrix's last odd group, the per-group tiles
 // over Act::q8.
 constexpr int64_t kQ4IlMinTokens = 16;
@@ -238,8 +239,8 @@ struct GemmArgs {
   bool sw_prefetch = true;
   // Q5_0 (plain and Q5_0_R16) in the block order instead of ggml's 8-lane order (matrix.h
   // Q50Order::kBlock): honoured by the scalar reference, every tier's plain Q5_0 kernel and the
-  // AVX-512 Q5_0_R16 kernels (which then read Act::q8_il from kQ4IlMinTokens); the ymm tiers'
-  // Q5_0_R16 kernels stay in ggml's order.
+  // AVX-512 / AVX-VNNI Q5_0_R16 kernels (AVX-512: Act::q8_il from kQ4IlMinTokens); the plain AVX2
+  // tier's Q5_0_R16 kernels stay in ggml's order.
   bool q5_block = false;
 };
 

@@ -79,15 +79,21 @@ void gemm_q8_0_r16_avxvnni(const GemmArgs& g) { gemm_q8_0_r16_vnni(g); }
 // -> 332 / 2127 / 17501; avx-vnni 295 / 2239 / 18315 -> 276 / 1772 / 14460.
 constexpr int64_t kQ4PanelMinTokens = 8;
 void gemm_q4_0_r16_avxvnni(const GemmArgs& g) {
-  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<false>(g);
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<Q4Vals::kQ4_0>(g);
   gemm_q4_0_r16_panels_avx2<true>(g);
 }
-void gemm_q5_0_r16_avxvnni(const GemmArgs& g) { gemm_r16_ggml_vnni<DecQ5_0256>(g); }
+// Q5_0_R16: ggml's order (the x16t kernels), or in Q50Order::kBlock (GemmArgs::q5_block) the
+// Q4_0_R16 tiles and chunk panels with the 5th bit (the scalar reference's bits in that order).
+void gemm_q5_0_r16_avxvnni(const GemmArgs& g) {
+  if (!g.q5_block) return gemm_r16_ggml_vnni<DecQ5_0256>(g);
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<Q4Vals::kQ5Plus16>(g);
+  gemm_q4_0_r16_panels_avx2<true, Q4Vals::kQ5Plus16>(g);
+}
 // IQ4_NL_R16 in llama.cpp's x86 order (kernels_scalar.cc gemm_iq4_nl) through the Q4_0_R16
 // kernels (the same bytes), the nibbles looked up in the table: the 3-token tiles, and from
 // kQ4PanelMinTokens the chunk panels.
 void gemm_iq4_nl_r16_avxvnni(const GemmArgs& g) {
-  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<true>(g);
+  if (g.act->n_tok < kQ4PanelMinTokens || g.scratch == nullptr) return gemm_q4_0_r16_vnni<Q4Vals::kNlPlus128>(g);
   gemm_q4_0_r16_panels_avx2<true, Q4Vals::kNlPlus128>(g);
 }
 void act_round_f16(const float* x, float* out, int64_t n) { round_f16_256(x, out, n); }

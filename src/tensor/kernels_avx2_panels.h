@@ -157,12 +157,29 @@ inline void gemm_q8_0_r16_panels_avx2(const GemmArgs& g) {
 // against -128 * sum(x); on plain AVX2 the signed values followed by their absolute values
 // ([8 k4][16 rows][4] s8, then the same as u8, Avx2Q4Panel::kAbs), |w| against x with w's sign
 // per 4 values (vpmaddubsw pairs <= 2 * 127 * 127, widened at once): the exact block sums of
-// iq4nl_r16_tile_avx2, the same bits.
+// iq4nl_r16_tile_avx2, the same bits. Q5_0_R16 in Q50Order::kBlock (Q4Vals::kQ5Plus16, AVX-VNNI
+// only: the plain AVX2 int16 sums could overflow with values up to 31): the vals are the nibbles
+// with the record's 5th bit as bit 4 (w + 16) against -16 * sum(x), the exact block sums of
+// q4_0_r16_tile_vnni<T, kQ5Plus16>.
 struct Avx2Q4Panel {
   static constexpr size_t kVals = 0, kD = 512, kBlock = 576;
   static constexpr size_t kAbs = 512, kDSigned = 1024, kBlockSigned = 1088;  // Q4Vals::kNlSigned
 };
-enum class Q4Vals { kQ4_0, kNlPlus128, kNlSigned };
+enum class Q4Vals { kQ4_0, kNlPlus128, kNlSigned, kQ5Plus16 };
+// What the stored values are offset by (w + kOff), and the record stride, of each kind.
+template <Q4Vals kV>
+constexpr int q4_vals_offset() { return kV == Q4Vals::kQ4_0 ? 8 : kV == Q4Vals::kQ5Plus16 ? 16 : 128; }
+template <Q4Vals kV>
+constexpr size_t q4_vals_record() { return kV == Q4Vals::kQ5Plus16 ? kR16Q5PairBytes : kR16Q4PairBytes; }
+// Q5_0_R16: the 5th bits of 8 rows (half h) of line m's low (k4 = m) and high (k4 = m + 4)
+// nibbles, at bit 4 of each byte (bit k4 of the bit planes, kernels.h; a 16-bit shift keeps each
+// byte's bit 4 inside its byte for shifts up to 4), or'ed into lo / hi.
+inline void q5_merge_bits_256(const uint8_t* rec, int half, int h, int m, __m256i& lo, __m256i& hi) {
+  const __m256i planes = loadu256(rec + kR16Q4PairBytes + half * 64 + 32 * h);
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  lo = _mm256_or_si256(lo, _mm256_and_si256(m < 4 ? _mm256_slli_epi16(planes, 4 - m) : planes, b4));
+  hi = _mm256_or_si256(hi, _mm256_and_si256(m > 0 ? _mm256_srli_epi16(planes, m) : planes, b4));
+}
 template <Q4Vals kV>
 constexpr size_t q4_panel_block() { return kV == Q4Vals::kNlSigned ? Avx2Q4Panel::kBlockSigned : Avx2Q4Panel::kBlock; }
 template <Q4Vals kV>
@@ -188,7 +205,7 @@ inline void decode_q4_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1,
   const __m256i table = kV == Q4Vals::kNlPlus128 ? _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8(static_cast<char>(0x80)))
                                                  : iq4nl_table();
   auto store = [&](uint8_t* at, __m256i nib) {
-    if constexpr (kV == Q4Vals::kQ4_0) {
+    if constexpr (kV == Q4Vals::kQ4_0 || kV == Q4Vals::kQ5Plus16) {
       store256(at, nib);
     } else {
       const __m256i w = _mm256_shuffle_epi8(table, nib);
@@ -197,7 +214,7 @@ inline void decode_q4_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1,
     }
   };
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * q4_vals_record<kV>();
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 256;
     uint8_t* pb = panel + static_cast<size_t>(b - b0) * q4_panel_block<kV>();
@@ -207,8 +224,10 @@ inline void decode_q4_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1,
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m256i v = loadu256(vals + 64 * m + 32 * h);  // low nibbles: values 4m.., high: 16 + 4m..
-        store(pb + Avx2Q4Panel::kVals + 64 * m + 32 * h, _mm256_and_si256(v, m4));
-        store(pb + Avx2Q4Panel::kVals + 64 * (m + 4) + 32 * h, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kV == Q4Vals::kQ5Plus16) q5_merge_bits_256(rec, half, h, m, lo, hi);
+        store(pb + Avx2Q4Panel::kVals + 64 * m + 32 * h, lo);
+        store(pb + Avx2Q4Panel::kVals + 64 * (m + 4) + 32 * h, hi);
       }
     }
     _mm256_storeu_ps(reinterpret_cast<float*>(pb + q4_panel_d<kV>()), load8_f16(rec + half * 32));
@@ -221,11 +240,12 @@ inline void decode_q4_r16_panel_avx2(const uint8_t* grp, int64_t b0, int64_t b1,
 template <int T, bool kVnni, Q4Vals kV>
 inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_t b0, int64_t b1, int64_t t0,
                                  float* acc, PrefetchSpread& pf) {
-  static_assert(kV != Q4Vals::kNlPlus128 || kVnni, "unsigned table values need vpdpbusd");
+  static_assert((kV != Q4Vals::kNlPlus128 && kV != Q4Vals::kQ5Plus16) || kVnni,
+                "unsigned table / 5-bit values need vpdpbusd");
   static_assert(kV != Q4Vals::kNlSigned || !kVnni, "the AVX-VNNI tier takes the values + 128");
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
-  constexpr int kOff = kV == Q4Vals::kQ4_0 ? 8 : 128;
+  constexpr int kOff = q4_vals_offset<kV>();
   const int8_t* xq[T];
   for (int t = 0; t < T; ++t) xq[t] = a.q8 + (t0 + t) * a.cols;
   for (int64_t b = b0; b < b1; ++b) {
@@ -277,8 +297,9 @@ inline void q4_0_panel_tile_avx2(const GemmArgs& g, const uint8_t* panel, int64_
   }
 }
 
-// Batched Q4_0_R16 / IQ4_NL_R16 (needs g.scratch): tiles of kQ4PanelTile / kQ4PanelTileVnni
-// tokens (4 for the signed IQ4_NL panel) over chunk panels. kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
+// Batched Q4_0_R16 / IQ4_NL_R16 / Q5_0_R16 in Q50Order::kBlock (needs g.scratch): tiles of
+// kQ4PanelTile / kQ4PanelTileVnni tokens (4 for the signed IQ4_NL panel) over chunk panels.
+// kVnni: the AVX-VNNI tier (vpdpbusd through dpbusd_vex).
 template <bool kVnni, Q4Vals kV = Q4Vals::kQ4_0>
 inline void gemm_q4_0_r16_panels_avx2(const GemmArgs& g) {
   constexpr int kTile = kV == Q4Vals::kNlSigned ? kQ4PanelTileSigned : kVnni ? kQ4PanelTileVnni : kQ4PanelTile;

@@ -159,21 +159,24 @@ TS_AVXVNNI void gemm_q8_0_r16_vnni(const GemmArgs& g) {
   if (g.act->q8_il != nullptr) return gemm_q8_0_r16_il_vnni(g);
   gemm_q8_0_r16_halves<Q8_0R16HalfVnni>(g);
 }
-// ---- Q4_0_R16 (nibble - 8) and IQ4_NL_R16 (table values) x Q8_0 with vpdpbusd -----------------
+// ---- Q4_0_R16 (nibble - 8), IQ4_NL_R16 (table values), Q5_0_R16 (block order) with vpdpbusd --
 
 // The AVX2 tile (q4_0_r16_tile_avx2) with each nibble plane's vpmaddubsw + int16 add replaced by
 // one vpdpbusd into int32; the block sum starts at -8 * sum(x) (stored nibbles are w + 8), so
-// the integer sums, and the results, are the AVX2 kernel's. kNl: IQ4_NL_R16, every nibble looked
-// up as its table value + 128 (1..241, unsigned for vpdpbusd) and the sum starting at -128 *
-// sum(x): the exact block sums of iq4nl_r16_tile_avx2, the same float steps, the same bits.
-template <int T, bool kNl>
+// the integer sums, and the results, are the AVX2 kernel's. kNlPlus128: IQ4_NL_R16, every nibble
+// looked up as its table value + 128 (1..241, unsigned for vpdpbusd) and the sum starting at -128
+// * sum(x): the exact block sums of iq4nl_r16_tile_avx2, the same float steps, the same bits.
+// kQ5Plus16: Q5_0_R16 in Q50Order::kBlock, each nibble with its 5th bit (w + 16) against -16 *
+// sum(x): the scalar reference's block sums and float steps in that order, the same bits.
+template <int T, Q4Vals kV>
 TS_AVXVNNI void q4_0_r16_tile_vnni(const GemmArgs& g, const uint8_t* grp, int lane0, int lane1, int64_t out_r,
                                    int64_t t0, PrefetchSpread& pf) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i table = _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8(static_cast<char>(0x80)));  // kNl: value + 128
-  constexpr int kOff = kNl ? 128 : 8;
+  const __m256i table = _mm256_xor_si256(iq4nl_table(), _mm256_set1_epi8(static_cast<char>(0x80)));  // value + 128
+  constexpr bool kNl = kV == Q4Vals::kNlPlus128;
+  constexpr int kOff = q4_vals_offset<kV>();
   __m256 acc[2][T];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -181,7 +184,7 @@ TS_AVXVNNI void q4_0_r16_tile_vnni(const GemmArgs& g, const uint8_t* grp, int la
     for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * kR16Q4PairBytes;
+    const uint8_t* rec = grp + static_cast<size_t>(b >> 1) * q4_vals_record<kV>();
     const int half = static_cast<int>(b & 1);
     const uint8_t* vals = rec + 64 + half * 256;
     pf.step();
@@ -199,6 +202,7 @@ TS_AVXVNNI void q4_0_r16_tile_vnni(const GemmArgs& g, const uint8_t* grp, int la
           lo = _mm256_shuffle_epi8(table, lo);
           hi = _mm256_shuffle_epi8(table, hi);
         }
+        if constexpr (kV == Q4Vals::kQ5Plus16) q5_merge_bits_256(rec, half, h, m, lo, hi);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xq = a.q8 + (t0 + t) * a.cols + b * 32;
@@ -217,18 +221,19 @@ TS_AVXVNNI void q4_0_r16_tile_vnni(const GemmArgs& g, const uint8_t* grp, int la
   for (int t = 0; t < T; ++t) store_group(g, acc[0][t], acc[1][t], t0 + t, lane0, lane1, out_r);
 }
 
-template <bool kNl>
+template <Q4Vals kV>
 TS_AVXVNNI void gemm_q4_0_r16_vnni(const GemmArgs& g) {
   const int64_t last_row = g.row0 + g.num_rows - 1;  // relative to the first group
   const uint8_t* last_grp = g.w + static_cast<size_t>(last_row / 16) * g.stride;
   const int64_t n_tok = g.act->n_tok, nb = g.act->cols / 32;
   for_r16_groups(g, [&](const uint8_t* grp, int lane0, int lane1, int64_t out_r) {
     PrefetchSpread pf(g.sw_prefetch && grp < last_grp ? grp + g.stride : nullptr, g.stride, (n_tok + 2) / 3 * nb);
-    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T, kNl>(g, grp, lane0, lane1, out_r, t0, pf); });
+    for_tiles<3>(n_tok, [&]<int T>(int64_t t0) { q4_0_r16_tile_vnni<T, kV>(g, grp, lane0, lane1, out_r, t0, pf); });
   });
 }
 // ---- Q5_1_R16 batches: the ggml panels (kernels_avx2_ggml.h) with vpdpbusd ------------------
-// (ggml_panel_half_avx2 with kVnni). Q5_0 runs its x16t kernels at every size on this tier.
+// (ggml_panel_half_avx2 with kVnni). Q5_0 runs its x16t kernels at every size on this tier (in
+// ggml's order; Q50Order::kBlock: the Q4_0_R16 kernels, gemm_q5_0_r16_avxvnni).
 template <typename Dec>
 void gemm_r16_ggml_vnni(const GemmArgs& g) {
   if (g.act->q8u != nullptr && g.scratch != nullptr) return gemm_ggml_panels_avx2<Dec, 1>(g, GgmlHalfAvx2<true>{});

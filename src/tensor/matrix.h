@@ -106,16 +106,17 @@ bool sw_prefetch_enabled(Isa isa, DType type, int64_t n_tok);
 // Q5_0's summation order. kGgml (the default): ggml's x86 8-lane float order, a float step per 4
 // values, bit for bit llama.cpp's Q5_0 dot. kBlock (opt-in, TOKENSERVE_Q5_0_ORDER=block): each
 // 32-block's products summed exactly in int32 and added with one FMA (the order Q8_0, Q4_0 and
-// IQ4_NL follow here), which the AVX-512 and AMX tiers run through their Q4_0_R16 kernels: one
-// vpdpbusd per 4 values and token instead of vpdpbusd + vsubps + FMA, ~1.5-2x the Q5_0 matmul
-// speed from 2 tokens on (the commit that added it has the figures), for the files whose
-// 896-wide rows fall back to Q5_0 (Qwen2.5 / SmolLM2 Q4_K_M). The price: logits no longer
-// llama.cpp's bit for bit; they differ by rounding (~1e-6), and where that flips one activation's
-// int8 rounding by more (tiny-quant-q5_0: max 0.17 against its golden reference, README bound
-// 0.05). Followed by the scalar reference and every tier's plain Q5_0 kernel; the ymm tiers'
-// Q5_0_R16 kernels stay in ggml's order. Read once from the environment (an unknown value is
-// reported on stderr and ignored); set_q5_0_order overrides it for matmuls started afterwards,
-// process-wide (benchmarks, tests).
+// IQ4_NL follow here), which the AVX-512, AMX and AVX-VNNI tiers run through their Q4_0_R16
+// kernels: one vpdpbusd per 4 values and token instead of vpdpbusd + vsubps + FMA, ~1.5-2x the
+// Q5_0 matmul speed from 2 tokens on (the commits that added it have the figures), for the
+// files whose 896- and 576-wide rows fall back to Q5_0 (Qwen2.5 / SmolLM2 Q4_K_M). The price:
+// logits no longer llama.cpp's bit for bit; they differ by rounding (~1e-6), and where that
+// flips one activation's int8 rounding by more (tiny-quant-q5_0: max 0.17 against its golden
+// reference, README bound 0.05). Followed by the scalar reference and every tier's plain Q5_0
+// kernel; the plain AVX2 tier's Q5_0_R16 kernels stay in ggml's order (its int16 sums would
+// overflow with 5-bit values). Read once from the environment (an unknown value is reported on
+// stderr and ignored); set_q5_0_order overrides it for matmuls started afterwards, process-wide
+// (benchmarks, tests).
 enum class Q50Order { kGgml = 0, kBlock = 1 };
 void set_q5_0_order(Q50Order order);
 Q50Order q5_0_order();

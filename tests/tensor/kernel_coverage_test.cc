@@ -202,12 +202,10 @@ std::vector<float> activations(int64_t n_tok, int64_t cols, uint32_t seed) {
 // Whether a type's kernel on `isa` (its R16 layout if `repacked`, else the plain one) gives the
 // scalar reference's bits: ggml's x86 8-lane float order (Q4_1, Q5_0, Q5_1: kernels_scalar.cc
 // hsum8) or llama.cpp's repacked x86 order for Q4_0 and IQ4_NL (each block exactly, one FMA)
-// everywhere; Q5_0 in the opt-in block order (Q50Order::kBlock) everywhere but in the ymm tiers'
-// Q5_0_R16 kernels, which stay in ggml's order (within the summation tolerance).
+// everywhere; Q5_0 in the opt-in block order (Q50Order::kBlock) everywhere but in the plain AVX2
+// tier's Q5_0_R16 kernels, which stay in ggml's order (within the summation tolerance).
 bool scalar_bits(DType t, Isa isa, bool repacked) {
-  if (t == DType::kQ5_0 && q5_0_order() == Q50Order::kBlock) {
-    return isa == Isa::kScalar || isa >= Isa::kAvx512 || !repacked;
-  }
+  if (t == DType::kQ5_0 && q5_0_order() == Q50Order::kBlock) return isa != Isa::kAvx2 || !repacked;
   return t == DType::kQ4_1 || t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kIQ4_NL || t == DType::kQ4_0;
 }
 
@@ -287,8 +285,9 @@ void check_every_kernel(const Case& c) {
 
 TEST_P(EveryKernel, MatchesReferenceOnEveryIsaAndLayout) { check_every_kernel(GetParam()); }
 
-// Q5_0 in the opt-in block order (Q50Order::kBlock): the same checks, plus the large batches the
-// AVX-512 pair passes take (Act::q8_il from 16 tokens), with odd column counts; and the mode
+// Q5_0 in the opt-in block order (Q50Order::kBlock): the same checks (the AVX-VNNI tiles and,
+// from 8 tokens, chunk panels), plus the large batches the AVX-512 pair passes take (Act::q8_il
+// from 16 tokens), with odd column counts; and the mode
 // changes the scalar reference's bits (the block sums are not ggml's 8 lanes), so a kernel that
 // ignored it would fail the bit-for-bit checks.
 TEST(Q5_0BlockOrder, EveryKernelFollowsIt) {
@@ -436,7 +435,7 @@ TEST(GgmlPanels, LargeBatchesMatchScalarBitForBit) {
         const int64_t rb = 3, re = 35;
         std::vector<float> ys(static_cast<size_t>(n_tok * (re - rb)), std::nanf(""));
         m->matmul_rows(x.data(), n_tok, ys.data(), rb, re, &pool);
-        if (!scalar_bits(type, isa, true)) {  // Q5_0 in the block order on a ymm tier
+        if (!scalar_bits(type, isa, true)) {  // Q5_0 in the block order on the plain AVX2 tier
           for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-5 * mag[i] + 1e-6) << what << " i " << i;
           continue;
         }
