@@ -95,14 +95,12 @@ inline void r16_il_pair_pass(const GemmArgs& g, const uint8_t* grp, int64_t out_
         _mm_prefetch(reinterpret_cast<const char*>(grp1 + po), _MM_HINT_T1);
       }
     }
-    __m512i s0[T], s1[T];
+    __m512i s0[T], s1[T], p0{}, p1{};  // p0 / p1: the groups' 5th-bit lines of the block (kNibQ5)
     if constexpr (kNib == kNibQ5) {
-      const __m512i p0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp + ro + kR16Q4PairBytes + half * 64));
-      const __m512i p1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp1 + ro + kR16Q4PairBytes + half * 64));
-      pair_block_sums<T, kQ4, kNib>(vals0, vals1, xa, slot0, s0, s1, p0, p1);
-    } else {
-      pair_block_sums<T, kQ4, kNib>(vals0, vals1, xa, slot0, s0, s1);
+      p0 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp + ro + kR16Q4PairBytes + half * 64));
+      p1 = _mm512_load_si512(reinterpret_cast<const __m512i*>(grp1 + ro + kR16Q4PairBytes + half * 64));
     }
+    pair_block_sums<T, kQ4, kNib>(vals0, vals1, xa, slot0, s0, s1, p0, p1);
     const __m512 dw0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + ro + half * 32)));
     const __m512 dw1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp1 + ro + half * 32)));
 #pragma GCC unroll 4

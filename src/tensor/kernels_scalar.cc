@@ -356,19 +356,18 @@ void for_each_r16_row_token(const GemmArgs& g, Dot dot) {
 }
 
 // Signed 32-value blocks x Q8_0 activations: s = sum_b d_w * d_x * sum_j w_j x_j, for one row
-// and token: scale(b) gives block b's d_w * d_x, values(b, v) its 32 values. ggml's 8-lane order
+// and token: block(b, v) writes block b's 32 values to v and returns its d_w * d_x. ggml's 8-lane order
 // (dot_block32, hsum8: Q5_0 by default), or kBlock: each block's products summed exactly in int32
 // and added with one FMA, acc = fma(float(S_b), d_w * d_x, acc), block by block: llama.cpp's x86
 // order for IQ4_NL (it repacks every IQ4_NL matrix of 8k rows, iq4_nl_8x8, ggml-cpu repack.cpp,
 // on any AVX2 CPU, and those kernels sum so; not the 8-lane order of ggml's plain vec_dot that
 // Q5_0 / Q4_1 / Q5_1 follow), and Q5_0's in Q50Order::kBlock (matrix.h).
-template <bool kBlock, typename Scale, typename Values>
-float signed32_dot(int64_t nb, const int8_t* xq, Scale scale, Values values) {
+template <bool kBlock, typename BlockFn>
+float signed32_dot(int64_t nb, const int8_t* xq, BlockFn block) {
   float acc[8] = {}, s = 0;
   int32_t v[32];
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = scale(b);
-    values(b, v);
+    const float d = block(b, v);
     if constexpr (kBlock) {
       int32_t isum = 0;
       for (int j = 0; j < 32; ++j) isum += v[j] * xq[b * 32 + j];
@@ -385,13 +384,11 @@ void gemm_signed32(const GemmArgs& g, Val val) {
   const int64_t nb = a.cols / 32;
   for_each_row_token(g, [&](int64_t r, int64_t t) {
     const uint8_t* w = g.w + static_cast<size_t>(r) * g.stride;
-    return signed32_dot<kBlock>(
-        nb, a.q8 + t * a.cols,
-        [&](int64_t b) { return fp16_to_fp32(load<Block>(w + b * sizeof(Block)).d) * a.d8[t * nb + b]; },
-        [&](int64_t b, int32_t* v) {
-          const Block blk = load<Block>(w + b * sizeof(Block));
-          for (int j = 0; j < 32; ++j) v[j] = val(blk, j);
-        });
+    return signed32_dot<kBlock>(nb, a.q8 + t * a.cols, [&](int64_t b, int32_t* v) {
+      const Block blk = load<Block>(w + b * sizeof(Block));
+      for (int j = 0; j < 32; ++j) v[j] = val(blk, j);
+      return fp16_to_fp32(blk.d) * a.d8[t * nb + b];
+    });
   });
 }
 // Q5_0_R16 / IQ4_NL_R16 (repacked signed 32-blocks), in gemm_signed32<kBlock>'s order.
@@ -400,12 +397,10 @@ void gemm_signed32_r16(const GemmArgs& g) {
   const Act& a = *g.act;
   const int64_t nb = a.cols / 32;
   for_each_r16_row_token(g, [&](const uint8_t* grp, int lane, int64_t t) {
-    return signed32_dot<kBlock>(
-        nb, a.q8 + t * a.cols,
-        [&](int64_t b) { return fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b]; },
-        [&](int64_t b, int32_t* v) {
-          for (int k = 0; k < 32; ++k) v[k] = r16_signed_value(kL, grp, b, lane, k);
-        });
+    return signed32_dot<kBlock>(nb, a.q8 + t * a.cols, [&](int64_t b, int32_t* v) {
+      for (int k = 0; k < 32; ++k) v[k] = r16_signed_value(kL, grp, b, lane, k);
+      return fp16_to_fp32(load<uint16_t>(r16_block_scale(kL, grp, b, lane))) * a.d8[t * nb + b];
+    });
   });
 }
 // Q5_0_R16: ggml's order (gemm_signed32_r16), or the block order (GemmArgs::q5_block).
